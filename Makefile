@@ -1,0 +1,47 @@
+# One entry point for users and CI alike: `make test` is what .ci/run calls.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STACK := deploy/local/stack.sh
+CONFIG ?= config/worker.example.yaml
+
+.PHONY: venv stack-up stack-down stack-status test unit integration lint run demo bench clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+stack-up: venv
+	bash $(STACK) up
+
+stack-down:
+	bash $(STACK) down
+
+stack-status:
+	bash $(STACK) status
+
+lint: venv
+	$(VENV)/bin/ruff check worker tests bench
+	$(VENV)/bin/mypy
+
+unit: venv
+	$(VENV)/bin/pytest -q tests/unit
+
+# The whole suite (unit + integration) against the real local stack, started here if it is not up.
+test: venv stack-up
+	$(VENV)/bin/ruff check worker tests bench
+	$(VENV)/bin/mypy
+	$(VENV)/bin/pytest -q -rfEs tests
+
+run: stack-up
+	$(VENV)/bin/ledger-deletion-worker run --config $(CONFIG)
+
+bench: venv stack-up
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# The real local stack: Apache Pulsar standalone (ZooKeeper metadata, bookie HTTP admin on) and moto's
+# S3 server, both on loopback.  `stack.sh up|down|status|env`.
+#
+# Everything is configurable through the environment (defaults in brackets):
+#   STACK_DIR [deploy/local/.data]  data, logs and pid files
+#   STACK_CACHE [deploy/local/.cache]  the unpacked Pulsar distribution (the tarball itself stays in ~/.m2)
+#   PULSAR_VERSION [4.0.8]  BROKER_PORT [6650]  WEB_PORT [8080]  BOOKIE_PORT [3181]
+#   BOOKIE_HTTP_PORT [8000]  ZK_PORT [2181]  S3_PORT [5000]  S3_BUCKET [pulsar-offload]
+#   PULSAR_MEM [-Xms512m -Xmx1g -XX:MaxDirectMemorySize=1g]  STACK_START_TIMEOUT [240] (seconds)
+#   AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY [testing/testing]  what the broker's offloader signs S3 calls with
+#
+# Tiered storage: the broker loads Pulsar's jcloud offloader (driver aws-s3) and offloads to the moto S3
+# server (bucket S3_BUCKET).  Maven Central has no .nar for it, so build_offloader makes
+# $STACK_CACHE/offloaders/tiered-storage-jcloud-$PULSAR_VERSION.nar once from deploy/local/offloaders/pom.xml.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+
+PULSAR_VERSION=${PULSAR_VERSION:-4.0.8}
+STACK_DIR=${STACK_DIR:-$here/.data}
+STACK_CACHE=${STACK_CACHE:-$here/.cache}
+BROKER_PORT=${BROKER_PORT:-6650}
+WEB_PORT=${WEB_PORT:-8080}
+BOOKIE_PORT=${BOOKIE_PORT:-3181}
+BOOKIE_HTTP_PORT=${BOOKIE_HTTP_PORT:-8000}
+ZK_PORT=${ZK_PORT:-2181}
+S3_PORT=${S3_PORT:-5000}
+S3_BUCKET=${S3_BUCKET:-pulsar-offload}
+STACK_START_TIMEOUT=${STACK_START_TIMEOUT:-240}
+PYTHON=${PYTHON:-$repo/.venv/bin/python}
+export PULSAR_MEM=${PULSAR_MEM:--Xms512m -Xmx1g -XX:MaxDirectMemorySize=1g}
+
+pulsar_home=$STACK_CACHE/apache-pulsar-$PULSAR_VERSION
+offloaders_dir=$STACK_CACHE/offloaders
+offloader_nar=$offloaders_dir/tiered-storage-jcloud-$PULSAR_VERSION.nar
+run=$STACK_DIR/run
+logs=$STACK_DIR/logs
+mkdir -p "$run" "$logs"
+
+log() { echo "stack: $*" >&2; }
+
+http_ok() { curl -fsS -m 3 -o /dev/null "$1" 2>/dev/null; }
+
+pid_alive() {
+  local f=$run/$1.pid
+  [[ -f $f ]] && kill -0 "$(cat "$f")" 2>/dev/null
+}
+
+pulsar_ready() {
+  http_ok "http://127.0.0.1:$WEB_PORT/admin/v2/brokers/health" &&
+    http_ok "http://127.0.0.1:$BOOKIE_HTTP_PORT/heartbeat"
+}
+
+s3_ready() { http_ok "http://127.0.0.1:$S3_PORT/moto-api/data.json"; }
+
+fail() {  # fail COMPONENT LOGFILE MESSAGE
+  log "FAILED: $1: $3"
+  if [[ -f $2 ]]; then
+    echo "----- last 60 lines of $2 -----" >&2
+    tail -n 60 "$2" >&2
+  fi
+  exit 1
+}
+
+fetch_pulsar() {
+  [[ -x $pulsar_home/bin/pulsar ]] && return 0
+  local tgz=$HOME/.m2/repository/org/apache/pulsar/pulsar-server-distribution/$PULSAR_VERSION/pulsar-server-distribution-$PULSAR_VERSION-bin.tar.gz
+  if [[ ! -f $tgz ]]; then
+    log "downloading Apache Pulsar $PULSAR_VERSION from Maven Central (once; cached in ~/.m2)"
+    local t0=$SECONDS
+    mvn -q -B dependency:get -Dtransitive=false \
+      -Dartifact="org.apache.pulsar:pulsar-server-distribution:$PULSAR_VERSION:tar.gz:bin" >&2 ||
+      fail pulsar /dev/null "could not download the distribution from Maven Central"
+    log "download took $((SECONDS - t0)) s"
+  fi
+  mkdir -p "$STACK_CACHE"
+  local tmp
+  tmp=$(mktemp -d "$STACK_CACHE/unpack.XXXXXX")
+  tar xzf "$tgz" -C "$tmp"
+  rm -rf "$pulsar_home"
+  mv "$tmp/apache-pulsar-$PULSAR_VERSION" "$pulsar_home"
+  rm -rf "$tmp"
+}
+
+nar_ok() {  # nar_ok FILE: a zip with the offloader service definition naming a factory class
+  unzip -p "$1" META-INF/services/pulsar-offloader.yaml 2>/dev/null | grep -q '^offloaderFactoryClass:'
+}
+
+build_offloader() {
+  # Pulsar's jcloud offloader NAR, built once and cached.  What Maven Central serves as
+  # tiered-storage-jcloud-<v>.jar is (for 4.0.x) already the NAR made by nifi-nar-maven-plugin: classes and
+  # META-INF/services/pulsar-offloader.yaml at the root, runtime dependencies in
+  # META-INF/bundled-dependencies/.  If a version ships a plain jar instead, assemble that layout from the
+  # jar and its runtime dependencies (the pom's copy-dependencies output).
+  nar_ok "$offloader_nar" && return 0
+  log "building the jcloud offloader NAR $offloader_nar (once)"
+  local t0=$SECONDS work
+  mkdir -p "$offloaders_dir"
+  work=$(mktemp -d "$STACK_CACHE/offloader-build.XXXXXX")
+  mvn -q -B -f "$here/offloaders/pom.xml" package -Dpulsar.version="$PULSAR_VERSION" \
+    -Doffloader.work="$work" >&2 || { rm -rf "$work"; fail offloader /dev/null "could not resolve tiered-storage-jcloud $PULSAR_VERSION from Maven Central"; }
+  local jar=$work/main/tiered-storage-jcloud-$PULSAR_VERSION.jar
+  if unzip -l "$jar" 'META-INF/bundled-dependencies/*.jar' >/dev/null 2>&1; then
+    cp "$jar" "$work/offloader.nar"
+  else
+    mvn -q -B -f "$here/offloaders/pom.xml" package -Passemble-nar -Dpulsar.version="$PULSAR_VERSION" \
+      -Doffloader.work="$work" >&2 || { rm -rf "$work"; fail offloader /dev/null "could not resolve the offloader's dependencies"; }
+    mkdir -p "$work/nar/META-INF/bundled-dependencies" "$work/nar/META-INF/services"
+    unzip -q -o "$jar" -d "$work/nar"
+    cp "$work"/bundled/*.jar "$work/nar/META-INF/bundled-dependencies/"
+    if [[ ! -f $work/nar/META-INF/services/pulsar-offloader.yaml ]]; then
+      printf '%s\n' 'name: jcloud' 'description: JCloud based offloader implementation' \
+        'offloaderFactoryClass: org.apache.bookkeeper.mledger.offload.jcloud.JCloudLedgerOffloaderFactory' \
+        >"$work/nar/META-INF/services/pulsar-offloader.yaml"
+    fi
+    (cd "$work/nar" && zip -q -r -X ../offloader.nar .)
+  fi
+  nar_ok "$work/offloader.nar" || { rm -rf "$work"; fail offloader /dev/null "$jar gave no usable offloader NAR"; }
+  mv -f "$work/offloader.nar" "$offloader_nar"
+  rm -rf "$work"
+  log "offloader NAR ready ($(du -h "$offloader_nar" | cut -f1)) in $((SECONDS - t0)) s"
+}
+
+render_conf() {
+  # The project's config/standalone.conf with this stack's ports, offloaders directory and S3 endpoint;
+  # the bookie reads the same file.
+  sed -e "s/^brokerServicePort=.*/brokerServicePort=$BROKER_PORT/" \
+    -e "s/^webServicePort=.*/webServicePort=$WEB_PORT/" \
+    -e "s/^httpServerPort=.*/httpServerPort=$BOOKIE_HTTP_PORT/" \
+    -e "s|^offloadersDirectory=.*|offloadersDirectory=$offloaders_dir|" \
+    -e "s|^s3ManagedLedgerOffloadBucket=.*|s3ManagedLedgerOffloadBucket=$S3_BUCKET|" \
+    -e "s|^s3ManagedLedgerOffloadServiceEndpoint=.*|s3ManagedLedgerOffloadServiceEndpoint=http://127.0.0.1:$S3_PORT|" \
+    "$repo/config/standalone.conf" >"$run/standalone.conf"
+}
+
+start_pulsar() {
+  if pulsar_ready; then log "pulsar already up"; return 0; fi
+  if pid_alive pulsar; then
+    log "pulsar is starting (pid $(cat "$run/pulsar.pid"))"
+  else
+    fetch_pulsar
+    build_offloader
+    render_conf
+    local t0=$SECONDS
+    log "starting pulsar $PULSAR_VERSION standalone (web $WEB_PORT, broker $BROKER_PORT, bookie http $BOOKIE_HTTP_PORT)"
+    (
+      cd "$STACK_DIR"
+      export PULSAR_STANDALONE_USE_ZOOKEEPER=1
+      export PULSAR_STANDALONE_CONF=$run/standalone.conf
+      export PULSAR_LOG_DIR=$logs
+      export PULSAR_LOG_FILE=pulsar-standalone.log
+      export PULSAR_PID_DIR=$run
+      # The aws-s3 offloader's credential chain reads these (moto accepts any).
+      export AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-testing}
+      export AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-testing}
+      setsid nohup "$pulsar_home/bin/pulsar" standalone \
+        --no-functions-worker --no-stream-storage \
+        --zookeeper-port "$ZK_PORT" --bookkeeper-port "$BOOKIE_PORT" \
+        --zookeeper-dir "$STACK_DIR/zookeeper" --bookkeeper-dir "$STACK_DIR/bookkeeper" \
+        >"$logs/pulsar.out" 2>&1 </dev/null &
+      echo $! >"$run/pulsar.pid"
+    )
+    echo $t0 >"$run/pulsar.t0"
+  fi
+  local deadline=$((SECONDS + STACK_START_TIMEOUT))
+  until pulsar_ready; do
+    pid_alive pulsar || fail pulsar "$logs/pulsar.out" "process exited during start-up"
+    ((SECONDS < deadline)) || fail pulsar "$logs/pulsar.out" "not ready after ${STACK_START_TIMEOUT}s"
+    sleep 1
+  done
+  log "pulsar ready"
+}
+
+start_s3() {
+  if s3_ready; then log "s3 already up"; else
+    [[ -x $PYTHON ]] || fail s3 /dev/null "no python at $PYTHON (run 'make venv')"
+    log "starting moto S3 server on 127.0.0.1:$S3_PORT"
+    setsid nohup "$PYTHON" -m moto.server -H 127.0.0.1 -p "$S3_PORT" >"$logs/s3.out" 2>&1 </dev/null &
+    echo $! >"$run/s3.pid"
+    local deadline=$((SECONDS + 60))
+    until s3_ready; do
+      pid_alive s3 || fail s3 "$logs/s3.out" "process exited during start-up"
+      ((SECONDS < deadline)) || fail s3 "$logs/s3.out" "not ready after 60s"
+      sleep 0.5
+    done
+  fi
+  # moto keeps buckets in memory: (re)create the offload bucket every time, idempotently.
+  curl -fsS -m 5 -o /dev/null -X PUT "http://127.0.0.1:$S3_PORT/$S3_BUCKET" ||
+    fail s3 "$logs/s3.out" "could not create bucket $S3_BUCKET"
+  log "s3 ready (bucket $S3_BUCKET)"
+}
+
+stop_one() {
+  local name=$1 f=$run/$1.pid
+  [[ -f $f ]] || return 0
+  local pid
+  pid=$(cat "$f")
+  if kill -0 "$pid" 2>/dev/null; then
+    log "stopping $name (pid $pid)"
+    # setsid made the pid a process-group leader: signal the group so wrapper children go too.
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+
+ports_free() {
+  local p busy=()
+  for p in "$@"; do
+    if ss -ltnH "sport = :$p" 2>/dev/null | grep -q .; then busy+=("$p"); fi
+  done
+  [[ ${#busy[@]} -eq 0 ]] || { log "ports still bound: ${busy[*]}"; return 1; }
+}
+
+status() {
+  local rc=0
+  if pulsar_ready; then echo "pulsar: up (web http://127.0.0.1:$WEB_PORT, service pulsar://127.0.0.1:$BROKER_PORT, bookie http://127.0.0.1:$BOOKIE_HTTP_PORT)"
+  else echo "pulsar: down"; rc=1; fi
+  if s3_ready; then echo "s3: up (http://127.0.0.1:$S3_PORT, bucket $S3_BUCKET)"
+  else echo "s3: down"; rc=1; fi
+  return $rc
+}
+
+case ${1:-} in
+  up)
+    start_s3
+    start_pulsar
+    if [[ -f $run/pulsar.t0 ]]; then log "pulsar start took $((SECONDS - $(cat "$run/pulsar.t0"))) s"; rm -f "$run/pulsar.t0"; fi
+    ;;
+  down)
+    stop_one pulsar
+    stop_one s3
+    ports_free "$WEB_PORT" "$BROKER_PORT" "$BOOKIE_PORT" "$BOOKIE_HTTP_PORT" "$ZK_PORT" "$S3_PORT" || sleep 3
+    ports_free "$WEB_PORT" "$BROKER_PORT" "$BOOKIE_PORT" "$BOOKIE_HTTP_PORT" "$ZK_PORT" "$S3_PORT"
+    ;;
+  status) status ;;
+  env)
+    cat <<EOF
+PULSAR_ADMIN_URL=http://127.0.0.1:$WEB_PORT
+PULSAR_SERVICE_URL=pulsar://127.0.0.1:$BROKER_PORT
+BOOKIE_HTTP_URL=http://127.0.0.1:$BOOKIE_HTTP_PORT
+ZOOKEEPER_HOSTS=127.0.0.1:$ZK_PORT
+S3_ENDPOINT=http://127.0.0.1:$S3_PORT
+S3_BUCKET=$S3_BUCKET
+EOF
+    ;;
+  *) echo "usage: $0 up|down|status|env" >&2; exit 2 ;;
+esac

@@ -1,0 +1,102 @@
+"""Shared fixtures. Integration tests get handles to the real local stack (deploy/local/stack.sh)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from worker.bookkeeper import BookieClient
+from worker.http import new_session
+from worker.pulsar_admin import PulsarAdmin
+
+REPO = Path(__file__).resolve().parents[1]
+STACK = REPO / "deploy" / "local" / "stack.sh"
+
+
+@dataclass(frozen=True)
+class Stack:
+    admin_url: str
+    service_url: str
+    bookie_http_url: str
+    zookeeper_hosts: str
+    s3_endpoint: str
+    s3_bucket: str
+
+
+def _stack_env() -> dict[str, str]:
+    out = subprocess.run(["bash", str(STACK), "env"], check=True, capture_output=True, text=True).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def _up(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def stack() -> Stack:
+    env = _stack_env()
+    s = Stack(
+        admin_url=env["PULSAR_ADMIN_URL"],
+        service_url=env["PULSAR_SERVICE_URL"],
+        bookie_http_url=env["BOOKIE_HTTP_URL"],
+        zookeeper_hosts=env["ZOOKEEPER_HOSTS"],
+        s3_endpoint=env["S3_ENDPOINT"],
+        s3_bucket=env["S3_BUCKET"],
+    )
+    if not (_up(f"{s.admin_url}/admin/v2/brokers/health") and _up(f"{s.bookie_http_url}/heartbeat")):
+        # `make test` starts it; a bare `pytest` run starts it here the same way.
+        subprocess.run(["bash", str(STACK), "up"], check=True)
+    return s
+
+
+@pytest.fixture
+def unique() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+@pytest.fixture(scope="session")
+def test_namespace(stack: Stack) -> Iterator[str]:
+    """A namespace with infinite retention, so the broker never trims a test's ledgers on its own."""
+    import json
+
+    ns = f"public/ldw-test-{os.getpid()}"
+
+    def call(method: str, path: str, body: object | None = None) -> None:
+        req = urllib.request.Request(
+            f"{stack.admin_url}{path}",
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            urllib.request.urlopen(req, timeout=30).close()
+        except urllib.error.HTTPError as e:
+            if e.code != 409:
+                raise
+
+    call("PUT", f"/admin/v2/namespaces/{ns}")
+    call("POST", f"/admin/v2/namespaces/{ns}/retention", {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1})
+    yield ns
+
+
+@pytest.fixture
+async def admin(stack: Stack) -> AsyncIterator[PulsarAdmin]:
+    async with new_session(30) as s:
+        yield PulsarAdmin(stack.admin_url, s)
+
+
+@pytest.fixture
+async def bookie(stack: Stack) -> AsyncIterator[BookieClient]:
+    async with new_session(30) as s:
+        yield BookieClient(stack.bookie_http_url, s)

@@ -1,0 +1,99 @@
+"""The local stack is real: real ledgers in a real bookie, with Pulsar's own metadata on them."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pulsar
+import pytest
+
+from tests.conftest import Stack
+from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
+from worker.bookkeeper import BookieClient
+from worker.pulsar_admin import PulsarAdmin
+from worker.topic_name import TopicName
+
+pytestmark = pytest.mark.integration
+
+
+async def test_rolled_ledgers_carry_pulsar_metadata(
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, bookie: BookieClient
+) -> None:
+    topic = TopicName.parse(f"persistent://{test_namespace}/roll-{unique}")
+    produce(stack.service_url, str(topic), 20)  # 5 entries per ledger in config/standalone.conf
+
+    stats = await admin.internal_stats(topic)
+    ids = ml_ledger_ids(stats)
+    assert len(ids) >= 3, stats
+    for lid in ids:
+        md = await bookie.get_metadata(lid)
+        assert md is not None, f"ledger {lid} listed by the topic but absent from BookKeeper"
+        assert md.custom_metadata["application"] == "pulsar"
+        assert md.custom_metadata["component"] == "managed-ledger"
+        assert md.custom_metadata["pulsar/managed-ledger"] == topic.managed_ledger_name
+
+
+async def test_cursor_ledger_carries_cursor_name(
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, bookie: BookieClient
+) -> None:
+    topic = TopicName.parse(f"persistent://{test_namespace}/cursor-{unique}")
+    sub = f"sub-{unique}"
+    client = pulsar.Client(stack.service_url, logger=quiet_logger())
+    try:
+        consumer = client.subscribe(str(topic), sub, consumer_type=pulsar.ConsumerType.Shared)
+        produce(stack.service_url, str(topic), 6)
+        for _ in range(6):
+            consumer.acknowledge(consumer.receive(timeout_millis=10_000))
+
+        async def cursor_ledger() -> int:
+            cur = (await admin.internal_stats(topic))["cursors"][sub]
+            return int(cur["cursorLedger"]) if int(cur["cursorLedger"]) >= 0 else 0
+
+        lid = await eventually(cursor_ledger, timeout=30, what="a cursor ledger")
+        md = await bookie.get_metadata(lid)
+        assert md is not None
+        assert md.custom_metadata["application"] == "pulsar"
+        assert md.custom_metadata["component"] == "managed-ledger"
+        assert md.custom_metadata["pulsar/managed-ledger"] == topic.managed_ledger_name
+        assert md.custom_metadata["pulsar/cursor"] == sub
+        consumer.close()
+    finally:
+        client.close()
+
+
+async def test_delete_through_bookie_http_removes_metadata(
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, bookie: BookieClient
+) -> None:
+    topic = TopicName.parse(f"persistent://{test_namespace}/del-{unique}")
+    produce(stack.service_url, str(topic), 12)
+    ids = ml_ledger_ids(await admin.internal_stats(topic))
+    victim = ids[0]  # closed, not the current ledger
+    assert await bookie.get_metadata(victim) is not None
+    assert victim in await bookie.list_ledger_ids()
+
+    assert await bookie.delete_ledger(victim) is True
+    assert await bookie.get_metadata(victim) is None
+    assert victim not in await bookie.list_ledger_ids()
+    # Deleting again is harmless: the ledger is simply gone.
+    await bookie.delete_ledger(victim)
+    assert await bookie.get_metadata(victim) is None
+    # Its neighbours are untouched.
+    assert await bookie.get_metadata(ids[1]) is not None
+
+
+def test_deliver_after_arrives_no_earlier_than_asked(stack: Stack, test_namespace: str, unique: str) -> None:
+    topic = f"persistent://{test_namespace}/delay-{unique}"
+    client = pulsar.Client(stack.service_url, logger=quiet_logger())
+    try:
+        consumer = client.subscribe(topic, "shared", consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer(topic, batching_enabled=False)
+        sent_at = time.time()
+        producer.send(b"later", deliver_after=timedelta(seconds=3))
+        msg = consumer.receive(timeout_millis=30_000)
+        received_at = time.time()
+        assert msg.data() == b"later"
+        assert received_at - sent_at >= 3.0, f"delivered after {received_at - sent_at:.2f}s"
+        consumer.acknowledge(msg)
+    finally:
+        client.close()

@@ -1,0 +1,237 @@
+"""``PendingDeleteLedgerInfo``: the message of the pending-deletions topic, and its Avro schema.
+
+Field names follow PIP-186 so that a Java producer of the PIP interoperates. The schema is registered on
+the topics (producers and consumers declare it), but the worker decodes the raw bytes itself: a payload
+that does not decode must become a dead letter with a reason, never an exception in the receive loop.
+"""
+
+from __future__ import annotations
+
+import enum
+import io
+import json
+import uuid as uuid_mod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import _pulsar
+import fastavro
+from pulsar.schema import Schema
+
+from worker.topic_name import InvalidTopicName, TopicName
+
+NAMESPACE = "org.apache.pulsar.broker.service.ledgerdeletion"
+
+
+class LedgerComponent(enum.StrEnum):
+    MANAGED_LEDGER = "MANAGED_LEDGER"
+    MANAGED_CURSOR = "MANAGED_CURSOR"
+    SCHEMA_STORAGE = "SCHEMA_STORAGE"
+    COMPACTED_LEDGER = "COMPACTED_LEDGER"
+
+
+class LedgerType(enum.StrEnum):
+    LEDGER = "LEDGER"
+    OFFLOAD_LEDGER = "OFFLOAD_LEDGER"
+
+
+AVRO_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "PendingDeleteLedgerInfo",
+    "namespace": NAMESPACE,
+    "fields": [
+        {"name": "topicName", "type": "string"},
+        {
+            "name": "ledgerComponent",
+            "type": {"type": "enum", "name": "LedgerComponent", "symbols": [c.value for c in LedgerComponent]},
+        },
+        {"name": "cursorName", "type": ["null", "string"], "default": None},
+        {"name": "schemaId", "type": ["null", "string"], "default": None},
+        {
+            "name": "ledgerType",
+            "type": {"type": "enum", "name": "LedgerType", "symbols": [t.value for t in LedgerType]},
+        },
+        {"name": "ledgerId", "type": "long"},
+        {
+            "name": "offloadContext",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "OffloadContext",
+                    "fields": [
+                        {"name": "uidMsb", "type": "long"},
+                        {"name": "uidLsb", "type": "long"},
+                        {"name": "driverName", "type": "string"},
+                        {"name": "driverMetadata", "type": {"type": "map", "values": "string"}, "default": {}},
+                    ],
+                },
+            ],
+            "default": None,
+        },
+        {"name": "properties", "type": {"type": "map", "values": "string"}, "default": {}},
+    ],
+}
+_PARSED = fastavro.parse_schema(AVRO_SCHEMA)
+
+
+class InvalidMessage(ValueError):
+    """The payload cannot be a pending deletion: dead-lettered with reason ``invalid``."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadContext:
+    uid_msb: int
+    uid_lsb: int
+    driver_name: str
+    driver_metadata: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def uuid(self) -> uuid_mod.UUID:
+        # Java's UUID(msb, lsb) with signed longs: the same 128 bits, two's complement.
+        return uuid_mod.UUID(int=((self.uid_msb & (2**64 - 1)) << 64) | (self.uid_lsb & (2**64 - 1)))
+
+    @classmethod
+    def from_uuid(cls, u: uuid_mod.UUID, driver_name: str, driver_metadata: Mapping[str, str]) -> OffloadContext:
+        def signed(v: int) -> int:
+            return v - 2**64 if v >= 2**63 else v
+
+        return cls(signed(u.int >> 64), signed(u.int & (2**64 - 1)), driver_name, dict(driver_metadata))
+
+
+@dataclass(frozen=True, slots=True)
+class PendingDeleteLedgerInfo:
+    topic_name: str
+    ledger_component: LedgerComponent
+    ledger_type: LedgerType
+    ledger_id: int
+    cursor_name: str | None = None
+    schema_id: str | None = None
+    offload_context: OffloadContext | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    @property
+    def topic(self) -> TopicName:
+        return TopicName.parse(self.topic_name)
+
+    @property
+    def dedupe_key(self) -> tuple[str, int]:
+        return (self.ledger_type.value, self.ledger_id)
+
+    def to_avro(self) -> dict[str, Any]:
+        oc = self.offload_context
+        return {
+            "topicName": self.topic_name,
+            "ledgerComponent": self.ledger_component.value,
+            "cursorName": self.cursor_name,
+            "schemaId": self.schema_id,
+            "ledgerType": self.ledger_type.value,
+            "ledgerId": self.ledger_id,
+            "offloadContext": None
+            if oc is None
+            else {
+                "uidMsb": oc.uid_msb,
+                "uidLsb": oc.uid_lsb,
+                "driverName": oc.driver_name,
+                "driverMetadata": dict(oc.driver_metadata),
+            },
+            "properties": dict(self.properties),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_avro(), sort_keys=True)
+
+    @classmethod
+    def from_avro(cls, d: Mapping[str, Any]) -> PendingDeleteLedgerInfo:
+        try:
+            oc_raw = d.get("offloadContext")
+            oc = (
+                None
+                if oc_raw is None
+                else OffloadContext(
+                    int(oc_raw["uidMsb"]),
+                    int(oc_raw["uidLsb"]),
+                    str(oc_raw["driverName"]),
+                    dict(oc_raw.get("driverMetadata") or {}),
+                )
+            )
+            return cls(
+                topic_name=d["topicName"],
+                ledger_component=LedgerComponent(d["ledgerComponent"]),
+                ledger_type=LedgerType(d["ledgerType"]),
+                ledger_id=int(d["ledgerId"]),
+                cursor_name=d.get("cursorName"),
+                schema_id=d.get("schemaId"),
+                offload_context=oc,
+                properties=dict(d.get("properties") or {}),
+            )
+        except InvalidMessage:
+            raise
+        except (KeyError, ValueError, TypeError) as e:
+            raise InvalidMessage(f"missing or bad field: {e}") from e
+
+
+def validate(info: PendingDeleteLedgerInfo) -> None:
+    """Rules every message must satisfy, whoever produced it."""
+    try:
+        TopicName.parse(info.topic_name)
+    except InvalidTopicName as e:
+        raise InvalidMessage(str(e)) from e
+    if not isinstance(info.ledger_id, int) or info.ledger_id < 0:
+        raise InvalidMessage(f"ledgerId must be a non-negative long: {info.ledger_id!r}")
+    if info.ledger_component is LedgerComponent.MANAGED_CURSOR and not info.cursor_name:
+        raise InvalidMessage("MANAGED_CURSOR needs cursorName")
+    if info.ledger_component is LedgerComponent.SCHEMA_STORAGE and not info.schema_id:
+        raise InvalidMessage("SCHEMA_STORAGE needs schemaId")
+    if info.ledger_type is LedgerType.OFFLOAD_LEDGER and info.offload_context is None:
+        raise InvalidMessage("OFFLOAD_LEDGER needs offloadContext")
+
+
+def encode(info: PendingDeleteLedgerInfo) -> bytes:
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, _PARSED, info.to_avro())
+    return buf.getvalue()
+
+
+def decode(data: bytes) -> PendingDeleteLedgerInfo:
+    """Decode and validate; any failure is :class:`InvalidMessage`."""
+    buf = io.BytesIO(data)
+    try:
+        record = fastavro.schemaless_reader(buf, _PARSED, None)
+    except Exception as e:  # fastavro raises anything from EOFError to UnicodeDecodeError on garbage
+        raise InvalidMessage(f"not a PendingDeleteLedgerInfo Avro record: {type(e).__name__}: {e}") from e
+    if buf.tell() != len(data):
+        raise InvalidMessage(f"{len(data) - buf.tell()} trailing bytes after the Avro record")
+    if not isinstance(record, dict):
+        raise InvalidMessage("payload is not a record")
+    return PendingDeleteLedgerInfo.from_avro(record)
+
+
+class PendingDeleteSchema(Schema):  # type: ignore[misc]
+    """Registers the Avro schema on the topic; values are :class:`PendingDeleteLedgerInfo`."""
+
+    def __init__(self) -> None:
+        super().__init__(PendingDeleteLedgerInfo, _pulsar.SchemaType.AVRO, AVRO_SCHEMA, "AVRO")
+
+    def encode(self, obj: PendingDeleteLedgerInfo) -> bytes:
+        self._validate_object_type(obj)
+        return encode(obj)
+
+    def decode(self, data: bytes) -> PendingDeleteLedgerInfo:
+        return decode(data)
+
+    def __str__(self) -> str:
+        return "PendingDeleteSchema"
+
+
+# Properties of retry and dead-letter copies (the names Pulsar's own retry/DLQ producers use).
+REAL_TOPIC = "REAL_TOPIC"
+ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+RECONSUMETIMES = "RECONSUMETIMES"
+REASON = "reason"
+LAST_ERROR = "last_error"
+FIRST_SEEN_MS = "first_seen_ms"

@@ -1,0 +1,189 @@
+"""Pulsar's admin REST API and topic lookup, async, one session.
+
+Ownership matters: a topic's live state (``internalStats``) is only authoritative on the broker that
+owns it. ``lookup`` finds the owner; a 307 from a broker means ownership moved, which callers turn into
+a cache drop and an epoch bump (see ``worker.in_use``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+from worker.http import BackendError
+from worker.topic_name import TopicName
+
+
+class TopicNotFound(Exception):
+    pass
+
+
+class NotOwner(Exception):
+    """The broker asked answered 307: the topic is owned elsewhere (or ownership is moving)."""
+
+    def __init__(self, location: str | None) -> None:
+        super().__init__(f"redirected to {location}")
+        self.location = location
+
+
+def _q(s: str) -> str:
+    return quote(s, safe="")
+
+
+class PulsarAdmin:
+    def __init__(self, admin_url: str, session: aiohttp.ClientSession, token: str | None = None) -> None:
+        self.admin_url = admin_url.rstrip("/")
+        self.session = session
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        base: str | None = None,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        ok: tuple[int, ...] = (200, 204),
+        not_found_ok: bool = False,
+    ) -> Any:
+        url = f"{(base or self.admin_url).rstrip('/')}{path}"
+        # Jersey answers 415 to a PUT/POST without a JSON content type, even with no body.
+        headers = {**self._headers, "Content-Type": "application/json"}
+        data = None if body is None else json.dumps(body)
+        try:
+            async with self.session.request(
+                method, url, data=data, params=params, headers=headers, allow_redirects=False
+            ) as r:
+                text = await r.text()
+                status = r.status
+                location = r.headers.get("Location")
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise BackendError("admin", f"{method} {path}: {type(e).__name__}: {e}") from e
+        if status in ok:
+            if not text.strip():
+                return None
+            try:
+                return json.loads(text)
+            except ValueError:
+                return text  # a few endpoints (health) answer plain text
+        if status in (301, 302, 307, 308):
+            raise NotOwner(location)
+        if status == 404:
+            if not_found_ok:
+                return None
+            raise TopicNotFound(f"{method} {path}: {text[:200]}")
+        raise BackendError("admin", f"{method} {path} answered {status}: {text[:300]}", status)
+
+    # ---- cluster ----------------------------------------------------------------------------------
+    async def healthy(self) -> bool:
+        try:
+            await self._call("GET", "/admin/v2/brokers/health")
+            return True
+        except (BackendError, TopicNotFound, NotOwner):
+            return False
+
+    async def ensure_namespace(self, namespace: str) -> None:
+        tenant = namespace.split("/")[0]
+        clusters = await self._call("GET", "/admin/v2/clusters")
+        await self._call(
+            "PUT", f"/admin/v2/tenants/{_q(tenant)}", body={"allowedClusters": clusters}, ok=(200, 204, 409)
+        )
+        await self._call("PUT", f"/admin/v2/namespaces/{namespace}", ok=(200, 204, 409))
+
+    async def set_retention(self, namespace: str, minutes: int, size_mb: int) -> None:
+        await self._call(
+            "POST",
+            f"/admin/v2/namespaces/{namespace}/retention",
+            body={"retentionTimeInMinutes": minutes, "retentionSizeInMB": size_mb},
+        )
+
+    async def list_tenants(self) -> list[str]:
+        return list(await self._call("GET", "/admin/v2/tenants"))
+
+    async def list_namespaces(self, tenant: str) -> list[str]:
+        return list(await self._call("GET", f"/admin/v2/namespaces/{_q(tenant)}"))
+
+    async def list_topics(self, namespace: str) -> list[str]:
+        """Persistent topics of a namespace, partitions included."""
+        return list(await self._call("GET", f"/admin/v2/persistent/{namespace}"))
+
+    # ---- topics -----------------------------------------------------------------------------------
+    async def lookup(self, topic: TopicName) -> str:
+        """The owning broker's admin base URL."""
+        d = await self._call("GET", f"/lookup/v2/topic/{topic.rest_path}")
+        url = d.get("httpUrl") or d.get("httpUrlTls")
+        if not url:
+            raise BackendError("admin", f"lookup of {topic} returned no http url: {d}")
+        return str(url)
+
+    async def partitions(self, topic: TopicName) -> int:
+        """Partition count of the partitioned topic ``topic`` (0: not partitioned, or absent)."""
+        d = await self._call(
+            "GET", f"/admin/v2/{topic.rest_path}/partitions", params={"checkAllowAutoCreation": "false"}
+        )
+        return int((d or {}).get("partitions", 0))
+
+    async def internal_stats(self, topic: TopicName, *, base: str | None = None) -> dict[str, Any]:
+        """Live state; raises TopicNotFound when the topic does not exist, NotOwner on redirect."""
+        d = await self._call(
+            "GET", f"/admin/v2/{topic.rest_path}/internalStats", base=base, params={"authoritative": "false"}
+        )
+        return dict(d)
+
+    async def internal_info(self, topic: TopicName, *, base: str | None = None) -> dict[str, Any]:
+        """Managed-ledger metadata as stored (includes offload context uuids)."""
+        return dict(await self._call("GET", f"/admin/v2/{topic.rest_path}/internal-info", base=base))
+
+    async def stats(self, topic: TopicName) -> dict[str, Any]:
+        return dict(await self._call("GET", f"/admin/v2/{topic.rest_path}/stats"))
+
+    async def partitioned_stats(self, topic: TopicName) -> dict[str, Any]:
+        return dict(
+            await self._call("GET", f"/admin/v2/{topic.rest_path}/partitioned-stats", params={"perPartition": "false"})
+        )
+
+    async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
+        await self._call("PUT", f"/admin/v2/{topic.rest_path}/partitions", body=partitions, ok=(200, 204, 409))
+
+    async def create_topic(self, topic: TopicName) -> None:
+        await self._call("PUT", f"/admin/v2/{topic.rest_path}", ok=(200, 204, 409))
+
+    async def create_subscription(self, topic: TopicName, subscription: str) -> None:
+        """Idempotent; on a partitioned topic the broker creates it on every partition."""
+        earliest = {"ledgerId": -1, "entryId": -1, "partitionIndex": -1}
+        await self._call(
+            "PUT", f"/admin/v2/{topic.rest_path}/subscription/{_q(subscription)}", body=earliest, ok=(200, 204, 409)
+        )
+
+    async def subscriptions(self, topic: TopicName) -> list[str]:
+        return list(await self._call("GET", f"/admin/v2/{topic.rest_path}/subscriptions"))
+
+    async def delete_topic(self, topic: TopicName, *, force: bool = True) -> bool:
+        r = await self._call(
+            "DELETE", f"/admin/v2/{topic.rest_path}", params={"force": str(force).lower()}, not_found_ok=True
+        )
+        return r is not None or True
+
+    async def delete_partitioned_topic(self, topic: TopicName, *, force: bool = True) -> None:
+        await self._call(
+            "DELETE", f"/admin/v2/{topic.rest_path}/partitions", params={"force": str(force).lower()}, not_found_ok=True
+        )
+
+    async def unload(self, topic: TopicName) -> None:
+        await self._call("PUT", f"/admin/v2/{topic.rest_path}/unload")
+
+    async def trim(self, topic: TopicName) -> None:
+        await self._call("POST", f"/admin/v2/{topic.rest_path}/trim")
+
+    async def schema_info(self, topic: TopicName) -> dict[str, Any] | None:
+        d = await self._call(
+            "GET",
+            f"/admin/v2/schemas/{_q(topic.tenant)}/{_q(topic.namespace)}/{_q(topic.local_name)}/schema",
+            not_found_ok=True,
+        )
+        return dict(d) if d else None

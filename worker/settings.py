@@ -1,0 +1,183 @@
+"""Typed settings: a YAML file (``config/worker.example.yaml``) overlaid by environment variables.
+
+Environment variables win: ``LDW_`` + the key, ``__`` between nested keys, e.g.
+``LDW_PULSAR__ADMIN_URL=http://broker:8080`` or ``LDW_WORKER__MAX_INFLIGHT=64``. A bad or missing value
+stops the process at start with the key's dotted name (see :func:`load_settings`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, HttpUrl, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from worker.topic_name import InvalidTopicName, TopicName
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PulsarSettings(_Section):
+    service_url: str = "pulsar://127.0.0.1:6650"
+    admin_url: HttpUrl = HttpUrl("http://127.0.0.1:8080")
+    auth_token: str | None = None
+    request_timeout_s: float = Field(10.0, gt=0)
+
+    @field_validator("service_url")
+    @classmethod
+    def _service_url(cls, v: str) -> str:
+        if not v.startswith(("pulsar://", "pulsar+ssl://")):
+            raise ValueError("must start with pulsar:// or pulsar+ssl://")
+        return v
+
+
+class TopicsSettings(_Section):
+    pending: str = "persistent://pulsar/system/__ledger_deletion"
+    retry: str = "persistent://pulsar/system/__ledger_deletion-RETRY"
+    dlq: str = "persistent://pulsar/system/__ledger_deletion-DLQ"
+    subscription: str = "ledger-deletion-worker"
+    dlq_replay_subscription: str = "ledger-deletion-dlq-replay"
+    parallelism: int = Field(4, ge=1, le=256)
+
+    @field_validator("pending", "retry", "dlq")
+    @classmethod
+    def _topic(cls, v: str) -> str:
+        try:
+            return str(TopicName.parse(v))
+        except InvalidTopicName as e:
+            raise ValueError(str(e)) from e
+
+
+class BookKeeperSettings(_Section):
+    http_url: HttpUrl = HttpUrl("http://127.0.0.1:8000")
+    # "bookie-http": delete through the bookie's HTTP admin; "zookeeper": versioned delete of the
+    # ledger's metadata znode (needs zookeeper.hosts).
+    delete_via: Literal["bookie-http", "zookeeper"] = "bookie-http"
+    request_timeout_s: float = Field(30.0, gt=0)
+
+
+class ZooKeeperSettings(_Section):
+    hosts: str | None = "127.0.0.1:2181"
+    ledgers_root: str = "/ledgers"
+    timeout_s: float = Field(10.0, gt=0)
+
+
+class S3Target(_Section):
+    """One offload target the worker may talk to. Messages can only name one of these."""
+
+    driver: Literal["aws-s3", "s3", "S3", "aws-s3-compatible"] = "aws-s3"
+    bucket: str
+    region: str = "us-east-1"
+    endpoint: HttpUrl | None = None
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+
+
+class OffloadSettings(_Section):
+    s3_targets: list[S3Target] = Field(default_factory=list)
+    filesystem_base_path: Path | None = None
+    request_timeout_s: float = Field(30.0, gt=0)
+
+
+class WorkerSettings(_Section):
+    max_inflight: int = Field(16, ge=1, le=10_000)
+    deletes_per_second: float = Field(50.0, gt=0)
+    delete_burst: int = Field(10, ge=1)
+    max_attempts: int = Field(10, ge=1)
+    backoff_initial_s: float = Field(60.0, ge=0)
+    backoff_max_s: float = Field(3600.0, ge=0)
+    backoff_multiplier: float = Field(2.0, ge=1)
+    in_use_retry_s: float = Field(600.0, ge=0)
+    min_ledger_age_s: float = Field(600.0, ge=0)
+    snapshot_ttl_s: float = Field(60.0, ge=0)
+    snapshot_cache_size: int = Field(1024, ge=1)
+    drain_timeout_s: float = Field(30.0, gt=0)
+    send_delay_s: float = Field(60.0, ge=0)
+    stats_poll_interval_s: float = Field(15.0, gt=0)
+
+    @model_validator(mode="after")
+    def _backoff(self) -> WorkerSettings:
+        if self.backoff_max_s < self.backoff_initial_s:
+            raise ValueError("backoff_max_s must be >= backoff_initial_s")
+        return self
+
+
+class HttpSettings(_Section):
+    host: str = "0.0.0.0"
+    port: int = Field(8090, ge=0, le=65535)
+
+
+class LoggingSettings(_Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    format: Literal["json", "console"] = "json"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="LDW_", env_nested_delimiter="__", extra="forbid", frozen=True, case_sensitive=False
+    )
+
+    pulsar: PulsarSettings = PulsarSettings()
+    topics: TopicsSettings = TopicsSettings()
+    bookkeeper: BookKeeperSettings = BookKeeperSettings()
+    zookeeper: ZooKeeperSettings = ZooKeeperSettings()
+    offload: OffloadSettings = OffloadSettings()
+    worker: WorkerSettings = WorkerSettings()
+    http: HttpSettings = HttpSettings()
+    logging: LoggingSettings = LoggingSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Environment first so it overrides the file, which arrives as init kwargs.
+        return (env_settings, init_settings)
+
+    @model_validator(mode="after")
+    def _cross(self) -> Settings:
+        if self.bookkeeper.delete_via == "zookeeper" and not self.zookeeper.hosts:
+            raise ValueError("bookkeeper.delete_via=zookeeper needs zookeeper.hosts")
+        return self
+
+
+class ConfigError(Exception):
+    """Bad configuration; the message names every offending key."""
+
+
+def _format(e: ValidationError) -> str:
+    lines = []
+    for err in e.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "<root>"
+        lines.append(f"{key}: {err['msg']}")
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        try:
+            loaded = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {p} is not valid YAML: {e}") from e
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {p} must be a mapping of sections")
+        data.update(loaded)
+    for k, v in overrides.items():
+        data[k] = v
+    try:
+        return Settings(**data)
+    except ValidationError as e:
+        raise ConfigError(_format(e)) from e

@@ -1,0 +1,92 @@
+"""Topic names: parsed and validated before they reach a URL, a log line or a comparison.
+
+A message is untrusted input. Its topic name decides which broker we ask and which BookKeeper metadata
+we compare against, so it is parsed strictly (``persistent://tenant/ns/name``, no ``..``, no empty
+segment) and every REST path segment is URL-encoded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import quote
+
+_PARTITION = re.compile(r"^(?P<base>.+)-partition-(?P<index>\d+)$")
+# Pulsar's own rule for tenant and namespace names (NamedEntity): no slashes, no control characters.
+_ENTITY = re.compile(r"^[-=:.\w]+$")
+
+
+class InvalidTopicName(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class TopicName:
+    domain: str
+    tenant: str
+    namespace: str
+    local_name: str
+
+    @classmethod
+    def parse(cls, value: str) -> TopicName:
+        if not isinstance(value, str) or not value:
+            raise InvalidTopicName("empty topic name")
+        if "://" in value:
+            domain, _, rest = value.partition("://")
+        else:
+            # PIP-186 writes names without the domain (tenant/ns/topic): they are persistent.
+            domain, rest = "persistent", value
+        if domain != "persistent":
+            raise InvalidTopicName(f"only persistent topics own ledgers: {value!r}")
+        parts = rest.split("/")
+        if len(parts) != 3:
+            raise InvalidTopicName(f"expected persistent://tenant/namespace/topic: {value!r}")
+        tenant, namespace, local = parts
+        for seg in parts:
+            if not seg or seg in (".", ".."):
+                raise InvalidTopicName(f"empty or relative segment in {value!r}")
+            if any(ord(c) < 0x20 for c in seg):
+                raise InvalidTopicName(f"control character in {value!r}")
+        for seg in (tenant, namespace):
+            if not _ENTITY.match(seg):
+                raise InvalidTopicName(f"invalid tenant or namespace {seg!r} in {value!r}")
+        return cls(domain, tenant, namespace, local)
+
+    def __str__(self) -> str:
+        return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local_name}"
+
+    @property
+    def namespace_name(self) -> str:
+        return f"{self.tenant}/{self.namespace}"
+
+    @property
+    def managed_ledger_name(self) -> str:
+        """The name BookKeeper metadata and ZooKeeper paths use: ``tenant/ns/persistent/topic``."""
+        return f"{self.tenant}/{self.namespace}/{self.domain}/{self.local_name}"
+
+    @property
+    def partition_index(self) -> int | None:
+        m = _PARTITION.match(self.local_name)
+        return int(m.group("index")) if m else None
+
+    @property
+    def partitioned_base(self) -> TopicName:
+        m = _PARTITION.match(self.local_name)
+        return TopicName(self.domain, self.tenant, self.namespace, m.group("base")) if m else self
+
+    def partition(self, index: int) -> TopicName:
+        return TopicName(self.domain, self.tenant, self.namespace, f"{self.local_name}-partition-{index}")
+
+    @property
+    def rest_path(self) -> str:
+        """``persistent/tenant/ns/topic`` with every segment URL-encoded, for admin and lookup URLs."""
+        segs = (self.domain, self.tenant, self.namespace, self.local_name)
+        return "/".join(quote(s, safe="") for s in segs)
+
+    @classmethod
+    def from_managed_ledger_name(cls, name: str) -> TopicName:
+        parts = name.split("/")
+        if len(parts) != 4:
+            raise InvalidTopicName(f"not a managed-ledger name: {name!r}")
+        tenant, namespace, domain, local = parts
+        return cls.parse(f"{domain}://{tenant}/{namespace}/{local}")
