@@ -1,0 +1,210 @@
+"""Phase 1 against the real stack: the producer side of the queue and PIP-186's batch helper.
+
+Also the small helpers the scanner, purge and operator-CLI tests share (no test functions are imported
+from here, only these helpers).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pulsar
+import pytest
+
+from tests.conftest import REPO, Stack
+from tests.integration.helpers import ml_ledger_ids, produce, quiet_logger
+from tests.integration.orphans import drop_ledgers_from_metadata
+from tests.integration.worker_harness import WorkerHarness
+from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
+from worker.metrics import Metrics
+from worker.phase1 import MetadataUpdateFailed, PendingDeleteSender
+from worker.pulsar_admin import PulsarAdmin
+from worker.settings import Settings, load_settings
+from worker.topic_name import TopicName
+
+pytestmark = pytest.mark.integration
+
+# A property this large makes the broker-side limit (5 MB, maxMessageSize) refuse the message for real.
+TOO_BIG = {"pad": "x" * (6 * 1024 * 1024)}
+
+
+# ---- shared helpers -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def harnesses() -> Iterator[list[WorkerHarness]]:
+    made: list[WorkerHarness] = []
+    yield made
+    for h in made:
+        h.close()
+
+
+def worker_config(
+    harnesses: list[WorkerHarness], stack: Stack, tmp_path: Path, name: str, **overrides: Any
+) -> WorkerHarness:
+    """Unique deletion topics for one test; ``.config_path`` serves the CLI, ``.start()`` the daemon."""
+    worker = {"send_delay_s": 1, **overrides.pop("worker", {})}
+    h = WorkerHarness(stack, tmp_path, name, worker=worker, **overrides)
+    harnesses.append(h)
+    return h
+
+
+def settings_of(h: WorkerHarness) -> Settings:
+    return load_settings(h.config_path)
+
+
+def cli(config: Path | None, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "worker.cli", *args]
+    if config is not None:
+        cmd += ["--config", str(config)]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+async def fresh_namespace(admin: PulsarAdmin, name: str) -> str:
+    """A namespace of one test, infinite retention (the broker must not trim what the test inspects)."""
+    ns = f"public/{name}"
+    await admin.ensure_namespace(ns)
+    await admin.set_retention(ns, -1, -1)
+    return ns
+
+
+def read_pending(stack: Stack, settings: Settings) -> list[PendingDeleteLedgerInfo]:
+    """Every message on the pending topic, read by non-durable readers (delays do not apply, nothing is
+    consumed): one reader per partition."""
+    client = pulsar.Client(stack.service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    out: list[PendingDeleteLedgerInfo] = []
+    try:
+        base = TopicName.parse(settings.topics.pending)
+        for i in range(settings.topics.parallelism):
+            reader = client.create_reader(str(base.partition(i)), pulsar.MessageId.earliest)
+            while reader.has_message_available():
+                out.append(decode(reader.read_next(timeout_millis=10_000).data()))
+            reader.close()
+    finally:
+        client.close()
+    return out
+
+
+def ml_info(topic: str, ledger_id: int, **kw: Any) -> PendingDeleteLedgerInfo:
+    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, ledger_id, **kw)
+
+
+# ---- tests ----------------------------------------------------------------------------------------------
+
+
+async def test_send_creates_topics_and_subscription_then_delivers_after_the_delay(
+    stack: Stack,
+    test_namespace: str,
+    unique: str,
+    admin: PulsarAdmin,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+) -> None:
+    h = worker_config(harnesses, stack, tmp_path, f"p1-send-{unique}", worker={"send_delay_s": 3})
+    s = settings_of(h)
+    pending = TopicName.parse(s.topics.pending)
+    assert await admin.partitions(pending) == 0  # nothing exists before the first send
+
+    info = ml_info(f"persistent://{test_namespace}/t-{unique}", 10**12 + 1, properties={"k": "v"})
+    metrics = Metrics()
+    async with PendingDeleteSender(s, admin=admin, metrics=metrics) as sender:
+        sent_at = time.time()
+        await sender.send_pending_delete(info)
+
+    assert metrics.registry.get_sample_value("ledger_deletion_sent_total") == 1.0
+    assert await admin.partitions(pending) == s.topics.parallelism
+    assert s.topics.subscription in await admin.subscriptions(pending.partition(0))
+    assert s.topics.subscription in await admin.subscriptions(TopicName.parse(s.topics.retry))
+    assert s.topics.dlq_replay_subscription in await admin.subscriptions(TopicName.parse(s.topics.dlq))
+
+    client = pulsar.Client(stack.service_url, logger=quiet_logger())
+    try:
+        consumer = client.subscribe(s.topics.pending, s.topics.subscription, consumer_type=pulsar.ConsumerType.Shared)
+        msg = consumer.receive(timeout_millis=30_000)
+        waited = time.time() - sent_at
+        consumer.acknowledge(msg)
+        consumer.close()
+    finally:
+        client.close()
+    assert decode(msg.data()) == info
+    assert waited >= 3.0, f"delivered after {waited:.2f}s, before send_delay_s"
+
+
+async def test_batch_keeps_the_ledger_whose_send_failed(
+    stack: Stack,
+    test_namespace: str,
+    unique: str,
+    admin: PulsarAdmin,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+) -> None:
+    topic = TopicName.parse(f"persistent://{test_namespace}/batch-{unique}")
+    produce(stack.service_url, str(topic), 20)
+    ids = ml_ledger_ids(await admin.internal_stats(topic))
+    first, second, third = ids[0], ids[1], ids[2]
+    infos = [
+        ml_info(str(topic), first),
+        ml_info(str(topic), second, properties=TOO_BIG),  # the broker refuses this one
+        ml_info(str(topic), third),
+    ]
+    s = settings_of(worker_config(harnesses, stack, tmp_path, f"p1-batch-{unique}"))
+    calls: list[list[int]] = []
+
+    async def update_metadata(remaining: list[int]) -> None:
+        # The real metadata write: the topic's managed-ledger list in ZooKeeper loses what was sent.
+        calls.append(remaining)
+        await drop_ledgers_from_metadata(admin, stack.zookeeper_hosts, topic, set(ids) - set(remaining))
+
+    metrics = Metrics()
+    async with PendingDeleteSender(s, admin=admin, metrics=metrics) as sender:
+        result = await sender.send_batch(ids, infos, update_metadata)
+
+    assert calls == [[lid for lid in ids if lid not in (first, third)]]
+    assert result.removed == (first, third)
+    assert result.kept == (second,)
+    assert [f.info.ledger_id for f in result.failed] == [second]
+    assert "MessageTooBig" in str(result.failed[0].cause)
+    assert result.metadata_updated
+    assert metrics.registry.get_sample_value("ledger_deletion_sent_total") == 2.0
+
+    listed = ml_ledger_ids(await admin.internal_stats(topic))
+    assert second in listed, "the ledger whose send failed must stay in the topic's metadata"
+    assert first not in listed and third not in listed
+    queued = {i.ledger_id for i in read_pending(stack, s)}
+    assert queued == {first, third}
+
+
+async def test_batch_with_no_successful_send_writes_nothing(
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, tmp_path: Path, harnesses: list[WorkerHarness]
+) -> None:
+    s = settings_of(worker_config(harnesses, stack, tmp_path, f"p1-none-{unique}"))
+    calls: list[list[int]] = []
+    topic = f"persistent://{test_namespace}/none-{unique}"
+    async with PendingDeleteSender(s, admin=admin, metrics=Metrics()) as sender:
+        result = await sender.send_batch([1, 2], [ml_info(topic, 1, properties=TOO_BIG)], calls.append)
+    assert calls == []
+    assert result.kept == (1,) and result.remaining == (1, 2) and not result.metadata_updated
+
+
+async def test_a_failing_metadata_write_is_reported_with_what_was_sent(
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, tmp_path: Path, harnesses: list[WorkerHarness]
+) -> None:
+    s = settings_of(worker_config(harnesses, stack, tmp_path, f"p1-cbfail-{unique}"))
+    topic = f"persistent://{test_namespace}/cbfail-{unique}"
+
+    def update_metadata(remaining: list[int]) -> None:
+        raise RuntimeError("metadata store unavailable")
+
+    async with PendingDeleteSender(s, admin=admin, metrics=Metrics()) as sender:
+        with pytest.raises(MetadataUpdateFailed) as err:
+            await sender.send_batch([5, 6, 7], [ml_info(topic, 5), ml_info(topic, 6)], update_metadata)
+    assert err.value.result.removed == (5, 6)
+    assert err.value.result.remaining == (7,)
+    assert not err.value.result.metadata_updated
+    # The messages are durable anyway: the worker will find the ledgers still listed and retry.
+    assert {i.ledger_id for i in read_pending(stack, s)} == {5, 6}

@@ -1,0 +1,219 @@
+"""Operator read-outs: how much deletion work is queued (``inflight``) and what is parked (``dlq list``).
+
+Both only read. ``inflight`` asks the admin API for subscription backlogs (PIP-186's "estimated in-flight
+ledger deletions": 0 means everything queued is done). ``dlq list`` reads the dead-letter topic with a
+Reader, which never acknowledges anything, and tells each message's state from the replay
+subscription's cursor (mark-delete position plus individually acknowledged ranges): a dead letter the
+nightly replay has acknowledged is "replayed", any other is "parked".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pulsar
+import pulsar.asyncio as pulsar_asyncio
+
+from worker import message as m
+from worker.http import new_session
+from worker.pulsar_admin import PulsarAdmin, TopicNotFound
+from worker.settings import Settings
+from worker.topic_name import TopicName
+
+# ---- inflight -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    role: str  # pending | retry | dlq
+    topic: str
+    subscription: str
+    backlog: int
+    exists: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Inflight:
+    parts: tuple[Backlog, ...]
+
+    @property
+    def total(self) -> int:
+        return sum(p.backlog for p in self.parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"total": self.total, "parts": [asdict(p) for p in self.parts]}
+
+
+async def _backlog(admin: PulsarAdmin, role: str, topic: str, subscription: str) -> Backlog:
+    tn = TopicName.parse(topic)
+    try:
+        # partitioned-stats sums the partitions; a non-partitioned topic only answers plain stats.
+        st = await (admin.partitioned_stats(tn) if await admin.partitions(tn) > 0 else admin.stats(tn))
+    except TopicNotFound:
+        return Backlog(role, topic, subscription, 0, False)
+    sub = (st.get("subscriptions") or {}).get(subscription) or {}
+    return Backlog(role, topic, subscription, int(sub.get("msgBacklog", 0)), True)
+
+
+async def inflight(admin: PulsarAdmin, settings: Settings) -> Inflight:
+    t = settings.topics
+    parts = await asyncio.gather(
+        _backlog(admin, "pending", t.pending, t.subscription),
+        _backlog(admin, "retry", t.retry, t.subscription),
+        _backlog(admin, "dlq", t.dlq, t.dlq_replay_subscription),
+    )
+    return Inflight(tuple(parts))
+
+
+async def inflight_from_settings(settings: Settings) -> Inflight:
+    p = settings.pulsar
+    async with new_session(p.request_timeout_s) as session:
+        return await inflight(PulsarAdmin(str(p.admin_url), session, p.auth_token), settings)
+
+
+# ---- dlq list -----------------------------------------------------------------------------------------
+
+_POS = re.compile(r"^(-?\d+):(-?\d+)$")
+_RANGE = re.compile(r"\((-?\d+):(-?\d+)\.\.(-?\d+):(-?\d+)\]")
+
+
+@dataclass(frozen=True, slots=True)
+class CursorState:
+    """Which positions a subscription has acknowledged: everything up to ``mark_delete`` plus the
+    open-closed ranges ``(a..b]`` of ``individuallyDeletedMessages``."""
+
+    mark_delete: tuple[int, int]
+    ranges: tuple[tuple[tuple[int, int], tuple[int, int]], ...] = ()
+
+    def acked(self, pos: tuple[int, int]) -> bool:
+        if pos <= self.mark_delete:
+            return True
+        return any(lo < pos <= hi for lo, hi in self.ranges)
+
+    @classmethod
+    def from_internal_stats(cls, cursor: dict[str, Any]) -> CursorState:
+        md = _POS.match(str(cursor.get("markDeletePosition", "")))
+        mark = (int(md.group(1)), int(md.group(2))) if md else (-1, -1)
+        ranges = tuple(
+            ((int(a), int(b)), (int(c), int(d)))
+            for a, b, c, d in _RANGE.findall(str(cursor.get("individuallyDeletedMessages", "")))
+        )
+        return cls(mark, ranges)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    message_id: str
+    state: str  # parked | replayed
+    ledger_id: int | None
+    ledger_type: str | None
+    topic: str | None
+    component: str | None
+    reason: str
+    last_error: str
+    attempts: int | None
+    first_seen_ms: int | None
+    publish_time_ms: int
+    decode_error: str | None = None
+
+
+def _int_or_none(v: str | None) -> int | None:
+    try:
+        return int(v) if v is not None else None
+    except ValueError:
+        return None
+
+
+def dead_letter_from(msg: pulsar.Message, state: str) -> DeadLetter:
+    props = msg.properties()
+    try:
+        info: m.PendingDeleteLedgerInfo | None = m.decode(msg.data())
+        err = None
+    except m.InvalidMessage as e:
+        # Undecodable payloads are exactly what lands here with reason "invalid": show them, not fail.
+        info, err = None, str(e)
+    return DeadLetter(
+        message_id=str(msg.message_id()),
+        state=state,
+        ledger_id=info.ledger_id if info else None,
+        ledger_type=info.ledger_type.value if info else None,
+        topic=info.topic_name if info else None,
+        component=info.ledger_component.value if info else None,
+        reason=props.get(m.REASON, ""),
+        last_error=props.get(m.LAST_ERROR, ""),
+        attempts=_int_or_none(props.get(m.RECONSUMETIMES)),
+        first_seen_ms=_int_or_none(props.get(m.FIRST_SEEN_MS)),
+        publish_time_ms=int(msg.publish_timestamp()),
+        decode_error=err,
+    )
+
+
+async def _cursor_state(admin: PulsarAdmin, topic: TopicName, subscription: str) -> CursorState | None:
+    try:
+        stats = await admin.internal_stats(topic)
+    except TopicNotFound:
+        return None
+    cursor = (stats.get("cursors") or {}).get(subscription)
+    return CursorState.from_internal_stats(cursor) if cursor else None
+
+
+async def _read_partition(
+    client: pulsar_asyncio.Client, topic: TopicName, cursor: CursorState | None, limit: int, include_replayed: bool
+) -> list[DeadLetter]:
+    out: list[DeadLetter] = []
+    reader = await client.create_reader(str(topic), pulsar.MessageId.earliest)
+    try:
+        while len(out) < limit and await reader.has_message_available():
+            msg = await reader.read_next()
+            mid = msg.message_id()
+            # Without the replay subscription nothing can have been replayed yet: all parked.
+            replayed = cursor is not None and cursor.acked((mid.ledger_id(), mid.entry_id()))
+            if replayed and not include_replayed:
+                continue
+            out.append(dead_letter_from(msg, "replayed" if replayed else "parked"))
+    finally:
+        await reader.close()
+    return out
+
+
+async def list_dead_letters(
+    settings: Settings, *, limit: int = 1000, include_replayed: bool = False
+) -> list[DeadLetter]:
+    """The DLQ's messages, oldest first, without acknowledging any (a Reader has no subscription)."""
+    p = settings.pulsar
+    dlq = TopicName.parse(settings.topics.dlq)
+    sub = settings.topics.dlq_replay_subscription
+    async with new_session(p.request_timeout_s) as session:
+        admin = PulsarAdmin(str(p.admin_url), session, p.auth_token)
+        n = await admin.partitions(dlq)
+        topics: Sequence[TopicName] = [dlq.partition(i) for i in range(n)] if n > 0 else [dlq]
+        cursors = [await _cursor_state(admin, t, sub) for t in topics]
+        if n == 0 and cursors[0] is None and not await _exists(admin, dlq):
+            return []
+    client = pulsar_asyncio.Client(
+        p.service_url,
+        authentication=pulsar.AuthenticationToken(p.auth_token) if p.auth_token else None,
+        operation_timeout_seconds=int(max(1, p.request_timeout_s)),
+        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
+    )
+    try:
+        out: list[DeadLetter] = []
+        for t, c in zip(topics, cursors, strict=True):
+            out += await _read_partition(client, t, c, limit - len(out), include_replayed)
+            if len(out) >= limit:
+                break
+        return out
+    finally:
+        await client.close()
+
+
+async def _exists(admin: PulsarAdmin, topic: TopicName) -> bool:
+    try:
+        await admin.stats(topic)
+        return True
+    except TopicNotFound:
+        return False
