@@ -1,0 +1,557 @@
+"""The orphan scanner: BookKeeper ledgers that Pulsar created and nothing references any more.
+
+An orphan is what PIP-186 prevents for new deletions and what stock Pulsar already left behind: a ledger
+whose id left its topic's metadata (or whose topic was deleted) but whose delete from BookKeeper failed.
+The scanner is an anti-join: every ledger BookKeeper has, minus every ledger some topic still references.
+
+Being wrong one way costs disk; being wrong the other way loses data. So every doubt is a skip:
+- only ``application=pulsar`` ledgers with a known component and a parseable owner are considered;
+- a ledger younger than the minimum age may be one whose id is not yet in its topic's metadata;
+- the live set comes from the owner broker (``worker.in_use``), fetched after the ledger listing, so a
+  ledger older than the minimum age is either in it or no longer referenced;
+- "the topic is gone" is believed only when the metadata store agrees: the managed ledger's znode is
+  absent too (a managed ledger can exist without a loadable topic, e.g. a transaction log), and for
+  schema ledgers the schema registry's locator (``/schemas/<schemaId>``) must not reference the ledger:
+  the registry outlives topics, and Pulsar's health check shows why it matters (its v1 topic
+  ``pulsar/<cluster>/<broker>/healthcheck`` stores its schema under the v2-style id
+  ``pulsar/<broker>/healthcheck``, a topic that does not exist);
+- an error while reading live state skips that topic's ledgers for this run.
+
+Custom metadata keys (``LedgerMetadataUtils`` in Pulsar): ``application=pulsar``; ``component`` is
+``managed-ledger`` (+ ``pulsar/managed-ledger`` = ``tenant/ns/persistent/topic``, + ``pulsar/cursor`` for
+cursor ledgers), ``schema`` (+ ``pulsar/schemaId`` = ``tenant/ns/topic``) or ``compacted-ledger``
+(+ ``pulsar/compactedTopic`` = the full topic name).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import re
+import sys
+import time
+import uuid
+from collections import Counter as Tally
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, TextIO
+
+from worker.bookkeeper import BookieClient, LedgerMetadata
+from worker.http import BackendError
+from worker.in_use import LiveSet, SnapshotCache, TopicGone
+from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.topic_name import InvalidTopicName, TopicName
+from worker.zookeeper import MANAGED_LEDGERS_ROOT, ZooKeeper
+
+# Pulsar stores a topic's local name URL-encoded in managed-ledger names and znode paths. Names made
+# only of these characters encode to themselves; anything else is skipped rather than guessed at.
+_PLAIN_LOCAL_NAME = re.compile(r"^[A-Za-z0-9._\-]+$")
+
+
+class Verdict(enum.StrEnum):
+    ORPHAN = "orphan"
+    IN_USE = "in_use"
+    TOO_YOUNG = "too_young"
+    NOT_PULSAR = "not_pulsar"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """What a ledger's custom metadata says it belongs to."""
+
+    component: LedgerComponent
+    topic: TopicName
+    cursor: str | None = None
+    schema_id: str | None = None
+
+
+class Unmapped(Exception):
+    """A Pulsar ledger whose owner cannot be determined safely: never an orphan candidate."""
+
+
+def _plain(topic: TopicName, raw: str) -> TopicName:
+    if not _PLAIN_LOCAL_NAME.match(topic.local_name):
+        raise Unmapped(f"topic name needs URL encoding, not supported: {raw!r}")
+    return topic
+
+
+def owner_of(md: LedgerMetadata) -> Owner | None:
+    """The owner named by the ledger's custom metadata; None for a ledger Pulsar did not create."""
+    cm = md.custom_metadata
+    if cm.get("application") != "pulsar":
+        return None
+    component = cm.get("component")
+    try:
+        if component == "managed-ledger":
+            ml = cm.get("pulsar/managed-ledger")
+            if not ml:
+                raise Unmapped("managed-ledger ledger without pulsar/managed-ledger")
+            if len(ml.split("/")) == 5:
+                # tenant/cluster/ns/persistent/topic: a v1 name (e.g. the broker health check topic).
+                raise Unmapped(f"v1 topic name, not supported: {ml!r}")
+            topic = _plain(TopicName.from_managed_ledger_name(ml), ml)
+            cursor = cm.get("pulsar/cursor")
+            if cursor is not None:
+                if not cursor:
+                    raise Unmapped("empty pulsar/cursor")
+                return Owner(LedgerComponent.MANAGED_CURSOR, topic, cursor=cursor)
+            return Owner(LedgerComponent.MANAGED_LEDGER, topic)
+        if component == "schema":
+            sid = cm.get("pulsar/schemaId")
+            if not sid:
+                raise Unmapped("schema ledger without pulsar/schemaId")
+            topic = _plain(TopicName.parse(f"persistent://{sid}"), sid)
+            if topic.partition_index is not None:
+                raise Unmapped(f"schema id names a partition: {sid!r}")
+            return Owner(LedgerComponent.SCHEMA_STORAGE, topic, schema_id=sid)
+        if component == "compacted-ledger":
+            ct = cm.get("pulsar/compactedTopic")
+            if not ct:
+                raise Unmapped("compacted ledger without pulsar/compactedTopic")
+            return Owner(LedgerComponent.COMPACTED_LEDGER, _plain(TopicName.parse(ct), ct))
+    except InvalidTopicName as e:
+        raise Unmapped(f"unparseable owner: {e}") from e
+    raise Unmapped(f"unknown component {component!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    ledger_id: int
+    verdict: Verdict
+    why: str
+    component: str | None = None
+    topic: str | None = None
+    cursor: str | None = None
+    schema_id: str | None = None
+    age_s: float | None = None
+    size: int = 0
+    state: str = ""
+
+    def to_info(self, properties: dict[str, str] | None = None) -> PendingDeleteLedgerInfo:
+        if self.verdict is not Verdict.ORPHAN or self.component is None or self.topic is None:
+            raise ValueError(f"ledger {self.ledger_id} is not an orphan ({self.verdict}): nothing to send")
+        return PendingDeleteLedgerInfo(
+            topic_name=self.topic,
+            ledger_component=LedgerComponent(self.component),
+            ledger_type=LedgerType.LEDGER,
+            ledger_id=self.ledger_id,
+            cursor_name=self.cursor,
+            schema_id=self.schema_id,
+            properties=properties or {},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["verdict"] = self.verdict.value
+        return d
+
+
+@dataclass
+class ScanReport:
+    scan_id: str
+    started_at: float
+    min_age_s: float
+    namespaces: tuple[str, ...]
+    listed: int = 0
+    filtered: int = 0
+    finished_at: float | None = None
+    decisions: list[Decision] = field(default_factory=list)
+
+    @property
+    def orphans(self) -> list[Decision]:
+        return [d for d in self.decisions if d.verdict is Verdict.ORPHAN]
+
+    def counts(self) -> dict[str, int]:
+        c = Tally(d.verdict.value for d in self.decisions)
+        return {v.value: c.get(v.value, 0) for v in Verdict}
+
+    def to_dict(self, *, full: bool = False) -> dict[str, Any]:
+        """Orphans and skips in full (an operator acts on both); the rest as counts unless ``full``."""
+        shown = (
+            self.decisions if full else [d for d in self.decisions if d.verdict in (Verdict.ORPHAN, Verdict.SKIPPED)]
+        )
+        return {
+            "scan_id": self.scan_id,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "min_age_s": self.min_age_s,
+            "namespaces": list(self.namespaces),
+            "listed": self.listed,
+            "filtered_out": self.filtered,
+            "counts": self.counts(),
+            "orphans": [d.to_dict() for d in self.orphans],
+            "decisions": [d.to_dict() for d in shown if d.verdict is not Verdict.ORPHAN],
+        }
+
+
+# ---- the metadata store: is a managed ledger / schema really gone? ------------------------------------
+
+
+class MetadataStoreView(Protocol):
+    async def managed_ledger_exists(self, ml_name: str) -> bool: ...
+
+    async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
+        """Ledger ids the schema registry's locator references; None when there is no locator."""
+        ...
+
+
+class MetadataFormatError(ValueError):
+    pass
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(data) or shift >= 70:
+            raise MetadataFormatError("bad varint")
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return result, pos
+
+
+def _proto_fields(data: bytes) -> Iterable[tuple[int, int | bytes]]:
+    pos = 0
+    while pos < len(data):
+        tag, pos = _varint(data, pos)
+        number, wt = tag >> 3, tag & 7
+        if wt == 0:
+            v, pos = _varint(data, pos)
+            yield number, v
+        elif wt == 2:
+            n, pos = _varint(data, pos)
+            if pos + n > len(data):
+                raise MetadataFormatError("truncated field")
+            yield number, data[pos : pos + n]
+            pos += n
+        elif wt == 1:
+            pos += 8
+        elif wt == 5:
+            pos += 4
+        else:
+            raise MetadataFormatError(f"unsupported wire type {wt}")
+    if pos != len(data):
+        raise MetadataFormatError("truncated message")
+
+
+def schema_locator_ledgers(data: bytes) -> frozenset[int]:
+    """Ledger ids of a ``SchemaLocator`` (SchemaStorageFormat.proto): ``info = 1`` and ``index = 2`` are
+    ``IndexEntry {version = 1; PositionInfo position = 2 {ledgerId = 1; entryId = 2}; hash = 3}``.
+    The same set the broker reports as a topic's ``schemaLedgers``."""
+    ids: set[int] = set()
+    for number, entry in _proto_fields(data):
+        if number not in (1, 2) or not isinstance(entry, bytes):
+            continue
+        for n2, position in _proto_fields(entry):
+            if n2 == 2 and isinstance(position, bytes):
+                for n3, lid in _proto_fields(position):
+                    if n3 == 1 and isinstance(lid, int):
+                        ids.add(lid - 2**64 if lid >= 2**63 else lid)
+    return frozenset(ids)
+
+
+class ZooKeeperView:
+    """The reads the scanner and ``purge-topic`` need, on top of ``worker.zookeeper.ZooKeeper``."""
+
+    def __init__(self, zk: ZooKeeper) -> None:
+        self.zk = zk
+
+    async def managed_ledger_exists(self, ml_name: str) -> bool:
+        return await self.zk.exists(f"{MANAGED_LEDGERS_ROOT}/{ml_name}") is not None
+
+    async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
+        got = await self.zk.get(f"/schemas/{schema_id}")
+        return None if got is None else schema_locator_ledgers(got[0])
+
+    async def get(self, path: str) -> bytes | None:
+        got = await self.zk.get(path)
+        return None if got is None else got[0]
+
+
+@contextlib.asynccontextmanager
+async def zookeeper_view(hosts: str | None, timeout_s: float) -> AsyncIterator[ZooKeeperView | None]:
+    """A connected view, or None when no ZooKeeper is configured (empty ``zookeeper.hosts``)."""
+    if not hosts:
+        yield None
+        return
+    zk = ZooKeeper(hosts, timeout_s=timeout_s)
+    try:
+        await zk.start()
+    except BackendError as e:
+        raise ConnectionError(f"{e} (set zookeeper.hosts empty to run without ZooKeeper)") from e
+    try:
+        yield ZooKeeperView(zk)
+    finally:
+        await zk.close()
+
+
+# ---- progress ---------------------------------------------------------------------------------------
+
+
+class Progress:
+    """A one-line progress bar on a terminal; silent otherwise (logs carry the decisions instead)."""
+
+    def __init__(self, stream: TextIO = sys.stderr, *, enabled: bool | None = None) -> None:
+        self.stream = stream
+        self.enabled = stream.isatty() if enabled is None else enabled
+        self._last = 0.0
+
+    def update(self, phase: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if done < total and now - self._last < 0.1:
+            return
+        self._last = now
+        width = 30
+        filled = int(width * done / total) if total else width
+        self.stream.write(f"\r{phase:<9} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        if done >= total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+# ---- the scan ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Candidate:
+    md: LedgerMetadata
+    owner: Owner
+    age_s: float
+
+
+class Scanner:
+    def __init__(
+        self,
+        bookie: BookieClient,
+        snapshots: SnapshotCache,
+        metadata_store: MetadataStoreView | None,
+        *,
+        min_age_s: float,
+        namespaces: Sequence[str] = (),
+        concurrency: int = 16,
+        clock: Callable[[], float] = time.time,
+        progress: Callable[[str, int, int], None] | None = None,
+        on_decision: Callable[[Decision], None] | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.bookie = bookie
+        self.snapshots = snapshots
+        self.store = metadata_store
+        self.min_age_s = min_age_s
+        self.namespaces = tuple(namespaces)
+        self.concurrency = concurrency
+        self.clock = clock
+        self.progress = progress or (lambda phase, done, total: None)
+        self.on_decision = on_decision or (lambda d: None)
+
+    async def scan(self) -> ScanReport:
+        report = ScanReport(uuid.uuid4().hex[:12], self.clock(), self.min_age_s, self.namespaces)
+        ids = await self.bookie.list_ledger_ids()
+        report.listed = len(ids)
+        metadata = await self._read_metadata(ids)
+        # Ages are taken against one instant after the whole listing, and the live sets are fetched after
+        # it: a ledger old enough here was created before any snapshot below.
+        now_ms = self.clock() * 1000
+        by_topic: dict[TopicName, list[_Candidate]] = {}
+        for md in metadata:
+            try:
+                owner = owner_of(md)
+            except Unmapped as e:
+                if not self.namespaces:
+                    self._decide(
+                        report, Decision(md.ledger_id, Verdict.SKIPPED, str(e), size=md.length, state=md.state)
+                    )
+                else:
+                    report.filtered += 1
+                continue
+            if owner is None:
+                if self.namespaces:
+                    report.filtered += 1
+                else:
+                    self._decide(
+                        report,
+                        Decision(
+                            md.ledger_id, Verdict.NOT_PULSAR, "no application=pulsar", size=md.length, state=md.state
+                        ),
+                    )
+                continue
+            if self.namespaces and owner.topic.namespace_name not in self.namespaces:
+                report.filtered += 1
+                continue
+            if md.ctime_ms is None:
+                self._decide(report, self._decision(md, owner, Verdict.SKIPPED, "no creation time: age unknown", None))
+                continue
+            age_s = max(0.0, (now_ms - md.ctime_ms) / 1000)
+            if age_s < self.min_age_s:
+                self._decide(
+                    report, self._decision(md, owner, Verdict.TOO_YOUNG, f"younger than {self.min_age_s:g}s", age_s)
+                )
+                continue
+            by_topic.setdefault(owner.topic, []).append(_Candidate(md, owner, age_s))
+        await self._judge_topics(report, by_topic)
+        report.decisions.sort(key=lambda d: d.ledger_id)
+        report.finished_at = self.clock()
+        return report
+
+    async def _read_metadata(self, ids: Sequence[int]) -> list[LedgerMetadata]:
+        out: list[LedgerMetadata] = []
+        it = iter(ids)
+        done = 0
+        total = len(ids)
+
+        async def worker() -> None:
+            nonlocal done
+            for lid in it:  # one shared iterator: each id is read by exactly one worker
+                md = await self.bookie.get_metadata(lid)
+                if md is not None:  # deleted since the listing: nothing to judge
+                    out.append(md)
+                done += 1
+                self.progress("metadata", done, total)
+
+        await asyncio.gather(*(worker() for _ in range(min(self.concurrency, max(1, total)))))
+        self.progress("metadata", total, total)
+        return out
+
+    async def _judge_topics(self, report: ScanReport, by_topic: dict[TopicName, list[_Candidate]]) -> None:
+        topics = list(by_topic)
+        it = iter(topics)
+        done = 0
+
+        async def worker() -> None:
+            nonlocal done
+            for topic in it:
+                for d in await self._judge_topic(topic, by_topic[topic]):
+                    self._decide(report, d)
+                done += 1
+                self.progress("topics", done, len(topics))
+
+        await asyncio.gather(*(worker() for _ in range(min(self.concurrency, max(1, len(topics))))))
+
+    async def _judge_topic(self, topic: TopicName, cands: list[_Candidate]) -> list[Decision]:
+        try:
+            snap = await self.snapshots.get(topic, fresh=True)
+        except Exception as e:  # any doubt about live state is a skip, never an orphan
+            why = f"live state unavailable: {type(e).__name__}: {e}"
+            return [self._decision(c.md, c.owner, Verdict.SKIPPED, why, c.age_s) for c in cands]
+        out = []
+        for c in cands:
+            try:
+                verdict, why = await self._judge(c, snap)
+            except Exception as e:
+                verdict, why = Verdict.SKIPPED, f"metadata store unavailable: {type(e).__name__}: {e}"
+            out.append(self._decision(c.md, c.owner, verdict, why, c.age_s))
+        return out
+
+    async def _judge(self, c: _Candidate, snap: LiveSet | TopicGone) -> tuple[Verdict, str]:
+        lid = c.md.ledger_id
+        owner = c.owner
+        if owner.component is LedgerComponent.SCHEMA_STORAGE:
+            return await self._judge_schema(c, snap)
+        if isinstance(snap, LiveSet):
+            if snap.references(lid):
+                return Verdict.IN_USE, "referenced by its topic"
+            if owner.component is LedgerComponent.COMPACTED_LEDGER and c.md.state.upper() == "OPEN":
+                # Compaction writes its new ledger for as long as it takes and only then records it on
+                # the topic: an open compacted ledger of a live topic may be a compaction in progress.
+                return Verdict.SKIPPED, "open compacted ledger of a live topic: compaction may be in progress"
+            what = {
+                LedgerComponent.MANAGED_LEDGER: "not in its topic's ledger list",
+                LedgerComponent.MANAGED_CURSOR: f"not the ledger of cursor {owner.cursor!r}",
+                LedgerComponent.COMPACTED_LEDGER: "not its topic's compacted ledger",
+            }[owner.component]
+            return Verdict.ORPHAN, what
+        if self.store is None:
+            return Verdict.SKIPPED, "topic not found, and no metadata store configured to confirm it is gone"
+        if await self.store.managed_ledger_exists(owner.topic.managed_ledger_name):
+            return Verdict.SKIPPED, "no loadable topic, but its managed-ledger metadata still exists"
+        return Verdict.ORPHAN, "topic gone"
+
+    async def _judge_schema(self, c: _Candidate, snap: LiveSet | TopicGone) -> tuple[Verdict, str]:
+        lid = c.md.ledger_id
+        assert c.owner.schema_id is not None
+        if isinstance(snap, LiveSet) and lid in snap.schema_ledgers:
+            return Verdict.IN_USE, "in its topic's schema ledgers"
+        if self.store is None:
+            if isinstance(snap, LiveSet):
+                return Verdict.ORPHAN, "not in its topic's schema ledger list"
+            return Verdict.SKIPPED, "schemaId topic not found, and no metadata store to read the schema registry"
+        registry = await self.store.schema_ledgers(c.owner.schema_id)
+        if registry is not None and lid in registry:
+            return Verdict.IN_USE, "referenced by the schema registry"
+        if isinstance(snap, LiveSet):
+            return Verdict.ORPHAN, "not in its topic's schema ledger list"
+        if registry is None:
+            return Verdict.ORPHAN, "schemaId topic gone, no schema registry entry"
+        return Verdict.ORPHAN, "schemaId topic gone, not in the schema registry entry"
+
+    @staticmethod
+    def _decision(md: LedgerMetadata, owner: Owner, verdict: Verdict, why: str, age_s: float | None) -> Decision:
+        return Decision(
+            ledger_id=md.ledger_id,
+            verdict=verdict,
+            why=why,
+            component=owner.component.value,
+            topic=str(owner.topic),
+            cursor=owner.cursor,
+            schema_id=owner.schema_id,
+            age_s=None if age_s is None else round(age_s, 3),
+            size=md.length,
+            state=md.state,
+        )
+
+    def _decide(self, report: ScanReport, d: Decision) -> None:
+        report.decisions.append(d)
+        self.on_decision(d)
+
+
+# ---- presentation -----------------------------------------------------------------------------------
+
+
+def human_age(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    s = int(seconds)
+    if s < 120:
+        return f"{s}s"
+    if s < 7200:
+        return f"{s // 60}m"
+    if s < 172800:
+        return f"{s // 3600}h"
+    return f"{s // 86400}d"
+
+
+def render_table(decisions: Sequence[Decision]) -> str:
+    header = ("LEDGER", "TOPIC", "COMPONENT", "AGE", "SIZE", "WHY ORPHAN")
+    rows = [
+        (
+            str(d.ledger_id),
+            d.topic or "",
+            (d.component or "") + (f" ({d.cursor})" if d.cursor else ""),
+            human_age(d.age_s),
+            str(d.size),
+            d.why,
+        )
+        for d in decisions
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(v.ljust(widths[i]) for i, v in enumerate(r)).rstrip() for r in [header, *rows]]
+    return "\n".join(lines)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """``10m``, ``90s``, ``1.5h``, ``2d``, ``250ms`` or plain seconds -> seconds."""
+    m = _DURATION.match(text)
+    if not m:
+        raise ValueError(f"not a duration: {text!r} (examples: 90s, 10m, 1h, 2d)")
+    n = float(m.group(1))
+    return n * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2) or "s"]
