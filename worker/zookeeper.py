@@ -1,0 +1,301 @@
+"""Pulsar's and BookKeeper's metadata in ZooKeeper, through one kazoo client, from asyncio.
+
+Two uses:
+- read a topic's managed-ledger metadata (``/managed-ledgers/<tenant>/<ns>/persistent/<encoded name>`` and
+  one child znode per cursor) as the broker stored it, e.g. to learn which offload attempt (uuid) the topic
+  records for a ledger;
+- delete a ledger directly in BookKeeper's metadata store (DESIGN step 5, "ZooKeeper, versioned delete"):
+  once a ledger's znode is gone, the bookies' garbage collector reclaims its entries.
+
+Facts this module relies on (Pulsar 4.0 standalone, checked on the local stack and in the sources):
+- ``/ledgers/LAYOUT`` names the ledger manager; Pulsar's own PulsarLedgerManager (the one its brokers and
+  bookies use) and BookKeeper's HierarchicalLedgerManager put ledger ``id < Integer.MAX_VALUE`` at
+  ``/ledgers/00/0000/L0042`` (``%010d`` split 2-4-4) and larger ids at
+  ``/ledgers/000/0000/0000/0000/L0042`` (``%019d`` split 3-4-4-4-4). LongHierarchicalLedgerManager uses
+  the long form for every id. Any other layout is refused rather than guessed.
+- Kazoo is blocking. Every call runs in a worker thread through kazoo's ``*_async`` API and waits with a
+  timeout, so a lost ZooKeeper connection surfaces as :class:`BackendError` instead of a stuck task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+from urllib.parse import quote_plus
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import ZnodeStat
+
+from worker.http import BackendError
+from worker.managed_ledger_metadata import (
+    ManagedCursorInfo,
+    ManagedLedgerInfo,
+    parse_managed_cursor_info,
+    parse_managed_ledger_info,
+)
+from worker.topic_name import TopicName
+
+T = TypeVar("T")
+
+MANAGED_LEDGERS_ROOT = "/managed-ledgers"
+_INT_MAX = 2**31 - 1
+_LONG_MAX = 2**63 - 1
+
+# Errors that are answers, not failures: callers decide what they mean.
+_SEMANTIC = (NoNodeError, BadVersionError, NodeExistsError, NotEmptyError)
+
+
+class LedgerMetadataChanged(BackendError):
+    """The ledger's metadata znode changed between our read and our delete (someone is writing it)."""
+
+    def __init__(self, ledger_id: int) -> None:
+        super().__init__("zookeeper", f"metadata of ledger {ledger_id} changed during the delete; not deleted")
+        self.ledger_id = ledger_id
+
+
+class UnsupportedLedgerLayout(Exception):
+    """``/ledgers/LAYOUT`` names a ledger manager whose paths this module does not know."""
+
+
+def encode_local_name(local_name: str) -> str:
+    """Pulsar's ``Codec.encode`` (Java's URLEncoder): what a topic's znode and cursor names are made of."""
+    # URLEncoder keeps only [A-Za-z0-9.-*_] and writes a space as '+'; Python also keeps '~'.
+    return quote_plus(local_name, safe="*").replace("~", "%7E")
+
+
+def managed_ledger_path(topic: TopicName) -> str:
+    """The topic's managed-ledger znode (``TopicName.getPersistenceNamingEncoding`` under the root)."""
+    local = encode_local_name(topic.local_name)
+    return f"{MANAGED_LEDGERS_ROOT}/{topic.tenant}/{topic.namespace}/{topic.domain}/{local}"
+
+
+def _short_path(ledger_id: int) -> str:
+    s = f"{ledger_id:010d}"
+    return f"/{s[0:2]}/{s[2:6]}/L{s[6:10]}"
+
+
+def _long_path(ledger_id: int) -> str:
+    s = f"{ledger_id:019d}"
+    return f"/{s[0:3]}/{s[3:7]}/{s[7:11]}/{s[11:15]}/L{s[15:19]}"
+
+
+def hierarchical_ledger_path(ledger_id: int, root: str = "/ledgers") -> str:
+    """BookKeeper's ``StringUtils.getHybridHierarchicalLedgerPath`` under ``root``."""
+    _check_id(ledger_id)
+    # Strictly below Integer.MAX_VALUE, as in BookKeeper: MAX_VALUE itself takes the long form.
+    return root + (_short_path(ledger_id) if ledger_id < _INT_MAX else _long_path(ledger_id))
+
+
+def long_hierarchical_ledger_path(ledger_id: int, root: str = "/ledgers") -> str:
+    _check_id(ledger_id)
+    return root + _long_path(ledger_id)
+
+
+def _check_id(ledger_id: int) -> None:
+    if not isinstance(ledger_id, int) or not 0 <= ledger_id <= _LONG_MAX:
+        raise ValueError(f"not a ledger id: {ledger_id!r}")
+
+
+_LAYOUTS: dict[str, Callable[[int, str], str]] = {
+    "org.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory": hierarchical_ledger_path,
+    "org.apache.bookkeeper.meta.LongHierarchicalLedgerManagerFactory": long_hierarchical_ledger_path,
+    # Pulsar's own factory (metadata-store driver) builds a PulsarLedgerManager: the same hybrid paths.
+    "org.apache.pulsar.metadata.bookkeeper.PulsarLedgerManagerFactory": hierarchical_ledger_path,
+}
+
+
+def parse_layout(data: bytes) -> Callable[[int, str], str]:
+    """``/ledgers/LAYOUT`` is ``<layout format version>\\n<factory class>:<factory version>``."""
+    try:
+        lines = data.decode("utf-8").strip().splitlines()
+        factory = lines[1].rsplit(":", 1)[0].strip()
+    except (UnicodeDecodeError, IndexError) as e:
+        raise UnsupportedLedgerLayout(f"unreadable ledger layout {data!r}") from e
+    path_fn = _LAYOUTS.get(factory)
+    if path_fn is None:
+        raise UnsupportedLedgerLayout(f"ledger manager {factory!r} is not supported (known: {sorted(_LAYOUTS)})")
+    return path_fn
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    """A topic's managed-ledger znode and its cursor znodes, read one after the other (not atomically).
+
+    ``cursors`` is keyed by the znode name: the cursor name as BookKeeper metadata records it
+    (``pulsar/cursor``), i.e. the subscription name encoded like a topic's local name.
+    """
+
+    topic: TopicName
+    path: str
+    version: int
+    managed_ledger: ManagedLedgerInfo
+    cursors: Mapping[str, ManagedCursorInfo]
+
+    @property
+    def ledger_ids(self) -> tuple[int, ...]:
+        return self.managed_ledger.ledger_ids
+
+    @property
+    def cursor_ledger_ids(self) -> dict[str, int]:
+        return {name: c.cursors_ledger_id for name, c in self.cursors.items() if c.cursors_ledger_id >= 0}
+
+
+class ZooKeeper:
+    """One kazoo client. Use as ``async with ZooKeeper(hosts) as zk:`` (or ``start()``/``close()``)."""
+
+    def __init__(self, hosts: str, *, timeout_s: float = 10.0, ledgers_root: str = "/ledgers") -> None:
+        self.hosts = hosts
+        self.timeout_s = timeout_s
+        self.ledgers_root = ledgers_root.rstrip("/")
+        self.client = KazooClient(hosts=hosts, timeout=timeout_s)
+        self._ledger_path: Callable[[int, str], str] | None = None
+
+    async def start(self) -> None:
+        try:
+            await asyncio.to_thread(self.client.start, self.timeout_s)
+        except (KazooTimeoutError, KazooException) as e:
+            await asyncio.to_thread(self._shutdown)
+            raise BackendError("zookeeper", f"cannot connect to {self.hosts}: {type(e).__name__}: {e}") from e
+
+    def _shutdown(self) -> None:
+        self.client.stop()
+        self.client.close()
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._shutdown)
+
+    async def __aenter__(self) -> ZooKeeper:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # ---- plumbing ---------------------------------------------------------------------------------
+
+    async def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a kazoo ``*_async`` method; NoNode/BadVersion/NodeExists/NotEmpty propagate as themselves,
+        everything else (connection loss, session expiry, timeout) becomes BackendError."""
+
+        def blocking() -> Any:
+            return method(*args, **kwargs).get(timeout=self.timeout_s)
+
+        return await self.run(blocking)
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run any blocking kazoo call in a thread with the same error mapping (for tools and tests)."""
+        try:
+            return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
+        except _SEMANTIC:
+            raise
+        except (KazooTimeoutError, KazooException) as e:
+            raise BackendError("zookeeper", f"{type(e).__name__}: {e}") from e
+
+    async def get(self, path: str) -> tuple[bytes, ZnodeStat] | None:
+        try:
+            data, stat = await self._call(self.client.get_async, path)
+        except NoNodeError:
+            return None
+        return bytes(data or b""), stat
+
+    async def children(self, path: str) -> list[str] | None:
+        try:
+            return list(await self._call(self.client.get_children_async, path))
+        except NoNodeError:
+            return None
+
+    async def exists(self, path: str) -> ZnodeStat | None:
+        stat: ZnodeStat | None = await self._call(self.client.exists_async, path)
+        return stat
+
+    # ---- managed ledgers --------------------------------------------------------------------------
+
+    async def read_topic(self, topic: TopicName) -> TopicMetadata | None:
+        """The topic's managed-ledger metadata with its cursors; None when the topic has no znode."""
+        path = managed_ledger_path(topic)
+        got = await self.get(path)
+        if got is None:
+            return None
+        data, stat = got
+        cursors: dict[str, ManagedCursorInfo] = {}
+        for name in sorted(await self.children(path) or []):
+            cur = await self.get(f"{path}/{name}")
+            if cur is None:
+                continue  # the subscription was deleted between the listing and the read
+            cursors[name] = parse_managed_cursor_info(cur[0])
+        return TopicMetadata(topic, path, stat.version, parse_managed_ledger_info(data), cursors)
+
+    # ---- BookKeeper ledger metadata ---------------------------------------------------------------
+
+    async def ledger_path(self, ledger_id: int) -> str:
+        if self._ledger_path is None:
+            got = await self.get(f"{self.ledgers_root}/LAYOUT")
+            if got is None:
+                raise UnsupportedLedgerLayout(f"no {self.ledgers_root}/LAYOUT: not a BookKeeper metadata root")
+            self._ledger_path = parse_layout(got[0])
+        return self._ledger_path(ledger_id, self.ledgers_root)
+
+    async def ledger_metadata_version(self, ledger_id: int) -> int | None:
+        """The znode version of the ledger's metadata, or None when the ledger does not exist."""
+        stat = await self.exists(await self.ledger_path(ledger_id))
+        return None if stat is None else int(stat.version)
+
+    async def ledger_metadata_exists(self, ledger_id: int) -> bool:
+        return await self.ledger_metadata_version(ledger_id) is not None
+
+    async def delete_ledger_metadata(self, ledger_id: int, *, expected_version: int | None = None) -> bool:
+        """Delete the ledger's metadata znode with a versioned delete.
+
+        True if this call deleted it, False if it was already gone (idempotent). ``expected_version``
+        pins the version the caller verified; without it, the version just read is used, which still
+        refuses to delete metadata that changes under us (a ledger being closed, recovered or
+        re-replicated): that raises :class:`LedgerMetadataChanged`, a BackendError, i.e. retry later.
+        """
+        path = await self.ledger_path(ledger_id)
+        version = expected_version
+        if version is None:
+            stat = await self.exists(path)
+            if stat is None:
+                return False
+            version = int(stat.version)
+        try:
+            await self._call(self.client.delete_async, path, version)
+        except NoNodeError:
+            # Gone already, possibly by our own earlier attempt whose answer was lost with the connection.
+            return False
+        except BadVersionError as e:
+            raise LedgerMetadataChanged(ledger_id) from e
+        return True
+
+
+class ZooKeeperLedgerDeleter:
+    """The pipeline's ``LedgerMetadataDeleter`` (``bookkeeper.delete_via=zookeeper``): a versioned delete
+    of the ledger's metadata znode. ``delete`` is True if this call deleted it, False if already gone."""
+
+    def __init__(self, hosts: str, ledgers_root: str = "/ledgers", timeout_s: float = 10.0) -> None:
+        self.zk = ZooKeeper(hosts, timeout_s=timeout_s, ledgers_root=ledgers_root)
+
+    async def start(self) -> None:
+        await self.zk.start()
+        # Fail at start, not on the first message, when the metadata root or its layout is not usable.
+        await self.zk.ledger_path(0)
+
+    async def close(self) -> None:
+        await self.zk.close()
+
+    async def delete(self, ledger_id: int) -> bool:
+        return await self.zk.delete_ledger_metadata(ledger_id)
