@@ -124,7 +124,10 @@ class PulsarAdmin:
     async def partitions(self, topic: TopicName) -> int:
         """Partition count of the partitioned topic ``topic`` (0: not partitioned, or absent)."""
         d = await self._call(
-            "GET", f"/admin/v2/{topic.rest_path}/partitions", params={"checkAllowAutoCreation": "false"}
+            "GET",
+            f"/admin/v2/{topic.rest_path}/partitions",
+            params={"checkAllowAutoCreation": "false"},
+            not_found_ok=True,
         )
         return int((d or {}).get("partitions", 0))
 
@@ -187,3 +190,12 @@ class PulsarAdmin:
             not_found_ok=True,
         )
         return dict(d) if d else None
+
+    async def upload_schema(self, topic: TopicName, schema_type: str, definition: str) -> None:
+        """Register a schema (idempotent: the same definition is not a new version)."""
+        base = topic.partitioned_base
+        await self._call(
+            "POST",
+            f"/admin/v2/schemas/{_q(base.tenant)}/{_q(base.namespace)}/{_q(base.local_name)}/schema",
+            body={"type": schema_type, "schema": definition, "properties": {}},
+        )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import quote
+from urllib.parse import quote, quote_plus, unquote_plus
 
 _PARTITION = re.compile(r"^(?P<base>.+)-partition-(?P<index>\d+)$")
 # Pulsar's own rule for tenant and namespace names (NamedEntity): no slashes, no control characters.
@@ -61,8 +61,9 @@ class TopicName:
 
     @property
     def managed_ledger_name(self) -> str:
-        """The name BookKeeper metadata and ZooKeeper paths use: ``tenant/ns/persistent/topic``."""
-        return f"{self.tenant}/{self.namespace}/{self.domain}/{self.local_name}"
+        """The name BookKeeper metadata and ZooKeeper paths use: ``tenant/ns/persistent/<encoded topic>``
+        (Pulsar's ``getPersistenceNamingEncoding``: the local name through Java's URLEncoder)."""
+        return f"{self.tenant}/{self.namespace}/{self.domain}/{java_url_encode(self.local_name)}"
 
     @property
     def partition_index(self) -> int | None:
@@ -89,4 +90,9 @@ class TopicName:
         if len(parts) != 4:
             raise InvalidTopicName(f"not a managed-ledger name: {name!r}")
         tenant, namespace, domain, local = parts
-        return cls.parse(f"{domain}://{tenant}/{namespace}/{local}")
+        return cls.parse(f"{domain}://{tenant}/{namespace}/{unquote_plus(local)}")
+
+
+def java_url_encode(s: str) -> str:
+    """``java.net.URLEncoder.encode(s, UTF_8)``: like quote_plus, but ``*`` stays and ``~`` is escaped."""
+    return quote_plus(s, safe="*").replace("~", "%7E")

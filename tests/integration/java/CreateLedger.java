@@ -1,0 +1,37 @@
+// Creates a real BookKeeper ledger with chosen custom metadata, for tests that need a ledger Pulsar did
+// not make (a non-Pulsar ledger, or a forged one). Run with the Pulsar distribution's jars:
+//   java -cp 'apache-pulsar-X/lib/*' CreateLedger.java <zk-hosts> <count> <entries> [key=value ...]
+// Prints one LEDGER_ID=<id> line per ledger created.
+import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
+import java.util.Map;
+import org.apache.bookkeeper.client.BookKeeper;
+import org.apache.bookkeeper.client.LedgerHandle;
+import org.apache.bookkeeper.conf.ClientConfiguration;
+
+public class CreateLedger {
+    public static void main(String[] args) throws Exception {
+        ClientConfiguration conf = new ClientConfiguration();
+        conf.setMetadataServiceUri("zk+null://" + args[0] + "/ledgers");
+        int count = Integer.parseInt(args[1]);
+        int entries = Integer.parseInt(args[2]);
+        Map<String, byte[]> custom = new HashMap<>();
+        for (int i = 3; i < args.length; i++) {
+            String[] kv = args[i].split("=", 2);
+            custom.put(kv[0], kv[1].getBytes(StandardCharsets.UTF_8));
+        }
+        BookKeeper bk = new BookKeeper(conf);
+        try {
+            for (int n = 0; n < count; n++) {
+                LedgerHandle lh = bk.createLedger(1, 1, 1, BookKeeper.DigestType.CRC32C, new byte[0], custom);
+                for (int i = 0; i < entries; i++) {
+                    lh.addEntry(("entry-" + i).getBytes(StandardCharsets.UTF_8));
+                }
+                lh.close();
+                System.out.println("LEDGER_ID=" + lh.getId());
+            }
+        } finally {
+            bk.close();
+        }
+    }
+}

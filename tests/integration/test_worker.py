@@ -1,0 +1,333 @@
+"""The deletion worker daemon end to end, against the real stack (one test per behaviour)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Stack
+from tests.integration.helpers import TcpProxy, count_from_earliest, eventually, ml_ledger_ids, produce
+from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
+from worker.bookkeeper import BookieClient
+from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.pulsar_admin import PulsarAdmin
+from worker.topic_name import TopicName
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def harnesses(tmp_path: Path) -> Iterator[list[WorkerHarness]]:
+    made: list[WorkerHarness] = []
+    yield made
+    for h in made:
+        h.close()
+
+
+def new_worker(harnesses: list[WorkerHarness], stack: Stack, tmp_path: Path, name: str, **kw: dict) -> WorkerHarness:
+    h = WorkerHarness(stack, tmp_path, name, **kw)
+    harnesses.append(h)
+    return h
+
+
+def ml_info(topic: str, ledger_id: int) -> PendingDeleteLedgerInfo:
+    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, ledger_id)
+
+
+async def gone(bookie: BookieClient, *ids: int) -> bool:
+    return all([await bookie.get_metadata(i) is None for i in ids])
+
+
+async def test_forged_and_foreign_ledgers_are_rejected_and_kept(
+    stack: Stack,
+    test_namespace: str,
+    unique: str,
+    admin: PulsarAdmin,
+    bookie: BookieClient,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+) -> None:
+    topic_a = f"persistent://{test_namespace}/a-{unique}"
+    produce(stack.service_url, topic_a, 12)
+    a_ledger = ml_ledger_ids(await admin.internal_stats(TopicName.parse(topic_a)))[0]
+    [foreign] = create_ledgers(stack, 1, {"application": "not-pulsar", "owner": "someone-else"})
+    [bare] = create_ledgers(stack, 1, {})
+
+    w = new_worker(harnesses, stack, tmp_path, f"forged-{unique}").start()
+    # Topic A's ledger announced as belonging to (absent) topic B: direct route, identity mismatch.
+    w.send(ml_info(f"persistent://{test_namespace}/b-{unique}", a_ledger))
+    # A data ledger of a gone topic announced with the right topic but as a cursor ledger.
+    ghost = f"persistent://{test_namespace}/ghost-{unique}"
+    [ghost_ledger] = create_ledgers(stack, 1, pulsar_ml_metadata(ghost))
+    w.send(
+        PendingDeleteLedgerInfo(ghost, LedgerComponent.MANAGED_CURSOR, LedgerType.LEDGER, ghost_ledger, cursor_name="s")
+    )
+    w.send(ml_info(f"persistent://{test_namespace}/c-{unique}", foreign))
+    w.send(ml_info(f"persistent://{test_namespace}/c-{unique}", bare))
+
+    async def settled() -> bool:
+        return w.metric("ledger_deletion_rejected_total") >= 4
+
+    await eventually(settled, timeout=60, what="4 rejections")
+    for lid in (a_ledger, ghost_ledger, foreign, bare):
+        assert await bookie.get_metadata(lid) is not None, f"ledger {lid} must survive a forged message"
+    assert w.metric("ledger_deletion_rejected_total", reason="topic_mismatch") == 1
+    assert w.metric("ledger_deletion_rejected_total", reason="component_mismatch") == 1
+    assert w.metric("ledger_deletion_rejected_total", reason="not_pulsar") == 2
+    assert w.metric("ledger_deletion_acked_total") == 4
+    assert w.metric("ledger_deletion_deleted_total") == 0
+    warnings = [json.loads(line) for line in w.log_text().splitlines() if '"deletion rejected' in line]
+    assert len(warnings) == 4 and all(x["level"] == "warning" and "payload" in x for x in warnings)
+
+
+async def test_duplicates_delete_once_and_ack_all(
+    stack: Stack,
+    test_namespace: str,
+    unique: str,
+    bookie: BookieClient,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+) -> None:
+    ghost = f"persistent://{test_namespace}/ghost-{unique}"
+    [lid] = create_ledgers(stack, 1, pulsar_ml_metadata(ghost))
+    w = new_worker(harnesses, stack, tmp_path, f"dup-{unique}").start()
+    for _ in range(3):
+        w.send(ml_info(ghost, lid))
+
+    async def acked() -> bool:
+        return w.metric("ledger_deletion_acked_total") >= 3
+
+    await eventually(acked, timeout=60, what="three acks")
+    assert await bookie.get_metadata(lid) is None
+    assert w.metric("ledger_deletion_deleted_total", result="deleted", route="direct") == 1
+    assert w.metric("ledger_deletion_deleted_total", result="already_gone") == 2
+    assert w.metric("ledger_deletion_failed_total") == 0
+    assert w.metric("ledger_deletion_dlq_total") == 0
+
+
+async def test_already_deleted_ledger_is_acked(
+    stack: Stack,
+    test_namespace: str,
+    unique: str,
+    bookie: BookieClient,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+) -> None:
+    ghost = f"persistent://{test_namespace}/ghost-{unique}"
+    [lid] = create_ledgers(stack, 1, pulsar_ml_metadata(ghost))
+    await bookie.delete_ledger(lid)
+    w = new_worker(harnesses, stack, tmp_path, f"gone-{unique}").start()
+    w.send(ml_info(ghost, lid))
+
+    async def acked() -> bool:
+        return w.metric("ledger_deletion_acked_total") >= 1
+
+    await eventually(acked, timeout=60, what="the ack")
+    assert w.metric("ledger_deletion_deleted_total", result="already_gone") == 1
+    assert w.metric("ledger_deletion_retried_total") == 0
+
+
+async def test_malformed_payload_goes_to_dlq_and_worker_continues(
+    stack: Stack,
+    test_namespace: str,
+    unique: str,
+    bookie: BookieClient,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+) -> None:
+    ghost = f"persistent://{test_namespace}/ghost-{unique}"
+    [lid] = create_ledgers(stack, 1, pulsar_ml_metadata(ghost))
+    w = new_worker(harnesses, stack, tmp_path, f"bad-{unique}").start()
+    w.send(ml_info(ghost, 0), raw=b"\x02\x00definitely not avro\xff")
+    w.send(ml_info(ghost, 0), raw=b"")
+    w.send(ml_info(ghost, lid))
+
+    async def done() -> bool:
+        return w.metric("ledger_deletion_acked_total") >= 3
+
+    await eventually(done, timeout=60, what="three settled messages")
+    assert w.metric("ledger_deletion_dlq_total", reason="invalid") == 2
+    assert await bookie.get_metadata(lid) is None
+    dead = w.read_dlq()
+    assert len(dead) == 2
+    for m in dead:
+        props = m.properties()
+        assert props["reason"] == "invalid"
+        assert props["last_error"]
+        assert props["REAL_TOPIC"].startswith(w.topics["pending"])
+        assert props["ORIGIN_MESSAGE_ID"]
+    assert w.proc is not None and w.proc.poll() is None
+
+
+async def test_storage_outage_retries_then_dlq_or_recovers(
+    stack: Stack,
+    test_namespace: str,
+    unique: str,
+    bookie: BookieClient,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+) -> None:
+    ghost = f"persistent://{test_namespace}/ghost-{unique}"
+    doomed, survivor = create_ledgers(stack, 2, pulsar_ml_metadata(ghost))
+    host, port = stack.bookie_http_url.removeprefix("http://").split(":")
+    proxy = TcpProxy(host, int(port))
+    try:
+        # Outage that outlasts the attempts: the message ends in the DLQ with its reason, never acked
+        # before that, and the ledger is untouched.
+        w = new_worker(
+            harnesses,
+            stack,
+            tmp_path,
+            f"outage-{unique}",
+            bookkeeper={"http_url": proxy.url, "request_timeout_s": 2},
+            worker={"max_attempts": 3, "backoff_initial_s": 0.5, "backoff_max_s": 1},
+        ).start()
+        w.send(ml_info(ghost, doomed))
+
+        async def parked() -> bool:
+            return w.metric("ledger_deletion_dlq_total") >= 1
+
+        await eventually(parked, timeout=90, what="the dead letter")
+        assert w.metric("ledger_deletion_dlq_total", reason="transient") == 1
+        assert w.metric("ledger_deletion_retried_total") == 2
+        assert w.metric("ledger_deletion_failed_total", stage="bookkeeper") == 3
+        [dead] = w.read_dlq()
+        assert dead.properties()["RECONSUMETIMES"] == "3"
+        assert "attempts exhausted" in dead.properties()["last_error"]
+        assert await bookie.get_metadata(doomed) is not None
+
+        # Outage that heals before the attempts run out: retried with backoff, then deleted.
+        w.stop()
+        w2 = new_worker(
+            harnesses,
+            stack,
+            tmp_path,
+            f"heal-{unique}",
+            bookkeeper={"http_url": proxy.url, "request_timeout_s": 2},
+            worker={"max_attempts": 10, "backoff_initial_s": 1, "backoff_max_s": 2},
+        ).start()
+        w2.send(ml_info(ghost, survivor))
+
+        async def retried() -> bool:
+            return w2.metric("ledger_deletion_retried_total") >= 2
+
+        await eventually(retried, timeout=60, what="retries during the outage")
+        assert await bookie.get_metadata(survivor) is not None
+        proxy.up()
+
+        async def deleted() -> bool:
+            return await gone(bookie, survivor)
+
+        await eventually(deleted, timeout=90, what="deletion after recovery")
+        assert w2.metric("ledger_deletion_deleted_total", result="deleted") == 1
+        assert w2.metric("ledger_deletion_dlq_total") == 0
+    finally:
+        proxy.close()
+
+
+async def test_sigterm_drains_and_metrics_match(
+    stack: Stack,
+    test_namespace: str,
+    unique: str,
+    bookie: BookieClient,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+) -> None:
+    ghost = f"persistent://{test_namespace}/ghost-{unique}"
+    ids = create_ledgers(stack, 12, pulsar_ml_metadata(ghost))
+    # A slow storage budget (2 deletes/s) so SIGTERM lands while messages are in flight.
+    w1 = new_worker(
+        harnesses,
+        stack,
+        tmp_path,
+        f"drain-{unique}",
+        worker={"deletes_per_second": 2, "delete_burst": 1, "max_inflight": 4},
+    )
+    w1.start()
+    for lid in ids:
+        w1.send(ml_info(ghost, lid))
+
+    async def some() -> bool:
+        return w1.metric("ledger_deletion_deleted_total") >= 3
+
+    await eventually(some, timeout=60, what="the first deletions")
+    before = w1.metrics()
+    assert w1.stop(signal.SIGTERM) == 0
+    log = w1.log_text()
+    assert "draining" in log or "stop requested" in log
+    assert "worker stopped" in log
+    deleted_by_w1 = sum(1 for line in log.splitlines() if '"ledger deleted"' in line)
+    acked_lines = sum(1 for line in log.splitlines() if '"outcome": "deleted"' in line)
+    assert deleted_by_w1 == acked_lines
+    assert (
+        deleted_by_w1
+        >= before[
+            ("ledger_deletion_deleted_total", (("ledger_type", "LEDGER"), ("result", "deleted"), ("route", "direct")))
+        ]
+    )
+
+    # A second worker finishes the rest; together they deleted each ledger exactly once.
+    w2 = new_worker(harnesses, stack, tmp_path, f"drain-{unique}")
+    w2.start()
+
+    async def all_gone() -> bool:
+        return await gone(bookie, *ids)
+
+    await eventually(all_gone, timeout=90, what="every ledger deleted")
+
+    async def settled() -> bool:
+        return w2.metric("ledger_deletion_deleted_total") + deleted_by_w1 >= len(ids)
+
+    await eventually(settled, timeout=30, what="w2's counters")
+    assert w2.metric("ledger_deletion_deleted_total", result="deleted") + deleted_by_w1 == len(ids)
+    assert w2.metric("ledger_deletion_received_total") == w2.metric("ledger_deletion_acked_total")
+
+
+async def test_kill9_mid_batch_loses_nothing_and_spares_in_use(
+    stack: Stack,
+    test_namespace: str,
+    unique: str,
+    admin: PulsarAdmin,
+    bookie: BookieClient,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+) -> None:
+    ghost = f"persistent://{test_namespace}/ghost-{unique}"
+    orphans = create_ledgers(stack, 20, pulsar_ml_metadata(ghost))
+    live_topic = f"persistent://{test_namespace}/live-{unique}"
+    produce(stack.service_url, live_topic, 15)
+    live = ml_ledger_ids(await admin.internal_stats(TopicName.parse(live_topic)))
+    name = f"kill-{unique}"
+    w1 = new_worker(harnesses, stack, tmp_path, name, worker={"deletes_per_second": 3, "delete_burst": 1})
+    w1.start()
+    for lid in orphans:
+        w1.send(ml_info(ghost, lid))
+    for lid in live:
+        w1.send(ml_info(live_topic, lid))
+
+    async def midway() -> bool:
+        return w1.metric("ledger_deletion_deleted_total") >= 4
+
+    await eventually(midway, timeout=60, what="some deletions before the crash")
+    w1.kill9()
+
+    w2 = new_worker(harnesses, stack, tmp_path, name)
+    w2.start()
+
+    async def drained() -> bool:
+        return await gone(bookie, *orphans)
+
+    await eventually(drained, timeout=120, what="every pending deletion completed after the crash")
+    await asyncio.sleep(2)
+    for lid in live:
+        assert await bookie.get_metadata(lid) is not None, f"in-use ledger {lid} was deleted"
+    assert w2.metric("ledger_deletion_in_use_total") >= 1
+    # The live topic still lists its ledgers and reads back every message.
+    stats = await admin.internal_stats(TopicName.parse(live_topic))
+    assert set(live) <= set(ml_ledger_ids(stats))
+    assert count_from_earliest(stack.service_url, live_topic) == 15

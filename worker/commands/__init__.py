@@ -1,0 +1,21 @@
+"""CLI commands, one module each. A module exposes ``register(subparsers) -> ArgumentParser`` and sets
+``handler`` (``(args, settings) -> exit code``) as the parser default."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from worker.commands import dlq, inflight, purge_topic, run, scan, send
+
+Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], argparse.ArgumentParser]
+
+REGISTRY: list[Register] = [
+    run.register,
+    # Phase 1, scanner and operator commands.
+    scan.register,
+    send.register,
+    inflight.register,
+    dlq.register,
+    purge_topic.register,
+]

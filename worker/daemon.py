@@ -1,0 +1,247 @@
+"""The phase-2 daemon: consume pending + retry topics on one Shared subscription and run the pipeline.
+
+Shape of the loop (the lessons are in the comments):
+- one long-lived receive loop; an awaited ``receive()`` is never cancelled, because the C++ client
+  would hand the message to a future nobody reads and it would sit unacknowledged until we close;
+- a semaphore bounds in-flight work, so the loop only asks for a message when it can take one;
+- SIGTERM/SIGINT: stop asking, let in-flight messages settle until ``drain_timeout_s``, then close the
+  consumer; whatever was not settled is not acknowledged and the broker hands it to another replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from typing import Any
+
+import pulsar
+import pulsar.asyncio as pulsar_asyncio
+
+from worker import http_server
+from worker.bookkeeper import BookieClient
+from worker.http import new_session
+from worker.in_use import LiveStateReader, SnapshotCache
+from worker.logs import configure, get_logger
+from worker.metrics import Metrics
+from worker.pipeline import LedgerMetadataDeleter, Pipeline
+from worker.pulsar_admin import PulsarAdmin
+from worker.rate_limit import TokenBucket
+from worker.settings import Settings
+from worker.settlement import Settler
+from worker.tiered_storage import TieredStorage
+from worker.topic_name import TopicName
+from worker.topology import ensure_topology
+
+log = get_logger()
+
+
+class Daemon:
+    def __init__(self, settings: Settings, metrics: Metrics | None = None) -> None:
+        self.settings = settings
+        self.metrics = metrics or Metrics()
+        self.stopping = asyncio.Event()
+        self.ready = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._locks: dict[tuple[str, int], asyncio.Lock] = {}
+
+    def request_stop(self) -> None:
+        if not self.stopping.is_set():
+            log.info("stop requested: draining in-flight messages")
+            self.stopping.set()
+
+    async def run(self) -> int:
+        s = self.settings
+        async with contextlib.AsyncExitStack() as stack:
+            admin_session = await stack.enter_async_context(new_session(s.pulsar.request_timeout_s))
+            bk_session = await stack.enter_async_context(new_session(s.bookkeeper.request_timeout_s))
+            admin = PulsarAdmin(str(s.pulsar.admin_url), admin_session, s.pulsar.auth_token)
+            bookie = BookieClient(str(s.bookkeeper.http_url), bk_session)
+            tiered = await stack.enter_async_context(TieredStorage(s.offload, self.metrics))
+            zk_deleter = await self._zk_deleter(stack)
+
+            runner = await http_server.start(
+                http_server.build_app(self.metrics, lambda: self.ready and not self.stopping.is_set()),
+                s.http.host,
+                s.http.port,
+            )
+            stack.push_async_callback(runner.cleanup)
+
+            await ensure_topology(admin, s.topics)
+
+            client = pulsar_asyncio.Client(
+                s.pulsar.service_url,
+                authentication=pulsar.AuthenticationToken(s.pulsar.auth_token) if s.pulsar.auth_token else None,
+                operation_timeout_seconds=int(max(1, s.pulsar.request_timeout_s)),
+                logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
+            )
+            stack.push_async_callback(client.close)
+            retry_producer = await client.create_producer(s.topics.retry, batching_enabled=False)
+            stack.push_async_callback(retry_producer.close)
+            dlq_producer = await client.create_producer(s.topics.dlq, batching_enabled=False)
+            stack.push_async_callback(dlq_producer.close)
+            consumer = await client.subscribe(
+                [s.topics.pending, s.topics.retry],
+                s.topics.subscription,
+                consumer_type=pulsar.ConsumerType.Shared,
+                # A small prefetch: what sits in our queue is invisible to the other replicas.
+                receiver_queue_size=max(1, min(1000, s.worker.max_inflight)),
+                negative_ack_redelivery_delay_ms=int(s.worker.backoff_initial_s * 1000) or 1000,
+            )
+
+            reader = LiveStateReader(
+                admin, lambda ep, outcome: self.metrics.admin_requests.labels(endpoint=ep, outcome=outcome).inc()
+            )
+            snapshots = SnapshotCache(reader, ttl_s=s.worker.snapshot_ttl_s, max_size=s.worker.snapshot_cache_size)
+            pipeline = Pipeline(
+                admin=admin,
+                snapshots=snapshots,
+                bookie=bookie,
+                tiered=tiered,
+                zk_deleter=zk_deleter,
+                limiter=TokenBucket(s.worker.deletes_per_second, s.worker.delete_burst),
+                settings=s.worker,
+                metrics=self.metrics,
+                settler=Settler(
+                    consumer, retry_producer, dlq_producer, self.metrics, max_attempts=s.worker.max_attempts
+                ),
+            )
+
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.add_signal_handler(sig, self.request_stop)
+
+            poller = asyncio.create_task(self._poll_topic_stats(admin))
+            self.ready = True
+            self.metrics.ready.set(1)
+            log.info(
+                "worker ready",
+                pending=s.topics.pending,
+                retry=s.topics.retry,
+                dlq=s.topics.dlq,
+                subscription=s.topics.subscription,
+                max_inflight=s.worker.max_inflight,
+            )
+            receiver = asyncio.create_task(self._receive_loop(consumer, pipeline))
+            await self.stopping.wait()
+            self.ready = False
+            self.metrics.ready.set(0)
+            await self._drain()
+            # Closing the consumer completes the pending receive() with an error, ending the loop; any
+            # message it had prefetched is unacknowledged and goes back to the subscription.
+            await consumer.close()
+            await asyncio.wait([receiver], timeout=10)
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller
+            log.info("worker stopped")
+        return 0
+
+    async def _zk_deleter(self, stack: contextlib.AsyncExitStack) -> LedgerMetadataDeleter | None:
+        s = self.settings
+        if s.bookkeeper.delete_via != "zookeeper":
+            return None
+        from worker.zookeeper import ZooKeeperLedgerDeleter
+
+        assert s.zookeeper.hosts is not None
+        deleter: LedgerMetadataDeleter = ZooKeeperLedgerDeleter(
+            s.zookeeper.hosts, s.zookeeper.ledgers_root, s.zookeeper.timeout_s
+        )
+        await deleter.start()  # type: ignore[attr-defined]
+        stack.push_async_callback(deleter.close)  # type: ignore[attr-defined]
+        return deleter
+
+    async def _receive_loop(self, consumer: pulsar_asyncio.Consumer, pipeline: Pipeline) -> None:
+        sem = asyncio.Semaphore(self.settings.worker.max_inflight)
+        while not self.stopping.is_set():
+            await sem.acquire()
+            if self.stopping.is_set():
+                sem.release()
+                break
+            try:
+                msg = await consumer.receive()
+            except Exception as e:
+                sem.release()
+                if self.stopping.is_set():
+                    break
+                log.error("receive failed", error=f"{type(e).__name__}: {e}")
+                await asyncio.sleep(1)
+                continue
+            if self.stopping.is_set():
+                # Arrived while draining: not ours to process any more; unacknowledged, it is
+                # redelivered to another consumer when this one closes.
+                sem.release()
+                break
+            task = asyncio.create_task(self._process(consumer, pipeline, msg))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(lambda _t: sem.release())
+
+    async def _process(self, consumer: pulsar_asyncio.Consumer, pipeline: Pipeline, msg: pulsar.Message) -> None:
+        self.metrics.inflight.inc()
+        try:
+            # Duplicates of one ledger are serialized so that exactly one of them deletes it.
+            key = _ledger_key(msg.data())
+            if key is None:
+                await pipeline.handle(msg)
+            else:
+                lock = self._locks.setdefault(key, asyncio.Lock())
+                async with lock:
+                    await pipeline.handle(msg)
+                if not lock.locked() and self._locks.get(key) is lock:
+                    self._locks.pop(key, None)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            # Settling failed (e.g. the retry producer timed out): nothing was acknowledged, so
+            # ask for redelivery rather than leave the message parked in this consumer.
+            log.error("message not settled; negative-acknowledged", error=f"{type(e).__name__}: {e}")
+            with contextlib.suppress(Exception):
+                consumer.negative_acknowledge(msg)
+        finally:
+            self.metrics.inflight.dec()
+
+    async def _drain(self) -> None:
+        if not self._tasks:
+            return
+        deadline = self.settings.worker.drain_timeout_s
+        log.info("draining", inflight=len(self._tasks), deadline_s=deadline)
+        _, pending = await asyncio.wait(set(self._tasks), timeout=deadline)
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=5)
+            log.warning("drain deadline passed; unsettled messages handed back", count=len(pending))
+
+    async def _poll_topic_stats(self, admin: PulsarAdmin) -> None:
+        t = self.settings.topics
+        while True:
+            try:
+                await self._poll_once(admin, t.pending, "pending", t.subscription)
+                await self._poll_once(admin, t.retry, "retry", t.subscription)
+                await self._poll_once(admin, t.dlq, "dlq", t.dlq_replay_subscription)
+            except Exception as e:  # metrics polling must never take the worker down
+                log.debug("topic stats poll failed", error=str(e))
+            await asyncio.sleep(self.settings.worker.stats_poll_interval_s)
+
+    async def _poll_once(self, admin: PulsarAdmin, topic: str, role: str, sub: str) -> None:
+        tn = TopicName.parse(topic)
+        st = await (admin.partitioned_stats(tn) if await admin.partitions(tn) > 0 else admin.stats(tn))
+        self.metrics.topic_published.labels(role=role).set(float(st.get("msgInCounter", 0)))
+        subs = st.get("subscriptions") or {}
+        self.metrics.topic_backlog.labels(role=role).set(float((subs.get(sub) or {}).get("msgBacklog", 0)))
+
+
+def _ledger_key(data: bytes) -> tuple[str, int] | None:
+    from worker.message import InvalidMessage, decode
+
+    try:
+        return decode(data).dedupe_key
+    except InvalidMessage:
+        return None
+
+
+async def run_daemon(settings: Settings) -> int:
+    configure(settings.logging.level, settings.logging.format)
+    return await Daemon(settings).run()

@@ -1,0 +1,68 @@
+"""Prometheus metrics (prefix ``ledger_deletion_``), one registry per daemon.
+
+A registry per instance (not prometheus_client's global one) so that tests and the benchmark can run
+several workers in one process, and the phase-1 library can count ``sent`` without clashing.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+_E2E_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        r = self.registry = registry or CollectorRegistry()
+        p = "ledger_deletion_"
+        self.sent = Counter(f"{p}sent", "Pending deletions sent by phase 1 in this process", registry=r)
+        self.received = Counter(f"{p}received", "Pending-deletion messages received", registry=r)
+        self.deleted = Counter(
+            f"{p}deleted",
+            "Ledgers settled as deleted (result=deleted: this worker deleted it; already_gone: not found)",
+            ["ledger_type", "route", "result"],
+            registry=r,
+        )
+        self.failed = Counter(f"{p}failed", "Attempts that failed, by pipeline stage", ["stage"], registry=r)
+        self.in_use = Counter(f"{p}in_use", "Messages whose ledger the owner still references", registry=r)
+        self.rejected = Counter(
+            f"{p}rejected", "Messages rejected by storage identity verification", ["reason"], registry=r
+        )
+        self.retried = Counter(f"{p}retried", "Messages re-published to the retry topic", registry=r)
+        self.dlq = Counter(f"{p}dlq", "Messages parked in the dead-letter topic", ["reason"], registry=r)
+        self.acked = Counter(f"{p}acked", "Messages acknowledged", registry=r)
+        self.processing = Histogram(
+            f"{p}processing_seconds",
+            "Time to process one message",
+            ["route", "outcome"],
+            buckets=_BUCKETS,
+            registry=r,
+        )
+        self.end_to_end = Histogram(
+            f"{p}end_to_end_seconds",
+            "From first publication of a pending deletion to its final outcome",
+            buckets=_E2E_BUCKETS,
+            registry=r,
+        )
+        self.inflight = Gauge(f"{p}inflight", "Messages being processed by this worker", registry=r)
+        self.admin_requests = Counter(
+            f"{p}admin_requests", "Pulsar admin API requests", ["endpoint", "outcome"], registry=r
+        )
+        self.storage_requests = Counter(
+            f"{p}storage_requests", "Storage backend requests", ["backend", "operation", "outcome"], registry=r
+        )
+        # Polled from the admin API so operators see phase-1 traffic produced by other processes.
+        self.topic_published = Gauge(
+            f"{p}topic_messages_in",
+            "Messages ever published to a deletion topic (admin stats msgInCounter)",
+            ["role"],
+            registry=r,
+        )
+        self.topic_backlog = Gauge(
+            f"{p}topic_backlog",
+            "Backlog of the worker (or DLQ replay) subscription on a deletion topic",
+            ["role"],
+            registry=r,
+        )
+        self.ready = Gauge(f"{p}ready", "1 when the worker is subscribed and processing", registry=r)

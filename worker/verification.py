@@ -1,0 +1,175 @@
+"""Step 4, storage identity verification: the security boundary.
+
+Anyone able to publish to the pending topic must not be able to delete someone else's data, so a
+ledger is deleted only when its storage metadata proves it is the ledger the message announces. These
+rules are pure: they take what storage said and return a verdict.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from worker.bookkeeper import LedgerMetadata
+from worker.message import LedgerComponent, OffloadContext, PendingDeleteLedgerInfo
+from worker.settings import S3Target
+from worker.topic_name import InvalidTopicName, TopicName
+
+
+class Verdict(enum.StrEnum):
+    MATCH = "match"
+    REJECTED = "rejected"
+    TOO_YOUNG = "too_young"
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    verdict: Verdict
+    reason: str = ""
+
+    @classmethod
+    def ok(cls) -> Verification:
+        return cls(Verdict.MATCH)
+
+    @classmethod
+    def reject(cls, reason: str) -> Verification:
+        return cls(Verdict.REJECTED, reason)
+
+
+def _ml_name(topic_name: str) -> str | None:
+    try:
+        return TopicName.parse(topic_name).managed_ledger_name
+    except InvalidTopicName:
+        return None
+
+
+def _schema_id(topic_name: str) -> str | None:
+    # Pulsar keys schemas by the partitioned base topic without the domain: tenant/ns/topic.
+    try:
+        t = TopicName.parse(topic_name).partitioned_base
+    except InvalidTopicName:
+        return None
+    return f"{t.tenant}/{t.namespace}/{t.local_name}"
+
+
+def verify_bookkeeper(
+    info: PendingDeleteLedgerInfo, md: LedgerMetadata, *, now_ms: int, min_age_ms: int
+) -> Verification:
+    """Does BookKeeper's metadata of ``md.ledger_id`` prove it is the ledger ``info`` announces?"""
+    cm = md.custom_metadata
+    if cm.get("application") != "pulsar":
+        return Verification.reject("not_pulsar")
+    component = cm.get("component")
+    expected_ml = _ml_name(info.topic_name)
+    match info.ledger_component:
+        case LedgerComponent.MANAGED_LEDGER:
+            if component != "managed-ledger" or "pulsar/cursor" in cm:
+                return Verification.reject("component_mismatch")
+            if cm.get("pulsar/managed-ledger") != expected_ml:
+                return Verification.reject("topic_mismatch")
+        case LedgerComponent.MANAGED_CURSOR:
+            if component != "managed-ledger" or "pulsar/cursor" not in cm:
+                return Verification.reject("component_mismatch")
+            if cm.get("pulsar/managed-ledger") != expected_ml:
+                return Verification.reject("topic_mismatch")
+            if cm.get("pulsar/cursor") != info.cursor_name:
+                return Verification.reject("cursor_mismatch")
+        case LedgerComponent.SCHEMA_STORAGE:
+            if component != "schema":
+                return Verification.reject("component_mismatch")
+            if cm.get("pulsar/schemaId") != info.schema_id:
+                return Verification.reject("schema_mismatch")
+            if info.schema_id != _schema_id(info.topic_name):
+                # The schema id must belong to the announced topic, or one topic's message could
+                # delete another topic's schema.
+                return Verification.reject("schema_mismatch")
+        case LedgerComponent.COMPACTED_LEDGER:
+            if component != "compacted-ledger":
+                return Verification.reject("component_mismatch")
+            compacted = cm.get("pulsar/compactedTopic")
+            try:
+                same = compacted is not None and TopicName.parse(compacted) == TopicName.parse(info.topic_name)
+            except InvalidTopicName:
+                same = False
+            if not same:
+                return Verification.reject("topic_mismatch")
+    if md.ctime_ms is None:
+        # Without a creation time we cannot prove the ledger is not being created right now.
+        return Verification(Verdict.TOO_YOUNG, "no_ctime")
+    if now_ms - md.ctime_ms < min_age_ms:
+        return Verification(Verdict.TOO_YOUNG, "younger_than_min_age")
+    return Verification.ok()
+
+
+@dataclass(frozen=True, slots=True)
+class S3Location:
+    target: S3Target
+    data_key: str
+    index_key: str
+
+
+def offload_keys(ctx: OffloadContext, ledger_id: int) -> tuple[str, str]:
+    """Object names of Pulsar's jcloud offloader: ``{uuid}-ledger-{id}`` and its ``-index``."""
+    data = f"{ctx.uuid}-ledger-{ledger_id}"
+    return data, f"{data}-index"
+
+
+def _norm_endpoint(url: str | None) -> str | None:
+    if not url:
+        return None
+    parts = urlsplit(url if "://" in url else f"https://{url}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+S3_DRIVERS = frozenset({"aws-s3", "s3", "S3", "aws-s3-compatible"})
+
+
+def resolve_s3_target(ctx: OffloadContext, targets: Sequence[S3Target]) -> S3Target | str:
+    """The configured target the message's offload context names, or a rejection reason.
+
+    The message never chooses where the worker connects: bucket, region and endpoint it carries must all
+    match one configured target, and the connection then uses the configured values only.
+    """
+    if ctx.driver_name not in S3_DRIVERS:
+        return "unsupported_driver"
+    md: Mapping[str, str] = ctx.driver_metadata
+    bucket = md.get("bucket")
+    if not bucket:
+        return "missing_bucket"
+    region = md.get("region") or None
+    endpoint = _norm_endpoint(md.get("serviceEndpoint") or md.get("endpoint"))
+    for t in targets:
+        if t.bucket != bucket:
+            continue
+        if region is not None and t.region != region:
+            continue
+        if endpoint is not None and endpoint != _norm_endpoint(str(t.endpoint) if t.endpoint else None):
+            continue
+        return t
+    return "unknown_offload_target"
+
+
+def resolve_filesystem_path(base: Path, ml_name: str, ledger_id: int, ctx: OffloadContext) -> Path | str:
+    """``{base}/{ML name}/{id}-{uuid}``, or a rejection reason if it would leave ``base``."""
+    base_real = Path(os.path.realpath(base))
+    candidate = Path(os.path.realpath(base_real / ml_name / f"{ledger_id}-{ctx.uuid}"))
+    if base_real != candidate and base_real not in candidate.parents:
+        return "path_outside_base"
+    return candidate
+
+
+def verify_offload_object_metadata(info: PendingDeleteLedgerInfo, user_metadata: Mapping[str, str]) -> Verification:
+    """The offloaded object must say it belongs to the announced topic's managed ledger."""
+    # S3 lower-cases user metadata keys on the way back; compare case-insensitively.
+    lowered = {k.lower(): v for k, v in user_metadata.items()}
+    name = lowered.get("managedledgername")
+    if name is None:
+        return Verification.reject("not_pulsar")
+    if name != _ml_name(info.topic_name):
+        return Verification.reject("topic_mismatch")
+    return Verification.ok()
