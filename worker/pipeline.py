@@ -20,9 +20,16 @@ import pulsar
 from worker.backoff import Backoff
 from worker.bookkeeper import BookieClient
 from worker.http import BackendError
-from worker.in_use import LiveSet, SnapshotCache, in_use
+from worker.in_use import LiveSet, SnapshotCache, TopicGone, in_use
 from worker.logs import get_logger
-from worker.message import FIRST_SEEN_MS, InvalidMessage, LedgerType, PendingDeleteLedgerInfo, decode
+from worker.message import (
+    FIRST_SEEN_MS,
+    InvalidMessage,
+    LedgerComponent,
+    LedgerType,
+    PendingDeleteLedgerInfo,
+    decode,
+)
 from worker.metrics import Metrics
 from worker.pulsar_admin import NotOwner, PulsarAdmin, TopicNotFound
 from worker.rate_limit import TokenBucket
@@ -111,9 +118,17 @@ class Pipeline:
             snap = await self.snapshots.get(info.topic, info.ledger_id)
             route = Route.OWNER if isinstance(snap, LiveSet) else Route.DIRECT
 
-            # 3. In use? Only the owner route has live state to consult.
+            # 3. In use? Only the owner route has live state to consult...
             if isinstance(snap, LiveSet) and await self._in_use(info, snap):
                 return Result(Outcome.IN_USE, route, "referenced by its topic")
+            # ...except for schemas, which outlive their topic: a topic re-created under the same name
+            # takes the registry's schema back, so a registry that still holds one keeps its ledgers.
+            if (
+                isinstance(snap, TopicGone)
+                and info.ledger_component is LedgerComponent.SCHEMA_STORAGE
+                and await self.admin.schema_info(info.topic) is not None
+            ):
+                return Result(Outcome.IN_USE, route, "the schema registry still holds the topic's schema")
 
             # 4. Verify storage identity (both routes).
             if info.ledger_type is LedgerType.LEDGER:
