@@ -6,7 +6,7 @@
 #   STACK_DIR [deploy/local/.data]  data, logs and pid files
 #   STACK_CACHE [deploy/local/.cache]  the unpacked Pulsar distribution (the tarball itself stays in ~/.m2)
 #   PULSAR_VERSION [4.0.8]  BROKER_PORT [6650]  WEB_PORT [8080]  BOOKIE_PORT [3181]
-#   BOOKIE_HTTP_PORT [8000]  ZK_PORT [2181]  S3_PORT [5000]  S3_BUCKET [pulsar-offload]
+#   BOOKIE_HTTP_PORT [8000]  ZK_PORT [2181]  S3_PORT [5000]  S3_BUCKET [pulsar-offload]  S3_REGION [us-east-1]
 #   PULSAR_MEM [-Xms512m -Xmx1g -XX:MaxDirectMemorySize=1g]  STACK_START_TIMEOUT [240] (seconds)
 #   AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY [testing/testing]  what the broker's offloader signs S3 calls with
 #
@@ -28,6 +28,7 @@ BOOKIE_HTTP_PORT=${BOOKIE_HTTP_PORT:-8000}
 ZK_PORT=${ZK_PORT:-2181}
 S3_PORT=${S3_PORT:-5000}
 S3_BUCKET=${S3_BUCKET:-pulsar-offload}
+S3_REGION=${S3_REGION:-us-east-1}
 STACK_START_TIMEOUT=${STACK_START_TIMEOUT:-240}
 PYTHON=${PYTHON:-$repo/.venv/bin/python}
 export PULSAR_MEM=${PULSAR_MEM:--Xms512m -Xmx1g -XX:MaxDirectMemorySize=1g}
@@ -99,14 +100,17 @@ build_offloader() {
   local t0=$SECONDS work
   mkdir -p "$offloaders_dir"
   work=$(mktemp -d "$STACK_CACHE/offloader-build.XXXXXX")
-  mvn -q -B -f "$here/offloaders/pom.xml" package -Dpulsar.version="$PULSAR_VERSION" \
-    -Doffloader.work="$work" >&2 || { rm -rf "$work"; fail offloader /dev/null "could not resolve tiered-storage-jcloud $PULSAR_VERSION from Maven Central"; }
+  local mlog=$logs/offloader-build.log
+  mvn -B -f "$here/offloaders/pom.xml" package -Dpulsar.version="$PULSAR_VERSION" \
+    -Doffloader.work="$work" >"$mlog" 2>&1 ||
+    { rm -rf "$work"; fail offloader "$mlog" "could not resolve tiered-storage-jcloud $PULSAR_VERSION from Maven Central"; }
   local jar=$work/main/tiered-storage-jcloud-$PULSAR_VERSION.jar
   if unzip -l "$jar" 'META-INF/bundled-dependencies/*.jar' >/dev/null 2>&1; then
     cp "$jar" "$work/offloader.nar"
   else
-    mvn -q -B -f "$here/offloaders/pom.xml" package -Passemble-nar -Dpulsar.version="$PULSAR_VERSION" \
-      -Doffloader.work="$work" >&2 || { rm -rf "$work"; fail offloader /dev/null "could not resolve the offloader's dependencies"; }
+    mvn -B -f "$here/offloaders/pom.xml" package -Passemble-nar -Dpulsar.version="$PULSAR_VERSION" \
+      -Doffloader.work="$work" >>"$mlog" 2>&1 ||
+      { rm -rf "$work"; fail offloader "$mlog" "could not resolve the offloader's dependencies"; }
     mkdir -p "$work/nar/META-INF/bundled-dependencies" "$work/nar/META-INF/services"
     unzip -q -o "$jar" -d "$work/nar"
     cp "$work"/bundled/*.jar "$work/nar/META-INF/bundled-dependencies/"
@@ -131,6 +135,7 @@ render_conf() {
     -e "s/^httpServerPort=.*/httpServerPort=$BOOKIE_HTTP_PORT/" \
     -e "s|^offloadersDirectory=.*|offloadersDirectory=$offloaders_dir|" \
     -e "s|^s3ManagedLedgerOffloadBucket=.*|s3ManagedLedgerOffloadBucket=$S3_BUCKET|" \
+    -e "s|^s3ManagedLedgerOffloadRegion=.*|s3ManagedLedgerOffloadRegion=$S3_REGION|" \
     -e "s|^s3ManagedLedgerOffloadServiceEndpoint=.*|s3ManagedLedgerOffloadServiceEndpoint=http://127.0.0.1:$S3_PORT|" \
     "$repo/config/standalone.conf" >"$run/standalone.conf"
 }
@@ -155,6 +160,12 @@ start_pulsar() {
       # The aws-s3 offloader's credential chain reads these (moto accepts any).
       export AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-testing}
       export AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-testing}
+      export AWS_JAVA_V1_DISABLE_DEPRECATION_ANNOUNCEMENT=true
+      # jclouds' aws-s3 provider knows many regions and then asks GET https://s3.amazonaws.com/<bucket>?location
+      # (ignoring the endpoint override) before every upload: ~50 s of futile retries per call offline.  With
+      # a single region it skips that lookup; the offloader passes -Djclouds.* system properties to jclouds.
+      # (The first part is pulsar_env.sh's default for PULSAR_EXTRA_OPTS, which setting it replaces.)
+      export PULSAR_EXTRA_OPTS="${PULSAR_EXTRA_OPTS:- -Dpulsar.allocator.exit_on_oom=true -Dio.netty.recycler.maxCapacityPerThread=4096} -Djclouds.regions=$S3_REGION"
       setsid nohup "$pulsar_home/bin/pulsar" standalone \
         --no-functions-worker --no-stream-storage \
         --zookeeper-port "$ZK_PORT" --bookkeeper-port "$BOOKIE_PORT" \
@@ -245,6 +256,7 @@ BOOKIE_HTTP_URL=http://127.0.0.1:$BOOKIE_HTTP_PORT
 ZOOKEEPER_HOSTS=127.0.0.1:$ZK_PORT
 S3_ENDPOINT=http://127.0.0.1:$S3_PORT
 S3_BUCKET=$S3_BUCKET
+S3_REGION=$S3_REGION
 EOF
     ;;
   *) echo "usage: $0 up|down|status|env" >&2; exit 2 ;;
