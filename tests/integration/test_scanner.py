@@ -1,0 +1,265 @@
+"""The orphan scanner against real orphans on the real stack (tests/integration/orphans.py makes them).
+
+Every test works in a namespace of its own and scans with ``--namespace``: other tests make orphans on
+the same stack at the same time, and a scan that queued theirs would delete what they are looking at.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pulsar
+import pytest
+
+from tests.conftest import Stack
+from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
+from tests.integration.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
+from tests.integration.test_phase1 import cli, fresh_namespace, read_pending, settings_of, worker_config
+from tests.integration.worker_harness import WorkerHarness, create_ledgers
+from worker.bookkeeper import BookieClient
+from worker.pulsar_admin import PulsarAdmin, TopicNotFound
+from worker.topic_name import TopicName
+
+pytestmark = pytest.mark.integration
+
+MIN_AGE_S = 15
+
+
+@pytest.fixture
+def harnesses() -> Iterator[list[WorkerHarness]]:
+    made: list[WorkerHarness] = []
+    yield made
+    for h in made:
+        h.close()
+
+
+class Scene:
+    """Orphans of every kind next to live ledgers of every kind, in one namespace."""
+
+    def __init__(self) -> None:
+        self.orphans: dict[int, str] = {}  # ledger id -> expected component
+        self.live: set[int] = set()
+        self.readable: dict[str, int] = {}  # topic -> messages a reader from earliest gets
+
+
+def count_messages(service_url: str, topic: str) -> int:
+    client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    try:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        n = 0
+        while reader.has_message_available():
+            reader.read_next(timeout_millis=10_000)
+            n += 1
+        reader.close()
+        return n
+    finally:
+        client.close()
+
+
+def live_topic_with_schema_and_cursor(service_url: str, topic: str, sub: str) -> None:
+    """A topic with an Avro schema (a schema ledger) and a subscription whose acks live in a cursor ledger."""
+    from pulsar.schema import AvroSchema, Record, String
+
+    class Event(Record):
+        name = String()
+
+    client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    try:
+        consumer = client.subscribe(topic, sub, schema=AvroSchema(Event), consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer(topic, schema=AvroSchema(Event), batching_enabled=False)
+        for i in range(12):
+            producer.send(Event(name=f"e{i}"))
+        for _ in range(7):
+            consumer.acknowledge(consumer.receive(timeout_millis=10_000))
+        producer.close()
+        consumer.close()
+    finally:
+        client.close()
+
+
+async def live_ids(admin: PulsarAdmin, topic: TopicName) -> set[int]:
+    stats = await admin.internal_stats(topic)
+    ids = set(ml_ledger_ids(stats))
+    ids |= {int(c["cursorLedger"]) for c in stats["cursors"].values() if int(c["cursorLedger"]) >= 0}
+    ids |= {int(s["ledgerId"]) for s in stats["schemaLedgers"]}
+    return ids
+
+
+async def build_scene(stack: Stack, admin: PulsarAdmin, ns: str, u: str) -> Scene:
+    scene = Scene()
+    # (1) ledgers dropped from a live topic's metadata
+    drop = TopicName.parse(f"persistent://{ns}/drop-{u}")
+    produce(stack.service_url, str(drop), 20)
+    ids = ml_ledger_ids(await admin.internal_stats(drop))
+    for lid in await drop_ledgers_from_metadata(admin, stack.zookeeper_hosts, drop, ids[:2]):
+        scene.orphans[lid] = "MANAGED_LEDGER"
+
+    # (2) a topic whose metadata is gone while its data and cursor ledgers stay
+    gone = TopicName.parse(f"persistent://{ns}/gone-{u}")
+    client = pulsar.Client(stack.service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    try:
+        consumer = client.subscribe(str(gone), f"sub-{u}", consumer_type=pulsar.ConsumerType.Shared)
+        produce(stack.service_url, str(gone), 12)
+        for _ in range(12):
+            consumer.acknowledge(consumer.receive(timeout_millis=10_000))
+        consumer.close()
+    finally:
+        client.close()
+    await quiesce(admin, gone)
+    cursor_lid = int((await admin.internal_stats(gone))["cursors"][f"sub-{u}"]["cursorLedger"])
+    for lid in await delete_topic_metadata_keep_ledgers(admin, stack.zookeeper_hosts, gone):
+        scene.orphans[lid] = "MANAGED_CURSOR" if lid == cursor_lid else "MANAGED_LEDGER"
+
+    # (3) a live topic with data, cursor and schema ledgers: nothing of it may be reported
+    live = TopicName.parse(f"persistent://{ns}/live-{u}")
+    live_topic_with_schema_and_cursor(stack.service_url, str(live), f"keep-{u}")
+    await quiesce(admin, live)
+
+    # (4) schema and compacted ledgers nobody references, made with BookKeeper's own client
+    [schema_stray] = create_ledgers(
+        stack, 1, {"application": "pulsar", "component": "schema", "pulsar/schemaId": f"{ns}/live-{u}"}
+    )
+    [schema_gone] = create_ledgers(
+        stack, 1, {"application": "pulsar", "component": "schema", "pulsar/schemaId": f"{ns}/nosuch-{u}"}
+    )
+    [compacted] = create_ledgers(
+        stack, 1, {"application": "pulsar", "component": "compacted-ledger", "pulsar/compactedTopic": str(live)}
+    )
+    scene.orphans.update({schema_stray: "SCHEMA_STORAGE", schema_gone: "SCHEMA_STORAGE"})
+    scene.orphans[compacted] = "COMPACTED_LEDGER"
+
+    for t in (drop, live):
+        scene.live |= await live_ids(admin, t)
+        scene.readable[str(t)] = count_messages(stack.service_url, str(t))
+    assert not scene.live & set(scene.orphans)
+    return scene
+
+
+async def check_found(admin: PulsarAdmin, bookie: BookieClient, ns: str, scene: Scene, found: set[int]) -> set[int]:
+    """``found`` must be the orphans we made plus, at most, ledgers Pulsar leaked itself; returns all.
+
+    Pulsar does leak: a ledger whose creation completes after its managed ledger was closed (the unloads
+    in orphans.py can race a roll-over) is closed and forgotten ("ledger create completed after the managed
+    ledger is closed ... so just close this ledger handle" in the broker log). Such an extra is accepted
+    only if it is provably unreferenced: its metadata names a topic of this namespace whose live set,
+    read now from the broker, does not contain it.
+    """
+    assert set(scene.orphans) <= found, sorted(set(scene.orphans) - found)
+    for lid in found - set(scene.orphans):
+        md = await bookie.get_metadata(lid)
+        assert md is not None
+        ml = md.custom_metadata.get("pulsar/managed-ledger", "")
+        assert ml.startswith(f"{ns}/persistent/"), (lid, md.custom_metadata)
+        topic = TopicName.from_managed_ledger_name(ml)
+        try:
+            referenced = lid in await live_ids(admin, topic)
+        except TopicNotFound:
+            referenced = False
+        assert not referenced, f"ledger {lid} of {topic} is live but was reported as an orphan"
+    return found
+
+
+def last_json(stdout: str) -> dict[str, Any]:
+    return dict(json.loads(stdout.strip().splitlines()[-1]))
+
+
+async def test_dry_run_reports_exactly_the_orphans(
+    stack: Stack,
+    unique: str,
+    admin: PulsarAdmin,
+    bookie: BookieClient,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+) -> None:
+    ns = await fresh_namespace(admin, f"ldw-scan-{unique}")
+    scene = await build_scene(stack, admin, ns, unique)
+    made_at = time.time()
+    [foreign] = create_ledgers(stack, 1, {"application": "not-pulsar"})
+    # Let everything so far pass the minimum age; then one more orphan that is too young to report.
+    await asyncio.sleep(max(0.0, MIN_AGE_S + 1 - (time.time() - made_at)))
+    [young] = create_ledgers(
+        stack,
+        1,
+        {
+            "application": "pulsar",
+            "component": "managed-ledger",
+            "pulsar/managed-ledger": f"{ns}/persistent/young-{unique}",
+        },
+    )
+    h = worker_config(harnesses, stack, tmp_path, f"scan-dry-{unique}")
+
+    r = cli(h.config_path, "scan", "--dry-run", "--namespace", ns, "--min-age", f"{MIN_AGE_S}s", "--full")
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = last_json(r.stdout)
+    found = {d["ledger_id"]: d for d in report["orphans"]}
+    await check_found(admin, bookie, ns, scene, set(found))
+    for lid, component in scene.orphans.items():
+        assert found[lid]["component"] == component
+        assert found[lid]["why"]
+        assert found[lid]["age_s"] >= MIN_AGE_S
+    verdicts = {d["ledger_id"]: d["verdict"] for d in report["decisions"]}
+    assert verdicts[young] == "too_young"
+    # (A live ledger missing from the report was deleted by its broker since, e.g. a rolled cursor ledger.)
+    assert {lid: verdicts[lid] for lid in scene.live if verdicts.get(lid, "in_use") != "in_use"} == {}
+    assert report["dry_run"] is True
+    # The human table came first, one row per orphan.
+    table = r.stdout.split("\n\n")[0].splitlines()
+    assert table[0].split()[:3] == ["LEDGER", "TOPIC", "COMPONENT"]
+    assert {int(row.split()[0]) for row in table[1:]} == set(scene.orphans)
+    # Not a terminal: a structured log line per decision instead of a progress bar.
+    logged = [json.loads(x) for x in r.stderr.splitlines() if x.startswith("{") and '"ledger decision"' in x]
+    assert {d["ledger_id"] for d in logged if d["verdict"] == "orphan"} == set(scene.orphans)
+    # Dry run: nothing was queued.
+    assert read_pending(stack, settings_of(h)) == []
+
+    # The whole cluster: a foreign ledger is never a candidate, and neither is the health check's schema
+    # (its v1 topic keeps it under a v2-style schema id whose topic does not exist).
+    r = cli(h.config_path, "scan", "--dry-run", "--json", "--full", "--min-age", f"{MIN_AGE_S}s")
+    assert r.returncode == 0, r.stderr[-3000:]
+    everything = {d["ledger_id"]: d for d in last_json(r.stdout)["decisions"]}
+    assert everything[foreign]["verdict"] == "not_pulsar"
+    healthcheck = [d for d in everything.values() if (d.get("schema_id") or "").endswith("/healthcheck")]
+    assert all(d["verdict"] == "in_use" for d in healthcheck), healthcheck
+
+
+async def test_scan_queues_orphans_and_the_worker_deletes_them(
+    stack: Stack,
+    unique: str,
+    admin: PulsarAdmin,
+    bookie: BookieClient,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+) -> None:
+    pytest.importorskip("worker.daemon", reason="needs the phase-2 daemon")
+    ns = await fresh_namespace(admin, f"ldw-scanrun-{unique}")
+    scene = await build_scene(stack, admin, ns, unique)
+    h = worker_config(harnesses, stack, tmp_path, f"scan-run-{unique}")
+
+    r = cli(h.config_path, "scan", "--namespace", ns, "--min-age", "0s")
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = last_json(r.stdout)
+    sent = await check_found(admin, bookie, ns, scene, {d["ledger_id"] for d in report["sent"]})
+    assert not report["send_failures"]
+    assert {i.ledger_id for i in read_pending(stack, settings_of(h))} == sent
+
+    h.start()
+
+    async def orphans_gone() -> bool:
+        return all([await bookie.get_metadata(lid) is None for lid in sent])
+
+    await eventually(orphans_gone, timeout=180, interval=1, what="every orphan deleted by the worker")
+    for topic, n in scene.readable.items():
+        for lid in await live_ids(admin, TopicName.parse(topic)):
+            assert await bookie.get_metadata(lid) is not None, f"live ledger {lid} of {topic} was deleted"
+        assert count_messages(stack.service_url, topic) == n, f"{topic} lost messages"
+    # Every queued orphan settled as deleted (or already gone, had the broker got there first).
+    assert h.metric("ledger_deletion_deleted_total") == len(sent)
+
+    # A second scan finds nothing left to do.
+    r = cli(h.config_path, "scan", "--dry-run", "--json", "--namespace", ns, "--min-age", "0s")
+    assert last_json(r.stdout)["orphans"] == []

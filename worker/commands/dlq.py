@@ -1,0 +1,70 @@
+"""``dlq list``: what is parked in the dead-letter topic, and why.
+
+Reads the DLQ from the earliest message with a Reader, which acknowledges nothing and moves no
+subscription. Each message shows its ledger, topic, the reason and last error recorded by the worker
+and the number of attempts (``RECONSUMETIMES``). A message the nightly replay has already acknowledged
+on its subscription is "replayed" and hidden unless --all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from dataclasses import asdict
+
+from worker.settings import Settings
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    p = sub.add_parser("dlq", help="inspect the dead-letter topic", description="Inspect the dead-letter topic.")
+    dsub = p.add_subparsers(dest="dlq_command", required=True, metavar="SUBCOMMAND")
+    ls = dsub.add_parser("list", help="list dead letters without acknowledging them", description=__doc__)
+    ls.add_argument("--limit", type=int, default=1000, help="at most this many messages (default 1000)")
+    ls.add_argument("--all", action="store_true", help="include messages the replay subscription already acknowledged")
+    ls.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
+    # Also accepted after "list"; SUPPRESS keeps this default from overwriting `dlq --config X list`.
+    ls.add_argument(
+        "--config",
+        "-c",
+        default=argparse.SUPPRESS,
+        help="YAML settings file (default: config/worker.example.yaml if present); LDW_* variables override it",
+    )
+    ls.set_defaults(handler=handle_list)
+    return p
+
+
+def handle_list(args: argparse.Namespace, settings: Settings) -> int:
+    if args.limit < 1:
+        print("ledger-deletion-worker dlq list: --limit must be >= 1", file=sys.stderr)
+        return 2
+    from worker.ops import list_dead_letters
+
+    try:
+        letters = asyncio.run(list_dead_letters(settings, limit=args.limit, include_replayed=args.all))
+    except Exception as e:
+        print(f"ledger-deletion-worker dlq list: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        for d in letters:
+            print(json.dumps(asdict(d), sort_keys=True))
+        return 0
+    header = ("LEDGER", "TYPE", "TOPIC", "REASON", "ATTEMPTS", "STATE", "LAST ERROR")
+    rows = [
+        (
+            str(d.ledger_id) if d.ledger_id is not None else "?",
+            d.ledger_type or "?",
+            d.topic or f"<undecodable: {d.decode_error}>",
+            d.reason,
+            str(d.attempts) if d.attempts is not None else "?",
+            d.state,
+            d.last_error.replace("\n", " ")[:120],
+        )
+        for d in letters
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for r in [header, *rows]:
+        print("  ".join(v.ljust(widths[i]) for i, v in enumerate(r)).rstrip())
+    print(f"\n{len(letters)} dead letters on {settings.topics.dlq}" + ("" if args.all else " (parked)"))
+    return 0

@@ -1,0 +1,72 @@
+"""``purge-topic``: delete a topic the two-phase way.
+
+Queues a pending deletion for every ledger the topic owns (data, cursors, schema, compacted, offloaded
+copies), and only then deletes the topic through the admin API (force). Safe to re-run after a crash or
+an interruption: while the topic exists everything is re-collected and re-sent (the worker treats a
+ledger that is already gone as done); once it is gone, everything was queued before the delete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from worker.settings import Settings
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "purge-topic", help="queue every ledger of a topic for deletion, then delete the topic", description=__doc__
+    )
+    p.add_argument("topic", help="persistent://tenant/ns/topic (a partitioned topic's base name purges all partitions)")
+    p.add_argument(
+        "--no-delete-topic",
+        dest="delete_topic",
+        action="store_false",
+        help="stop after queueing the deletions; leave the topic in place",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON on the last line")
+    p.set_defaults(handler=handle)
+    return p
+
+
+def handle(args: argparse.Namespace, settings: Settings) -> int:
+    from worker.topic_name import InvalidTopicName, TopicName
+
+    try:
+        topic = TopicName.parse(args.topic)
+    except InvalidTopicName as e:
+        print(f"ledger-deletion-worker purge-topic: {e}", file=sys.stderr)
+        return 2
+    from worker.logs import configure
+
+    configure(settings.logging.level, settings.logging.format)
+    try:
+        return asyncio.run(_run(args, settings, topic))
+    except Exception as e:
+        print(f"ledger-deletion-worker purge-topic: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+async def _run(args: argparse.Namespace, settings: Settings, topic: object) -> int:
+    from worker.http import new_session
+    from worker.pulsar_admin import PulsarAdmin
+    from worker.purge import purge_topic
+    from worker.scanner import zookeeper_view
+    from worker.topic_name import TopicName
+
+    assert isinstance(topic, TopicName)
+    s = settings
+    async with (
+        new_session(s.pulsar.request_timeout_s) as session,
+        zookeeper_view(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
+    ):
+        admin = PulsarAdmin(str(s.pulsar.admin_url), session, s.pulsar.auth_token)
+        res = await purge_topic(
+            s, topic, admin, delete_topic=args.delete_topic, zk=zk, say=lambda m: print(m, flush=True)
+        )
+    if args.json:
+        print(json.dumps(res.to_dict(), sort_keys=True))
+    return 1 if res.failed else 0

@@ -1,0 +1,187 @@
+"""``scan``: find orphaned ledgers in BookKeeper and queue them for deletion.
+
+An orphan is a ledger Pulsar created (``application=pulsar``) that nothing references any more (not its
+topic's ledger list, cursor, compacted ledger or schema registry; or its topic is gone) and that is older
+than the minimum age. ``--dry-run`` prints a table and a JSON report and sends nothing; without it each
+orphan is queued as a PendingDeleteLedgerInfo for the worker, which re-checks everything before deleting.
+
+Output: the table (or, when sending, one line per queued ledger) on stdout, then the JSON report as the
+last stdout line (``--json``: only the report; ``--report FILE``: the report goes to FILE instead).
+stderr: a progress bar on a terminal, otherwise one structured log line per decision.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+from typing import Any
+
+from worker.settings import Settings
+
+# Pulsar's rule for tenant and namespace names.
+_NS_PART = re.compile(r"^[-=:.\w]+$")
+_NS_HELP = "only ledgers of topics in this namespace (tenant/namespace); repeatable"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "scan",
+        help="find orphaned ledgers in BookKeeper (and queue them unless --dry-run)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--dry-run", action="store_true", help="report orphans, send nothing")
+    p.add_argument("--namespace", "-n", action="append", default=[], metavar="TENANT/NS", help=_NS_HELP)
+    p.add_argument(
+        "--min-age",
+        default=None,
+        metavar="DURATION",
+        help="ignore ledgers younger than this (e.g. 10m, 90s, 1h; default: worker.min_ledger_age_s)",
+    )
+    p.add_argument("--concurrency", type=int, default=16, help="parallel metadata / live-state reads (default 16)")
+    p.add_argument("--json", action="store_true", help="print only the JSON report")
+    p.add_argument("--report", metavar="FILE", help="write the JSON report to FILE instead of stdout")
+    p.add_argument("--full", action="store_true", help="list every decision in the report, not only orphans/skips")
+    p.set_defaults(handler=handle)
+    return p
+
+
+def _validate(args: argparse.Namespace, settings: Settings) -> tuple[float, list[str]] | str:
+    from worker.scanner import parse_duration
+
+    if args.min_age is None:
+        min_age = settings.worker.min_ledger_age_s
+    else:
+        try:
+            min_age = parse_duration(args.min_age)
+        except ValueError as e:
+            return f"--min-age: {e}"
+    namespaces = []
+    for ns in args.namespace:
+        parts = ns.split("/")
+        if len(parts) != 2 or not all(_NS_PART.match(x) for x in parts):
+            return f"--namespace: expected tenant/namespace, got {ns!r}"
+        namespaces.append(ns)
+    if args.concurrency < 1 or args.concurrency > 1024:
+        return "--concurrency: must be between 1 and 1024"
+    return min_age, namespaces
+
+
+def handle(args: argparse.Namespace, settings: Settings) -> int:
+    v = _validate(args, settings)
+    if isinstance(v, str):
+        print(f"ledger-deletion-worker scan: {v}", file=sys.stderr)
+        return 2
+    min_age, namespaces = v
+    from worker.logs import configure
+
+    configure(settings.logging.level, settings.logging.format)
+    try:
+        return asyncio.run(_scan(args, settings, min_age, namespaces))
+    except ConnectionError as e:
+        print(f"ledger-deletion-worker scan: {e}", file=sys.stderr)
+        return 1
+
+
+async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, namespaces: list[str]) -> int:
+    from worker.bookkeeper import BookieClient
+    from worker.http import BackendError, new_session
+    from worker.in_use import LiveStateReader, SnapshotCache
+    from worker.logs import get_logger
+    from worker.pulsar_admin import PulsarAdmin
+    from worker.scanner import Decision, Progress, Scanner, Verdict, render_table, zookeeper_view
+
+    log = get_logger(command="scan")
+    s = settings
+    progress = Progress()
+
+    def on_decision(d: Decision) -> None:
+        if not progress.enabled and d.verdict is not Verdict.NOT_PULSAR:
+            log.info("ledger decision", **d.to_dict())
+
+    async with (
+        new_session(s.pulsar.request_timeout_s) as admin_session,
+        new_session(s.bookkeeper.request_timeout_s, limit=max(32, args.concurrency)) as bk_session,
+        zookeeper_view(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
+    ):
+        admin = PulsarAdmin(str(s.pulsar.admin_url), admin_session, s.pulsar.auth_token)
+        bookie = BookieClient(str(s.bookkeeper.http_url), bk_session)
+        snapshots = SnapshotCache(
+            LiveStateReader(admin), ttl_s=s.worker.snapshot_ttl_s, max_size=s.worker.snapshot_cache_size
+        )
+        scanner = Scanner(
+            bookie,
+            snapshots,
+            zk,
+            min_age_s=min_age,
+            namespaces=namespaces,
+            concurrency=args.concurrency,
+            progress=progress.update,
+            on_decision=on_decision,
+        )
+        try:
+            report = await scanner.scan()
+        except BackendError as e:
+            print(f"ledger-deletion-worker scan: {e}", file=sys.stderr)
+            return 1
+        orphans = report.orphans
+        out: dict[str, Any] = report.to_dict(full=args.full)
+        out["dry_run"] = bool(args.dry_run)
+        rc = 0
+        if not args.dry_run:
+            sent, failed = await _send(settings, admin, orphans, report.scan_id, quiet=args.json)
+            out["sent"] = sent
+            out["send_failures"] = failed
+            rc = 1 if failed else 0
+        elif not args.json:
+            if orphans:
+                print(render_table(orphans))
+            counts = report.counts()
+            print(
+                f"\n{len(orphans)} orphans among {report.listed} ledgers "
+                f"(in use {counts['in_use']}, too young {counts['too_young']}, skipped {counts['skipped']}, "
+                f"not Pulsar {counts['not_pulsar']}, other namespaces {report.filtered}); dry run: nothing sent"
+            )
+    text = json.dumps(out, sort_keys=True)
+    if args.report:
+        await asyncio.to_thread(_write, args.report, text + "\n")
+    else:
+        print(text)
+    return rc
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+async def _send(
+    settings: Settings, admin: Any, orphans: list[Any], scan_id: str, *, quiet: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    from worker.phase1 import PendingDeleteSender, SendFailed
+
+    sent: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
+    if not orphans:
+        if not quiet:
+            print("no orphans: nothing sent")
+        return sent, failed
+    async with PendingDeleteSender(settings, admin=admin, source="scanner") as sender:
+        for d in orphans:
+            info = d.to_info({"source": "scanner", "scan_id": scan_id, "why": d.why})
+            try:
+                mid = await sender.send_pending_delete(info)
+            except SendFailed as e:
+                failed.append({"ledger_id": d.ledger_id, "error": str(e.cause)})
+                if not quiet:
+                    print(f"FAILED ledger {d.ledger_id} ({d.topic}, {d.component}): {e.cause}")
+                continue
+            sent.append({"ledger_id": d.ledger_id, "topic": d.topic, "component": d.component, "message_id": str(mid)})
+            if not quiet:
+                print(f"sent ledger {d.ledger_id} ({d.topic}, {d.component}): {d.why} -> message {mid}")
+    if not quiet:
+        print(f"\nqueued {len(sent)} of {len(orphans)} orphans for deletion ({len(failed)} failed)")
+    return sent, failed
