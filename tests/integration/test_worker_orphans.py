@@ -219,3 +219,36 @@ async def test_zookeeper_delete_path(
     await eventually(deleted, timeout=60, what="deletion through ZooKeeper")
     assert w.metric("ledger_deletion_deleted_total", result="deleted") == 2
     assert count_from_earliest(stack.service_url, topic) == 1
+
+
+async def test_partitioned_topic_owner_and_direct_routes(
+    stack: Stack,
+    test_namespace: str,
+    unique: str,
+    admin: PulsarAdmin,
+    bookie: BookieClient,
+    tmp_path: Path,
+    worker_for: list[WorkerHarness],
+) -> None:
+    base = TopicName.parse(f"persistent://{test_namespace}/parted-{unique}")
+    await admin.create_partitioned_topic(base, 2)
+    produce(stack.service_url, str(base), 24)  # round-robin: both partitions roll ledgers
+    p0, p1 = base.partition(0), base.partition(1)
+    ids0 = ml_ledger_ids(await admin.internal_stats(p0))
+    ids1 = ml_ledger_ids(await admin.internal_stats(p1))
+    # Partition 0 forgets its first ledger (owner route); in partition 1 the first ledger is live.
+    await drop_ledgers_from_metadata(admin, stack.zookeeper_hosts, p0, [ids0[0]])
+    w = start_worker(worker_for, stack, tmp_path, f"parted-{unique}", worker={"in_use_retry_s": 1, "max_attempts": 3})
+    w.send(ml(str(p0), ids0[0]))
+    w.send(ml(str(p1), ids1[0]))
+    # Announced under the partitioned base name, a live partition's ledger is still found in use.
+    w.send(ml(str(base), ids1[0]))
+
+    async def settled() -> bool:
+        return w.metric("ledger_deletion_deleted_total") >= 1 and w.metric("ledger_deletion_dlq_total") >= 2
+
+    await eventually(settled, timeout=90, what="one deletion and two in-use dead letters")
+    assert await bookie.get_metadata(ids0[0]) is None
+    assert await bookie.get_metadata(ids1[0]) is not None
+    assert w.metric("ledger_deletion_deleted_total", route="owner", result="deleted") == 1
+    assert w.metric("ledger_deletion_dlq_total", reason="in_use") == 2
