@@ -199,3 +199,15 @@ class PulsarAdmin:
             f"/admin/v2/schemas/{_q(base.tenant)}/{_q(base.namespace)}/{_q(base.local_name)}/schema",
             body={"type": schema_type, "schema": definition, "properties": {}},
         )
+
+    async def trigger_offload(self, topic: TopicName, ledger_id: int, entry_id: int = 0) -> None:
+        """Offload every ledger before position (ledger_id, entry_id) to tiered storage (asynchronous)."""
+        await self._call(
+            "PUT",
+            f"/admin/v2/{topic.rest_path}/offload",
+            body={"ledgerId": ledger_id, "entryId": entry_id, "partitionIndex": -1},
+        )
+
+    async def offload_status(self, topic: TopicName) -> dict[str, Any]:
+        """``{"status": NOT_RUN|RUNNING|SUCCESS|ERROR, "lastError": ...}``."""
+        return dict(await self._call("GET", f"/admin/v2/{topic.rest_path}/offload"))

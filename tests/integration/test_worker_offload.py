@@ -1,0 +1,153 @@
+"""OFFLOAD_LEDGER deletions against ledgers Pulsar's own offloader (jcloud, aws-s3) put in the S3 server."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from tests.conftest import Stack
+from tests.integration.helpers import eventually, ml_ledger_ids, produce
+from tests.integration.orphans import drop_ledgers_from_metadata
+from tests.integration.worker_harness import WorkerHarness
+from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
+from worker.pulsar_admin import PulsarAdmin
+from worker.topic_name import TopicName
+from worker.zookeeper import ZooKeeper
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def s3(stack: Stack):  # type: ignore[no-untyped-def]
+    return boto3.client(
+        "s3",
+        endpoint_url=stack.s3_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
+@pytest.fixture
+def workers(stack: Stack, tmp_path: Path) -> Iterator[list[WorkerHarness]]:
+    made: list[WorkerHarness] = []
+    yield made
+    for h in made:
+        h.close()
+
+
+def keys_of(ctx: OffloadContext, lid: int) -> list[str]:
+    return [f"{ctx.uuid}-ledger-{lid}", f"{ctx.uuid}-ledger-{lid}-index"]
+
+
+def exists(s3, bucket: str, key: str) -> bool:  # type: ignore[no-untyped-def]
+    try:
+        s3.head_object(Bucket=bucket, Key=key)
+        return True
+    except s3.exceptions.ClientError:
+        return False
+
+
+async def offload_topic(admin: PulsarAdmin, topic: TopicName) -> list[int]:
+    """Offload every closed ledger with Pulsar's offloader; returns the offloaded ids."""
+    current = max(ml_ledger_ids(await admin.internal_stats(topic)))
+    await admin.trigger_offload(topic, current, 0)
+
+    async def finished() -> dict | None:
+        st = await admin.offload_status(topic)
+        return st if st.get("status") in ("SUCCESS", "ERROR") else None
+
+    st = await eventually(finished, timeout=120, what="the offload")
+    assert st["status"] == "SUCCESS", st
+    stats = await admin.internal_stats(topic)
+    return [int(ld["ledgerId"]) for ld in stats["ledgers"] if ld.get("offloaded")]
+
+
+async def offload_contexts(stack: Stack, topic: TopicName) -> dict[int, OffloadContext]:
+    async with ZooKeeper(stack.zookeeper_hosts) as zk:
+        md = await zk.read_topic(topic)
+    assert md is not None
+    out = {}
+    for ld in md.managed_ledger.ledgers:
+        o = ld.offload
+        if o is not None and o.complete and o.uuid is not None:
+            out[ld.ledger_id] = OffloadContext.from_uuid(o.uuid, o.driver_name, dict(o.driver_metadata))
+    return out
+
+
+def offload_msg(topic: str, lid: int, ctx: OffloadContext) -> PendingDeleteLedgerInfo:
+    return PendingDeleteLedgerInfo(
+        topic, LedgerComponent.MANAGED_LEDGER, LedgerType.OFFLOAD_LEDGER, lid, offload_context=ctx
+    )
+
+
+async def test_offloaded_ledger_in_use_then_deleted_and_forgeries_rejected(
+    stack: Stack,
+    test_namespace: str,
+    unique: str,
+    admin: PulsarAdmin,
+    s3,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
+    workers: list[WorkerHarness],
+) -> None:
+    topic = f"persistent://{test_namespace}/off-{unique}"
+    t = TopicName.parse(topic)
+    produce(stack.service_url, topic, 16)
+    offloaded = await offload_topic(admin, t)
+    assert len(offloaded) >= 2
+    ctxs = await offload_contexts(stack, t)
+    victim, keeper = offloaded[0], offloaded[1]
+    ctx = ctxs[victim]
+    assert ctx.driver_name == "aws-s3" and ctx.driver_metadata["bucket"] == stack.s3_bucket
+    for key in keys_of(ctx, victim):
+        assert exists(s3, stack.s3_bucket, key), key
+
+    # A failed earlier offload attempt of `keeper`: objects under another uuid, laid out and tagged the
+    # way the offloader does. The topic records a different uuid for `keeper`, so this copy is garbage.
+    stale = OffloadContext.from_uuid(uuid.uuid4(), ctx.driver_name, dict(ctx.driver_metadata))
+    for key in keys_of(stale, keeper):
+        s3.put_object(
+            Bucket=stack.s3_bucket, Key=key, Body=b"partial", Metadata={"ManagedLedgerName": t.managed_ledger_name}
+        )
+
+    w = WorkerHarness(stack, tmp_path, f"off-{unique}", worker={"in_use_retry_s": 2, "max_attempts": 200})
+    workers.append(w)
+    w.start()
+    w.send(offload_msg(topic, victim, ctx))  # listed with this very uuid: in use
+    w.send(offload_msg(topic, keeper, stale))  # listed, but under another uuid: deletable
+    # Forgeries (for a topic that does not exist, so nothing is in use): a bucket the worker is not
+    # configured for, and another topic's name on this topic's objects.
+    foreign = OffloadContext(ctx.uid_msb, ctx.uid_lsb, ctx.driver_name, {**ctx.driver_metadata, "bucket": "elsewhere"})
+    other = f"persistent://{test_namespace}/other-{unique}"  # no such topic: direct route
+    w.send(offload_msg(other, victim, foreign))
+    w.send(offload_msg(other, victim, ctx))
+
+    async def first_round() -> bool:
+        return (
+            w.metric("ledger_deletion_in_use_total") >= 1
+            and w.metric("ledger_deletion_rejected_total") >= 2
+            and w.metric("ledger_deletion_deleted_total") >= 1
+        )
+
+    await eventually(first_round, timeout=60, what="in-use, two rejections and the stale copy deleted")
+    assert w.metric("ledger_deletion_rejected_total", reason="unknown_offload_target") == 1
+    assert w.metric("ledger_deletion_rejected_total", reason="topic_mismatch") == 1
+    for key in keys_of(stale, keeper):
+        assert not exists(s3, stack.s3_bucket, key), f"stale copy {key} survived"
+    for key in keys_of(ctxs[keeper], keeper) + keys_of(ctx, victim):
+        assert exists(s3, stack.s3_bucket, key), f"live offloaded object {key} was deleted"
+
+    # Phase 1 completes for `victim`: its topic forgets it; the retried message now deletes both objects.
+    await drop_ledgers_from_metadata(admin, stack.zookeeper_hosts, topic, [victim])
+
+    async def objects_gone() -> bool:
+        return not any(exists(s3, stack.s3_bucket, k) for k in keys_of(ctx, victim))
+
+    await eventually(objects_gone, timeout=60, what="both objects of the offloaded ledger deleted")
+    assert w.metric("ledger_deletion_deleted_total", ledger_type="OFFLOAD_LEDGER", result="deleted") == 2
+    for key in keys_of(ctxs[keeper], keeper):
+        assert exists(s3, stack.s3_bucket, key)
