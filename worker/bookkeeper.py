@@ -38,7 +38,7 @@ def _decode_custom(raw: dict[str, str]) -> dict[str, str]:
     for k, v in raw.items():
         try:
             out[k] = base64.b64decode(v, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError, ValueError):
+        except (binascii.Error, UnicodeDecodeError, ValueError, TypeError):
             # Not Pulsar's value: keep it visibly undecodable so identity checks fail closed.
             out[k] = f"<undecodable:{v!r}>"
     return out
@@ -52,7 +52,7 @@ def parse_metadata(ledger_id: int, body: dict[str, Any]) -> LedgerMetadata:
     return LedgerMetadata(
         ledger_id=ledger_id,
         custom_metadata=_decode_custom(md.get("customMetadata") or {}),
-        ctime_ms=int(ctime) if isinstance(ctime, int) and ctime > 0 else None,
+        ctime_ms=int(ctime) if isinstance(ctime, int) and not isinstance(ctime, bool) and ctime > 0 else None,
         length=int(md.get("length") or 0),
         state=str(md.get("state") or ""),
         raw=md,

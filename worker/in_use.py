@@ -201,7 +201,8 @@ class SnapshotCache:
         if snap is None:
             return None
         if self.clock() - self._fetched_at.get(key, 0.0) > self.ttl_s:
-            self._entries.pop(key, None)
+            # Expired, but kept until the refetch replaces it: the refetch compares owner and existence
+            # with it, and a decision may still hold it (an owner change must bump the epoch).
             return None
         self._entries.move_to_end(key)
         return snap
@@ -211,7 +212,12 @@ class SnapshotCache:
         if partitions > 0:
             parts: list[LiveSet] = []
             for i in range(partitions):
-                p = await self._load_one(topic.partition(i))
+                try:
+                    p = await self._load_one(topic.partition(i))
+                except NotOwner:
+                    # The base-name snapshot was built from this partition's owner: invalidate it too.
+                    self.bump(topic, "307 on a partition")
+                    raise
                 if isinstance(p, LiveSet):
                     parts.append(p)
             if not parts:

@@ -181,7 +181,7 @@ def validate(info: PendingDeleteLedgerInfo) -> None:
         TopicName.parse(info.topic_name)
     except InvalidTopicName as e:
         raise InvalidMessage(str(e)) from e
-    if not isinstance(info.ledger_id, int) or info.ledger_id < 0:
+    if not isinstance(info.ledger_id, int) or not 0 <= info.ledger_id <= 2**63 - 1:
         raise InvalidMessage(f"ledgerId must be a non-negative long: {info.ledger_id!r}")
     if info.ledger_component is LedgerComponent.MANAGED_CURSOR and not info.cursor_name:
         raise InvalidMessage("MANAGED_CURSOR needs cursorName")

@@ -13,7 +13,21 @@ from urllib.parse import quote, quote_plus, unquote_plus
 
 _PARTITION = re.compile(r"^(?P<base>.+)-partition-(?P<index>\d+)$")
 # Pulsar's own rule for tenant and namespace names (NamedEntity): no slashes, no control characters.
-_ENTITY = re.compile(r"^[-=:.\w]+$")
+# Java's \w is ASCII-only, hence re.ASCII.
+_ENTITY = re.compile(r"^[-=:.\w]+$", re.ASCII)
+_JAVA_INT_MAX = 2**31 - 1
+
+
+def _partition_match(local_name: str) -> re.Match[str] | None:
+    """Pulsar's ``TopicName.getPartitionIndex``: the suffix must be a Java int written without leading
+    zeros (``x-partition-01`` is a plain topic, not partition 1)."""
+    m = _PARTITION.match(local_name)
+    if m is None:
+        return None
+    idx = m.group("index")
+    if len(idx) > len(str(_JAVA_INT_MAX)) or len(idx) != len(str(int(idx))) or int(idx) > _JAVA_INT_MAX:
+        return None
+    return m
 
 
 class InvalidTopicName(ValueError):
@@ -67,13 +81,20 @@ class TopicName:
 
     @property
     def partition_index(self) -> int | None:
-        m = _PARTITION.match(self.local_name)
+        m = _partition_match(self.local_name)
         return int(m.group("index")) if m else None
 
     @property
     def partitioned_base(self) -> TopicName:
-        m = _PARTITION.match(self.local_name)
+        m = _partition_match(self.local_name)
         return TopicName(self.domain, self.tenant, self.namespace, m.group("base")) if m else self
+
+    @property
+    def schema_name(self) -> str:
+        """The schema registry's id (Pulsar's ``getSchemaName``): ``tenant/ns/<encoded base topic>``, the
+        value BookKeeper schema ledgers carry as ``pulsar/schemaId``."""
+        base = self.partitioned_base
+        return f"{base.tenant}/{base.namespace}/{java_url_encode(base.local_name)}"
 
     def partition(self, index: int) -> TopicName:
         return TopicName(self.domain, self.tenant, self.namespace, f"{self.local_name}-partition-{index}")

@@ -48,12 +48,12 @@ def _ml_name(topic_name: str) -> str | None:
 
 
 def _schema_id(topic_name: str) -> str | None:
-    # Pulsar keys schemas by the partitioned base topic without the domain: tenant/ns/topic.
+    # Pulsar keys schemas by the partitioned base topic without the domain, its local name encoded
+    # (TopicName.getSchemaName): tenant/ns/topic.
     try:
-        t = TopicName.parse(topic_name).partitioned_base
+        return TopicName.parse(topic_name).schema_name
     except InvalidTopicName:
         return None
-    return f"{t.tenant}/{t.namespace}/{t.local_name}"
 
 
 def verify_bookkeeper(
@@ -142,7 +142,10 @@ def resolve_s3_target(ctx: OffloadContext, targets: Sequence[S3Target]) -> S3Tar
     if not bucket:
         return "missing_bucket"
     region = md.get("region") or None
-    endpoint = _norm_endpoint(md.get("serviceEndpoint") or md.get("endpoint"))
+    try:
+        endpoint = _norm_endpoint(md.get("serviceEndpoint") or md.get("endpoint"))
+    except ValueError:  # a bad port or host in the message: it names no configured target
+        return "unknown_offload_target"
     for t in targets:
         if t.bucket != bucket:
             continue
@@ -158,7 +161,8 @@ def resolve_filesystem_path(base: Path, ml_name: str, ledger_id: int, ctx: Offlo
     """``{base}/{ML name}/{id}-{uuid}``, or a rejection reason if it would leave ``base``."""
     base_real = Path(os.path.realpath(base))
     candidate = Path(os.path.realpath(base_real / ml_name / f"{ledger_id}-{ctx.uuid}"))
-    if base_real != candidate and base_real not in candidate.parents:
+    # Strictly inside: the ledger's directory is removed recursively, so it must never be the base itself.
+    if base_real not in candidate.parents:
         return "path_outside_base"
     return candidate
 

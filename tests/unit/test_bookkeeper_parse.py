@@ -1,0 +1,117 @@
+"""The bookie's ledger-metadata answer: base64 custom metadata, creation time, fail-closed decoding."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from worker.bookkeeper import parse_metadata
+from worker.http import BackendError
+
+
+def b64(s: str) -> str:
+    return base64.b64encode(s.encode()).decode()
+
+
+# The shape bookkeeper-server 4.17's /api/v1/ledger/metadata/?ledger_id=N answers with.
+BODY = {
+    "42": {
+        "metadataFormatVersion": 3,
+        "ensembleSize": 1,
+        "writeQuorumSize": 1,
+        "ackQuorumSize": 1,
+        "lastEntryId": 4,
+        "length": 1234,
+        "digestType": "CRC32C",
+        "password": "",
+        "ctime": 1_700_000_000_000,
+        "state": "CLOSED",
+        "customMetadata": {
+            "application": b64("pulsar"),
+            "component": b64("managed-ledger"),
+            "pulsar/managed-ledger": b64("public/default/persistent/my+topic"),
+        },
+        "ensembles": {"0": ["127.0.0.1:3181"]},
+    }
+}
+
+
+def test_parse_metadata() -> None:
+    md = parse_metadata(42, BODY)
+    assert md.ledger_id == 42
+    assert md.custom_metadata == {
+        "application": "pulsar",
+        "component": "managed-ledger",
+        "pulsar/managed-ledger": "public/default/persistent/my+topic",
+    }
+    assert md.ctime_ms == 1_700_000_000_000
+    assert md.length == 1234
+    assert md.state == "CLOSED"
+    assert md.raw is BODY["42"]
+
+
+def test_no_entry_for_the_ledger_is_a_backend_error() -> None:
+    with pytest.raises(BackendError):
+        parse_metadata(43, BODY)
+    with pytest.raises(BackendError):
+        parse_metadata(42, {"42": "not a dict"})
+    with pytest.raises(BackendError):
+        parse_metadata(42, {})
+
+
+def test_missing_optional_fields() -> None:
+    md = parse_metadata(1, {"1": {}})
+    assert md.custom_metadata == {}
+    assert md.ctime_ms is None
+    assert md.length == 0
+    assert md.state == ""
+
+
+@pytest.mark.parametrize("ctime", [0, -5, None, "1700000000000", 1.7e12, True])
+def test_unusable_ctime_is_none(ctime: object) -> None:
+    # No creation time means the ledger cannot be proven old enough (TOO_YOUNG, never deleted).
+    assert parse_metadata(1, {"1": {"ctime": ctime}}).ctime_ms is None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "not base64!",
+        "cHVsc2F",  # incomplete quantum
+        "cHVs c2Fy",  # whitespace is not valid base64 under validate=True
+        base64.b64encode(b"\xff\xfe\x00").decode(),  # not UTF-8
+    ],
+)
+def test_undecodable_values_stay_visibly_undecodable(raw: str) -> None:
+    md = parse_metadata(1, {"1": {"customMetadata": {"application": raw}}})
+    value = md.custom_metadata["application"]
+    assert value.startswith("<undecodable:")
+    assert value != "pulsar"
+
+
+def test_non_string_value_is_undecodable_not_a_crash() -> None:
+    md = parse_metadata(1, {"1": {"customMetadata": {"application": 5, "component": None}}})
+    assert md.custom_metadata["application"].startswith("<undecodable:")
+    assert md.custom_metadata["component"].startswith("<undecodable:")
+
+
+def test_values_are_not_decoded_twice_or_left_raw() -> None:
+    # A plain-text value that happens to be valid base64 is still decoded: the bookie always encodes.
+    md = parse_metadata(1, {"1": {"customMetadata": {"application": b64(b64("pulsar"))}}})
+    assert md.custom_metadata["application"] == b64("pulsar")
+
+
+@given(st.dictionaries(st.text(max_size=20), st.text(st.characters(blacklist_categories=("Cs",)), max_size=50)))
+def test_base64_round_trip(cm: dict[str, str]) -> None:
+    md = parse_metadata(7, {"7": {"customMetadata": {k: b64(v) for k, v in cm.items()}, "ctime": 5}})
+    assert md.custom_metadata == cm
+    assert md.ctime_ms == 5
+
+
+@given(st.dictionaries(st.text(max_size=10), st.text(max_size=30)))
+def test_arbitrary_values_never_raise(cm: dict[str, str]) -> None:
+    md = parse_metadata(7, {"7": {"customMetadata": cm}})
+    assert set(md.custom_metadata) == set(cm)

@@ -1,0 +1,197 @@
+"""Settings: YAML overlaid by LDW_ environment variables; bad configuration names its key."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from worker.settings import ConfigError, Settings, load_settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No LDW_ variable of the surrounding shell leaks into these tests."""
+    for k in list(os.environ):
+        if k.upper().startswith("LDW_"):
+            monkeypatch.delenv(k)
+    yield
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "worker.yaml"
+    p.write_text(text)
+    return p
+
+
+WORKER_YAML = """
+worker:
+  max_inflight: 16
+  deletes_per_second: 7
+  backoff_initial_s: 5
+  backoff_max_s: 50
+pulsar:
+  admin_url: http://broker:8080
+"""
+
+
+def test_defaults_without_a_file() -> None:
+    s = load_settings()
+    assert s.worker.max_inflight == 16
+    assert s.worker.max_attempts == 10
+    assert s.worker.min_ledger_age_s == 600
+    assert s.topics.pending == "persistent://pulsar/system/__ledger_deletion"
+    assert s.topics.subscription == "ledger-deletion-worker"
+    assert s.topics.parallelism == 4
+    assert s.offload.s3_targets == []
+
+
+def test_example_config_loads() -> None:
+    s = load_settings(REPO / "config" / "worker.example.yaml")
+    assert s.offload.s3_targets[0].bucket == "pulsar-offload"
+    assert s.http.port == 8090
+
+
+def test_yaml_values_are_used(tmp_path: Path) -> None:
+    s = load_settings(write(tmp_path, WORKER_YAML))
+    assert s.worker.max_inflight == 16
+    assert s.worker.deletes_per_second == 7.0
+    assert s.worker.backoff_initial_s == 5.0
+    assert str(s.pulsar.admin_url) == "http://broker:8080/"
+
+
+def test_env_overrides_one_key_and_keeps_the_rest_of_the_section(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LDW_WORKER__MAX_INFLIGHT", "64")
+    s = load_settings(write(tmp_path, WORKER_YAML))
+    assert s.worker.max_inflight == 64
+    # The other keys of the same section still come from the YAML, not from the defaults.
+    assert s.worker.deletes_per_second == 7.0
+    assert s.worker.backoff_initial_s == 5.0
+    assert s.worker.backoff_max_s == 50.0
+    # And other sections are untouched.
+    assert str(s.pulsar.admin_url) == "http://broker:8080/"
+
+
+def test_env_key_is_case_insensitive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ldw_worker__max_inflight", "33")
+    assert load_settings(write(tmp_path, WORKER_YAML)).worker.max_inflight == 33
+
+
+def test_env_overrides_without_a_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LDW_PULSAR__ADMIN_URL", "http://elsewhere:8080")
+    monkeypatch.setenv("LDW_BOOKKEEPER__DELETE_VIA", "zookeeper")
+    s = load_settings()
+    assert str(s.pulsar.admin_url) == "http://elsewhere:8080/"
+    assert s.bookkeeper.delete_via == "zookeeper"
+
+
+def test_bad_env_value_names_the_dotted_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LDW_WORKER__MAX_INFLIGHT", "lots")
+    with pytest.raises(ConfigError, match=r"worker\.max_inflight"):
+        load_settings(write(tmp_path, WORKER_YAML))
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "key"),
+    [
+        ("worker:\n  max_inflight: 0\n", "worker.max_inflight"),
+        ("worker:\n  deletes_per_second: -1\n", "worker.deletes_per_second"),
+        ("topics:\n  parallelism: 0\n", "topics.parallelism"),
+        ("topics:\n  pending: persistent://a/../b\n", "topics.pending"),
+        ("topics:\n  dlq: non-persistent://a/b/c\n", "topics.dlq"),
+        ("pulsar:\n  service_url: http://x:6650\n", "pulsar.service_url"),
+        ("pulsar:\n  admin_url: not a url\n", "pulsar.admin_url"),
+        ("bookkeeper:\n  delete_via: carrier-pigeon\n", "bookkeeper.delete_via"),
+        ("http:\n  port: 70000\n", "http.port"),
+        ("logging:\n  level: LOUD\n", "logging.level"),
+        ("offload:\n  s3_targets:\n    - region: us-east-1\n", "offload.s3_targets.0.bucket"),
+        ("offload:\n  s3_targets:\n    - bucket: b\n      driver: ftp\n", "offload.s3_targets.0.driver"),
+    ],
+)
+def test_bad_yaml_value_names_the_dotted_key(tmp_path: Path, yaml_text: str, key: str) -> None:
+    with pytest.raises(ConfigError) as ei:
+        load_settings(write(tmp_path, yaml_text))
+    assert f"{key}:" in str(ei.value)
+
+
+def test_every_bad_key_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as ei:
+        load_settings(write(tmp_path, "worker:\n  max_inflight: 0\nhttp:\n  port: -1\n"))
+    assert "worker.max_inflight" in str(ei.value)
+    assert "http.port" in str(ei.value)
+
+
+def test_backoff_max_below_initial_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="backoff_max_s"):
+        load_settings(write(tmp_path, "worker:\n  backoff_initial_s: 100\n  backoff_max_s: 10\n"))
+
+
+def test_delete_via_zookeeper_needs_hosts(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"zookeeper\.hosts"):
+        load_settings(write(tmp_path, "bookkeeper:\n  delete_via: zookeeper\nzookeeper:\n  hosts: null\n"))
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "key"),
+    [
+        ("worker:\n  max_inflight: 4\n  max_inflgiht: 8\n", "worker.max_inflgiht"),
+        ("bogus_section:\n  a: 1\n", "bogus_section"),
+        ("offload:\n  s3_targets:\n    - bucket: b\n      secret: x\n", "offload.s3_targets.0.secret"),
+    ],
+)
+def test_unknown_key_rejected(tmp_path: Path, yaml_text: str, key: str) -> None:
+    with pytest.raises(ConfigError) as ei:
+        load_settings(write(tmp_path, yaml_text))
+    assert f"{key}:" in str(ei.value)
+
+
+def test_unknown_env_key_in_a_section_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LDW_WORKER__MAX_INFLGIHT", "8")
+    with pytest.raises(ConfigError, match=r"worker\.max_inflgiht"):
+        load_settings()
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_settings(tmp_path / "nope.yaml")
+
+
+def test_directory_is_not_a_config_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_settings(tmp_path)
+
+
+def test_invalid_yaml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_settings(write(tmp_path, "worker: [unclosed\n"))
+
+
+def test_yaml_must_be_a_mapping(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="mapping"):
+        load_settings(write(tmp_path, "- a\n- b\n"))
+
+
+def test_empty_file_means_defaults(tmp_path: Path) -> None:
+    assert load_settings(write(tmp_path, "")) == Settings()
+
+
+def test_overrides_replace_a_section(tmp_path: Path) -> None:
+    s = load_settings(write(tmp_path, WORKER_YAML), http={"port": 9999})
+    assert s.http.port == 9999
+
+
+def test_settings_are_frozen() -> None:
+    s = load_settings()
+    with pytest.raises(Exception):  # noqa: B017 - pydantic raises its ValidationError for frozen models
+        s.worker.max_inflight = 3  # type: ignore[misc]
+
+
+def test_topic_names_are_normalised(tmp_path: Path) -> None:
+    s = load_settings(write(tmp_path, "topics:\n  pending: pulsar/system/pending\n"))
+    assert s.topics.pending == "persistent://pulsar/system/pending"

@@ -1,0 +1,257 @@
+"""Topic-name parsing and encodings: the names reach URLs, ZooKeeper paths and identity comparisons."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from worker.topic_name import InvalidTopicName, TopicName, java_url_encode
+
+# ---- strategies ---------------------------------------------------------------------------------------
+
+_ENTITY_ALPHABET = st.sampled_from("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=:.")
+entity = st.text(_ENTITY_ALPHABET, min_size=1, max_size=12).filter(lambda s: s not in (".", ".."))
+# Any printable text without a slash: Unicode, spaces, '+', '%', '~', '*' all included.
+local_name = st.text(
+    st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/"), min_size=1, max_size=30
+).filter(lambda s: s not in (".", ".."))
+topic_names = st.builds(lambda t, n, ln: TopicName("persistent", t, n, ln), entity, entity, local_name)
+
+
+def reference_java_url_encode(s: str) -> str:
+    """java.net.URLEncoder.encode(s, UTF_8), written from its javadoc: a-z A-Z 0-9 . - * _ stay,
+    space becomes '+', every other character becomes %XY of its UTF-8 bytes (upper-case hex)."""
+    out = []
+    for ch in s:
+        if ch.isascii() and (ch.isalnum() or ch in ".-*_"):
+            out.append(ch)
+        elif ch == " ":
+            out.append("+")
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
+    return "".join(out)
+
+
+# ---- parsing --------------------------------------------------------------------------------------------
+
+
+def test_parse_full_name() -> None:
+    t = TopicName.parse("persistent://my-tenant/my-ns/my-topic")
+    assert (t.domain, t.tenant, t.namespace, t.local_name) == ("persistent", "my-tenant", "my-ns", "my-topic")
+    assert str(t) == "persistent://my-tenant/my-ns/my-topic"
+    assert t.namespace_name == "my-tenant/my-ns"
+
+
+def test_parse_without_domain_is_persistent() -> None:
+    # PIP-186 writes tenant/ns/topic.
+    assert TopicName.parse("a/b/c") == TopicName.parse("persistent://a/b/c")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "non-persistent://a/b/c",
+        "http://a/b/c",
+        "persistent://a/b",
+        "persistent://a/b/c/d",  # v1 names with a cluster, or a slash in the local name
+        "persistent://a/b/",
+        "persistent://a//c",
+        "persistent:///b/c",
+        "persistent://../b/c",
+        "persistent://a/../c",
+        "persistent://a/b/..",
+        "persistent://./b/c",
+        "persistent://a/./c",
+        "persistent://a/b/.",
+        "../../c",
+        "persistent://a/b/c\n",
+        "persistent://a/b/c\x00",
+        "persistent://a\tx/b/c",
+        "persistent://a b/ns/c",  # tenant outside Pulsar's NamedEntity rule
+        "persistent://a/n%2Fs/c",
+        "persistent://a/b/c://x",
+    ],
+)
+def test_parse_rejects(bad: str) -> None:
+    with pytest.raises(InvalidTopicName):
+        TopicName.parse(bad)
+
+
+@pytest.mark.parametrize("bad", [None, 42, b"persistent://a/b/c"])
+def test_parse_rejects_non_strings(bad: object) -> None:
+    with pytest.raises(InvalidTopicName):
+        TopicName.parse(bad)  # type: ignore[arg-type]
+
+
+def test_invalid_topic_name_is_a_value_error() -> None:
+    assert issubclass(InvalidTopicName, ValueError)
+
+
+def test_local_name_may_hold_dots_and_odd_characters() -> None:
+    # Only the exact segments "." and ".." are relative; "..x" or "a..b" are names.
+    for local in ("..x", "a..b", "...", "my topic", "a+b%20c~*"):
+        assert TopicName.parse(f"persistent://t/ns/{local}").local_name == local
+
+
+def test_tenant_must_match_pulsar_named_entity_ascii_rule() -> None:
+    # Pulsar's NamedEntity pattern is Java's ^[-=:.\w]*$, and Java's \w is ASCII only.
+    assert TopicName.parse("persistent://te-n_a=n:t.1/ns/x").tenant == "te-n_a=n:t.1"
+    with pytest.raises(InvalidTopicName):
+        TopicName.parse("persistent://ténant/ns/x")
+
+
+@given(topic_names)
+def test_str_parse_round_trip(t: TopicName) -> None:
+    assert TopicName.parse(str(t)) == t
+
+
+# ---- partitions -------------------------------------------------------------------------------------------
+
+
+def test_partition_index_and_base() -> None:
+    t = TopicName.parse("persistent://t/ns/orders-partition-7")
+    assert t.partition_index == 7
+    assert t.partitioned_base == TopicName.parse("persistent://t/ns/orders")
+    assert t.partitioned_base.partition(7) == t
+
+
+def test_not_partitioned() -> None:
+    t = TopicName.parse("persistent://t/ns/orders")
+    assert t.partition_index is None
+    assert t.partitioned_base is t or t.partitioned_base == t
+
+
+@pytest.mark.parametrize(
+    ("local", "index", "base"),
+    [
+        ("a-partition-1-partition-2", 2, "a-partition-1"),  # the last suffix counts, like Java's lastIndexOf
+        ("a-partition-0", 0, "a"),
+        ("-partition-3", None, "-partition-3"),  # no base name
+        ("a-partition-", None, "a-partition-"),
+        ("a-partition-x", None, "a-partition-x"),
+        ("a-partition--1", None, "a-partition--1"),
+        ("a-partition-01", None, "a-partition-01"),  # Java: leading zero means not a partition
+        ("a-partition-99999999999", None, "a-partition-99999999999"),  # overflows Java's int
+        ("a-partition-2147483647", 2147483647, "a"),
+        ("a-partition-2147483648", None, "a-partition-2147483648"),
+        ("a-partition-" + "9" * 5000, None, "a-partition-" + "9" * 5000),  # beyond int()'s digit limit
+    ],
+)
+def test_partition_parsing_follows_java(local: str, index: int | None, base: str) -> None:
+    t = TopicName.parse(f"persistent://t/ns/{local}")
+    assert t.partition_index == index
+    assert t.partitioned_base.local_name == base
+
+
+@given(topic_names, st.integers(min_value=0, max_value=10_000))
+def test_partition_round_trip(t: TopicName, i: int) -> None:
+    p = t.partition(i)
+    assert p.partition_index == i
+    assert p.partitioned_base == t
+    assert TopicName.parse(str(p)) == p
+
+
+# ---- managed-ledger name (Java URLEncoder) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("local", "encoded"),
+    [
+        ("my-topic", "my-topic"),
+        ("my topic", "my+topic"),
+        ("a+b", "a%2Bb"),
+        ("a*b", "a*b"),
+        ("a~b", "a%7Eb"),
+        ("a%b", "a%25b"),
+        ("a:b", "a%3Ab"),
+        ("a=b&c", "a%3Db%26c"),
+        ("ü", "%C3%BC"),
+        ("日本", "%E6%97%A5%E6%9C%AC"),
+        ("a_b.c", "a_b.c"),
+    ],
+)
+def test_java_url_encode_examples(local: str, encoded: str) -> None:
+    assert java_url_encode(local) == encoded
+
+
+@given(st.text(st.characters(blacklist_categories=("Cs",))))
+def test_java_url_encode_matches_reference(s: str) -> None:
+    assert java_url_encode(s) == reference_java_url_encode(s)
+
+
+def test_managed_ledger_name() -> None:
+    t = TopicName.parse("persistent://public/default/my topic+1-partition-0")
+    assert t.managed_ledger_name == "public/default/persistent/my+topic%2B1-partition-0"
+
+
+@given(topic_names)
+def test_managed_ledger_name_round_trip(t: TopicName) -> None:
+    ml = t.managed_ledger_name
+    assert ml.count("/") == 3  # the encoded local name never adds a segment
+    assert TopicName.from_managed_ledger_name(ml) == t
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["public/default/my-topic", "a/b/persistent/c/d", "a/b/non-persistent/c", "a/b/persistent/..", "a//persistent/c"],
+)
+def test_from_managed_ledger_name_rejects(bad: str) -> None:
+    with pytest.raises(InvalidTopicName):
+        TopicName.from_managed_ledger_name(bad)
+
+
+def test_from_managed_ledger_name_decodes_an_encoded_slash_into_an_invalid_name() -> None:
+    # %2F decodes to '/', which would add a segment: the result must not parse as a topic.
+    with pytest.raises(InvalidTopicName):
+        TopicName.from_managed_ledger_name("a/b/persistent/x%2F..%2Fy")
+
+
+# ---- schema name --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("topic", "schema"),
+    [
+        ("persistent://t/ns/orders", "t/ns/orders"),
+        ("persistent://t/ns/orders-partition-3", "t/ns/orders"),
+        ("persistent://t/ns/my topic", "t/ns/my+topic"),  # Pulsar's getSchemaName encodes the local name
+        ("persistent://t/ns/a~b-partition-0", "t/ns/a%7Eb"),
+    ],
+)
+def test_schema_name_follows_pulsar(topic: str, schema: str) -> None:
+    assert TopicName.parse(topic).schema_name == schema
+
+
+# ---- REST path ------------------------------------------------------------------------------------------------
+
+
+def test_rest_path_plain() -> None:
+    assert TopicName.parse("persistent://t/ns/x").rest_path == "persistent/t/ns/x"
+
+
+@pytest.mark.parametrize(
+    ("local", "segment"),
+    [
+        ("my topic", "my%20topic"),
+        ("a?b#c", "a%3Fb%23c"),
+        ("a%2F..", "a%252F.."),
+        ("..x", "..x"),
+        ("ü", "%C3%BC"),
+    ],
+)
+def test_rest_path_encodes_every_segment(local: str, segment: str) -> None:
+    assert TopicName.parse(f"persistent://t/ns/{local}").rest_path == f"persistent/t/ns/{segment}"
+
+
+@given(topic_names)
+def test_rest_path_has_four_segments_that_decode_back(t: TopicName) -> None:
+    segs = t.rest_path.split("/")
+    assert len(segs) == 4
+    for s in segs:
+        assert s not in ("", ".", "..")
+        assert not set(s) & set("?#/ ")
+    assert [unquote(s) for s in segs] == [t.domain, t.tenant, t.namespace, t.local_name]
