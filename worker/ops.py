@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import pulsar
-import pulsar.asyncio as pulsar_asyncio
 
 from worker import message as m
 from worker.http import new_session
@@ -161,22 +160,36 @@ async def _cursor_state(admin: PulsarAdmin, topic: TopicName, subscription: str)
     return CursorState.from_internal_stats(cursor) if cursor else None
 
 
-async def _read_partition(
-    client: pulsar_asyncio.Client, topic: TopicName, cursor: CursorState | None, limit: int, include_replayed: bool
+def _read_partitions(
+    settings: Settings, topics: Sequence[TopicName], cursors: Sequence[CursorState | None], limit: int, include: bool
 ) -> list[DeadLetter]:
+    # The blocking client, run in a thread: with the asyncio client, a CLI process that closes its client
+    # and exits right away occasionally aborts in the C++ library ("terminate called without an active
+    # exception"); the blocking client shuts down deterministically.
+    p = settings.pulsar
+    client = pulsar.Client(
+        p.service_url,
+        authentication=pulsar.AuthenticationToken(p.auth_token) if p.auth_token else None,
+        operation_timeout_seconds=int(max(1, p.request_timeout_s)),
+        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
+    )
     out: list[DeadLetter] = []
-    reader = await client.create_reader(str(topic), pulsar.MessageId.earliest)
     try:
-        while len(out) < limit and await reader.has_message_available():
-            msg = await reader.read_next()
-            mid = msg.message_id()
-            # Without the replay subscription nothing can have been replayed yet: all parked.
-            replayed = cursor is not None and cursor.acked((mid.ledger_id(), mid.entry_id()))
-            if replayed and not include_replayed:
-                continue
-            out.append(dead_letter_from(msg, "replayed" if replayed else "parked"))
+        for topic, cursor in zip(topics, cursors, strict=True):
+            reader = client.create_reader(str(topic), pulsar.MessageId.earliest)
+            try:
+                while len(out) < limit and reader.has_message_available():
+                    msg = reader.read_next(timeout_millis=int(p.request_timeout_s * 1000))
+                    mid = msg.message_id()
+                    # Without the replay subscription nothing can have been replayed yet: all parked.
+                    replayed = cursor is not None and cursor.acked((mid.ledger_id(), mid.entry_id()))
+                    if replayed and not include:
+                        continue
+                    out.append(dead_letter_from(msg, "replayed" if replayed else "parked"))
+            finally:
+                reader.close()
     finally:
-        await reader.close()
+        client.close()
     return out
 
 
@@ -194,21 +207,7 @@ async def list_dead_letters(
         cursors = [await _cursor_state(admin, t, sub) for t in topics]
         if n == 0 and cursors[0] is None and not await _exists(admin, dlq):
             return []
-    client = pulsar_asyncio.Client(
-        p.service_url,
-        authentication=pulsar.AuthenticationToken(p.auth_token) if p.auth_token else None,
-        operation_timeout_seconds=int(max(1, p.request_timeout_s)),
-        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
-    )
-    try:
-        out: list[DeadLetter] = []
-        for t, c in zip(topics, cursors, strict=True):
-            out += await _read_partition(client, t, c, limit - len(out), include_replayed)
-            if len(out) >= limit:
-                break
-        return out
-    finally:
-        await client.close()
+    return await asyncio.to_thread(_read_partitions, settings, topics, cursors, limit, include_replayed)
 
 
 async def _exists(admin: PulsarAdmin, topic: TopicName) -> bool:

