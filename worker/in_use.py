@@ -111,6 +111,8 @@ class TopicGone:
 
 Snapshot = LiveSet | TopicGone
 
+_GONE = "<gone>"
+
 
 class LiveStateReader:
     """Owner lookup (cached per topic, dropped on 307 or error) + ``internalStats`` on the owner."""
@@ -172,6 +174,10 @@ class SnapshotCache:
         self._entries: OrderedDict[str, Snapshot] = OrderedDict()
         self._epochs: dict[str, int] = {}
         self._fetched_at: dict[str, float] = {}
+        # What each topic looked like at its last read (owner URL, or _GONE), kept beyond LRU eviction:
+        # a change against it bumps the epoch even when the snapshot itself was evicted. Like the
+        # epochs, one short string per topic ever seen.
+        self._last_seen: dict[str, str] = {}
 
     def epoch(self, topic: TopicName) -> int:
         return self._epochs.get(str(topic), 0)
@@ -182,6 +188,9 @@ class SnapshotCache:
         self._epochs[key] = self._epochs.get(key, 0) + 1
         self._entries.pop(key, None)
         self._fetched_at.pop(key, None)
+        # The new epoch already invalidates everything seen before; the next read starts afresh
+        # (a 307 followed by a read at the new owner is one move, not two).
+        self._last_seen.pop(key, None)
         self.reader.forget_owner(topic)
         return self._epochs[key]
 
@@ -222,14 +231,22 @@ class SnapshotCache:
                     parts.append(p)
             if not parts:
                 return self._gone(topic)
+            # Owners per partition: a move of any one partition changes the base name's state.
+            self._seen(topic, ",".join(f"{p.topic.local_name}@{p.owner_url}" for p in parts))
             return LiveSet.union(topic, parts, self.epoch(topic), self.clock())
         return await self._load_one(topic)
 
+    def _seen(self, topic: TopicName, state: str) -> None:
+        """Record what a read found; a change from the previous read bumps the epoch (owner moved,
+        topic gone, topic (re-)created)."""
+        key = str(topic)
+        prev = self._last_seen.get(key)
+        if prev is not None and prev != state:
+            self.bump(topic, f"{prev} -> {state}")
+        self._last_seen[key] = state
+
     def _gone(self, topic: TopicName) -> TopicGone:
-        prev = self._entries.get(str(topic))
-        if isinstance(prev, LiveSet):
-            # The topic existed and is gone now: a re-creation may follow; never mix the two.
-            self.bump(topic, "topic gone")
+        self._seen(topic, _GONE)
         return TopicGone(topic, self.epoch(topic))
 
     async def _load_one(self, topic: TopicName) -> Snapshot:
@@ -241,9 +258,7 @@ class SnapshotCache:
         if got is None:
             return self._gone(topic)
         stats, owner = got
-        prev = self._entries.get(str(topic))
-        if isinstance(prev, LiveSet) and prev.owner_url != owner:
-            self.bump(topic, "owner changed")
+        self._seen(topic, owner)
         return LiveSet.from_internal_stats(topic, stats, owner, self.epoch(topic), self.clock())
 
     async def get(self, topic: TopicName, ledger_id: int | None = None, *, fresh: bool = False) -> Snapshot:

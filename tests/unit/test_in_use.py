@@ -331,11 +331,6 @@ async def test_owner_change_after_ttl_expiry_bumps_the_epoch() -> None:
     assert cache.is_current(s2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="owner/existence changes are detected against the cached entry only: after an LRU eviction the "
-    "previous owner is unknown, so a decision still holding the evicted snapshot stays current",
-)
 async def test_owner_change_after_lru_eviction_bumps_the_epoch() -> None:
     cache, reader, _ = make(size=1)
     reader.set(T, (stats([1, 2]), A))
@@ -360,10 +355,11 @@ async def test_gone_after_existed_bumps_the_epoch() -> None:
     # Still gone: no further bump.
     g2 = await cache.get(T)
     assert g2.epoch == 1 and cache.epoch(T) == 1
-    # Re-created: the new incarnation is decided on a new epoch, never mixed with the old snapshot.
+    # Re-created: the new incarnation is decided on a new epoch (DESIGN: re-creation bumps it), so a
+    # direct-route decision taken while the topic was gone is re-evaluated, and never mixed with s1.
     reader.set(T, (stats([20]), A))
     s3 = await cache.get(T)
-    assert s3.epoch == 1 and cache.is_current(s3) and not cache.is_current(s1)
+    assert s3.epoch == 2 and cache.is_current(s3) and not cache.is_current(s1) and not cache.is_current(g)
 
 
 async def test_gone_after_ttl_expiry_bumps_the_epoch() -> None:
@@ -494,11 +490,6 @@ async def test_not_owner_on_a_partition_invalidates_the_base_snapshot() -> None:
     assert reader.count(P[0]) == 3  # not served from the invalidated entry
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a base-name snapshot does not record which broker owned which partition, so an ownership "
-    "move of one partition does not bump the base's epoch",
-)
 async def test_owner_change_of_a_partition_bumps_the_base_epoch() -> None:
     cache, reader, _ = make()
     reader.admin.partition_counts[str(T)] = 2
