@@ -1,0 +1,361 @@
+"""The scanner's rules without I/O: owner mapping, the schema locator, and every verdict.
+
+The scanner's collaborators (bookie client, snapshot cache, metadata-store view) are replaced by small
+scripted fakes with the same surface; the real ones are exercised by tests/integration/test_scanner.py.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+
+from worker.bookkeeper import LedgerMetadata, parse_metadata
+from worker.in_use import LiveSet, TopicGone
+from worker.message import LedgerComponent, LedgerType
+from worker.scanner import (
+    Decision,
+    MetadataFormatError,
+    Owner,
+    Scanner,
+    Unmapped,
+    Verdict,
+    human_age,
+    owner_of,
+    parse_duration,
+    render_table,
+    schema_locator_ledgers,
+)
+from worker.topic_name import TopicName
+
+NOW_S = 1_800_000_000.0
+OLD = int((NOW_S - 3600) * 1000)  # an hour old
+YOUNG = int((NOW_S - 5) * 1000)
+ML = {"application": "pulsar", "component": "managed-ledger"}
+
+
+def md(lid: int, custom: dict[str, str], *, ctime: int | None = OLD, state: str = "CLOSED") -> LedgerMetadata:
+    # Through the real parser, base64 and all, as the bookie answers.
+    body: dict[str, Any] = {
+        "customMetadata": {k: base64.b64encode(v.encode()).decode() for k, v in custom.items()},
+        "length": 100,
+        "state": state,
+    }
+    if ctime is not None:
+        body["ctime"] = ctime
+    return parse_metadata(lid, {str(lid): body})
+
+
+def ml(topic: str, **extra: str) -> dict[str, str]:
+    return {**ML, "pulsar/managed-ledger": TopicName.parse(topic).managed_ledger_name, **extra}
+
+
+# ---- owner mapping --------------------------------------------------------------------------------------
+
+
+def test_owner_of_each_component() -> None:
+    t = "persistent://ten/ns/topic-partition-3"
+    assert owner_of(md(1, ml(t))) == Owner(LedgerComponent.MANAGED_LEDGER, TopicName.parse(t))
+    assert owner_of(md(2, ml(t, **{"pulsar/cursor": "sub"}))) == Owner(
+        LedgerComponent.MANAGED_CURSOR, TopicName.parse(t), cursor="sub"
+    )
+    schema = {"application": "pulsar", "component": "schema", "pulsar/schemaId": "ten/ns/topic"}
+    assert owner_of(md(3, schema)) == Owner(
+        LedgerComponent.SCHEMA_STORAGE, TopicName.parse("persistent://ten/ns/topic"), schema_id="ten/ns/topic"
+    )
+    compacted = {"application": "pulsar", "component": "compacted-ledger", "pulsar/compactedTopic": t}
+    assert owner_of(md(4, compacted)) == Owner(LedgerComponent.COMPACTED_LEDGER, TopicName.parse(t))
+
+
+@pytest.mark.parametrize("custom", [{}, {"application": "other"}, {"component": "managed-ledger"}])
+def test_not_a_pulsar_ledger(custom: dict[str, str]) -> None:
+    assert owner_of(md(1, custom)) is None
+
+
+@pytest.mark.parametrize(
+    ("custom", "why"),
+    [
+        ({"application": "pulsar"}, "unknown component"),
+        ({"application": "pulsar", "component": "bookie-thing"}, "unknown component"),
+        (ML, "without pulsar/managed-ledger"),
+        ({**ML, "pulsar/managed-ledger": "pulsar/standalone/127.0.0.1:8080/persistent/healthcheck"}, "v1 topic"),
+        ({**ML, "pulsar/managed-ledger": "t/ns/persistent/a%3Ab"}, "URL encoding"),
+        ({**ML, "pulsar/managed-ledger": "t/ns/persistent/x", "pulsar/cursor": ""}, "empty pulsar/cursor"),
+        ({**ML, "pulsar/managed-ledger": "t/../persistent/x"}, "unparseable"),
+        ({"application": "pulsar", "component": "schema"}, "without pulsar/schemaId"),
+        ({"application": "pulsar", "component": "schema", "pulsar/schemaId": "t/ns/x-partition-1"}, "partition"),
+        ({"application": "pulsar", "component": "compacted-ledger"}, "without pulsar/compactedTopic"),
+        ({"application": "pulsar", "component": "compacted-ledger", "pulsar/compactedTopic": "bad"}, "unparseable"),
+    ],
+)
+def test_unmappable_pulsar_ledgers_are_never_candidates(custom: dict[str, str], why: str) -> None:
+    with pytest.raises(Unmapped, match=why):
+        owner_of(md(1, custom))
+
+
+# ---- the schema registry's locator ----------------------------------------------------------------------
+
+
+def _varint(v: int) -> bytes:
+    v &= 2**64 - 1
+    out = bytearray()
+    while True:
+        b, v = v & 0x7F, v >> 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def _len(field: int, payload: bytes) -> bytes:
+    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _index_entry(version: int, ledger: int, entry: int) -> bytes:
+    position = _varint(1 << 3) + _varint(ledger) + _varint(2 << 3) + _varint(entry)
+    return _varint(1 << 3) + _varint(version) + _len(2, position) + _len(3, b"h" * 32)
+
+
+def test_schema_locator_as_read_from_the_stack() -> None:
+    # /schemas/pulsar/127.0.0.1:8080/healthcheck on the local stack: info and index both at ledger 1.
+    real = (
+        b"\n*\x08\x00\x12\x04\x08\x01\x10\x00\x1a \xe3\xb0\xc4B\x98\xfc\x1c\x14\x9a\xfb\xf4\xc8\x99o\xb9$'\xaeA"
+        b"\xe4d\x9b\x93L\xa4\x95\x99\x1bxR\xb8U\x12*\x08\x00\x12\x04\x08\x01\x10\x00\x1a \xe3\xb0\xc4B\x98\xfc"
+        b"\x1c\x14\x9a\xfb\xf4\xc8\x99o\xb9$'\xaeA\xe4d\x9b\x93L\xa4\x95\x99\x1bxR\xb8U"
+    )
+    assert schema_locator_ledgers(real) == frozenset({1})
+
+
+def test_schema_locator_collects_info_and_every_index_entry() -> None:
+    data = _len(1, _index_entry(2, 300, 0)) + _len(2, _index_entry(0, 100, 0)) + _len(2, _index_entry(1, 2**40, 3))
+    assert schema_locator_ledgers(data) == frozenset({300, 100, 2**40})
+    assert schema_locator_ledgers(b"") == frozenset()
+
+
+@pytest.mark.parametrize("garbage", [b"\x0a\x05\x08", b"\x0b", b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"])
+def test_schema_locator_garbage_raises(garbage: bytes) -> None:
+    with pytest.raises(MetadataFormatError):
+        schema_locator_ledgers(garbage)
+
+
+# ---- small helpers ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("10m", 600), ("90s", 90), ("90", 90), ("1.5h", 5400), ("2d", 172800), ("250ms", 0.25)]
+)
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "ten minutes", "-5s", "5w", "1h30m"])
+def test_parse_duration_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration(text)
+
+
+def test_human_age_and_table() -> None:
+    assert [human_age(x) for x in (None, 5, 600, 7300, 200000)] == ["?", "5s", "10m", "2h", "2d"]
+    d = Decision(7, Verdict.ORPHAN, "topic gone", "MANAGED_CURSOR", "persistent://a/b/c", "s", None, 61.0, 9)
+    lines = render_table([d]).splitlines()
+    assert lines[0].split() == ["LEDGER", "TOPIC", "COMPONENT", "AGE", "SIZE", "WHY", "ORPHAN"]
+    assert lines[1].split() == ["7", "persistent://a/b/c", "MANAGED_CURSOR", "(s)", "61s", "9", "topic", "gone"]
+
+
+def test_decision_to_info() -> None:
+    d = Decision(7, Verdict.ORPHAN, "x", "SCHEMA_STORAGE", "persistent://a/b/c", None, "a/b/c", 1.0, 1)
+    info = d.to_info({"source": "scanner"})
+    assert (info.ledger_component, info.ledger_type, info.ledger_id, info.schema_id) == (
+        LedgerComponent.SCHEMA_STORAGE,
+        LedgerType.LEDGER,
+        7,
+        "a/b/c",
+    )
+    with pytest.raises(ValueError, match="not an orphan"):
+        Decision(8, Verdict.IN_USE, "x", "MANAGED_LEDGER", "persistent://a/b/c").to_info()
+
+
+# ---- the scan, with scripted collaborators ---------------------------------------------------------------
+
+
+class FakeBookie:
+    def __init__(self, ledgers: list[LedgerMetadata], vanished: tuple[int, ...] = ()) -> None:
+        self.ledgers = {m.ledger_id: m for m in ledgers}
+        self.vanished = set(vanished)
+
+    async def list_ledger_ids(self) -> list[int]:
+        return sorted(set(self.ledgers) | self.vanished)
+
+    async def get_metadata(self, lid: int) -> LedgerMetadata | None:
+        return self.ledgers.get(lid)
+
+
+class FakeSnapshots:
+    def __init__(self, live: dict[str, LiveSet | Exception]) -> None:
+        self.live = live
+        self.calls: list[tuple[str, bool]] = []
+
+    async def get(self, topic: TopicName, ledger_id: int | None = None, *, fresh: bool = False) -> Any:
+        self.calls.append((str(topic), fresh))
+        got = self.live.get(str(topic))
+        if isinstance(got, Exception):
+            raise got
+        return got if got is not None else TopicGone(topic, 0)
+
+
+class FakeStore:
+    def __init__(self, managed_ledgers: set[str] = set(), schemas: dict[str, frozenset[int]] | None = None) -> None:  # noqa: B006
+        self.managed_ledgers = managed_ledgers
+        self.schemas = schemas or {}
+
+    async def managed_ledger_exists(self, ml_name: str) -> bool:
+        return ml_name in self.managed_ledgers
+
+    async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
+        return self.schemas.get(schema_id)
+
+
+def live(topic: str, ml_ids: set[int] = set(), cursors: dict[str, int] | None = None, **kw: Any) -> LiveSet:  # noqa: B006
+    return LiveSet(
+        TopicName.parse(topic),
+        frozenset(ml_ids),
+        cursors or {},
+        frozenset(kw.get("schema", ())),
+        kw.get("compacted"),
+        frozenset(),
+        "http://broker:8080",
+        0,
+        0.0,
+    )
+
+
+async def scan(
+    ledgers: list[LedgerMetadata],
+    snaps: dict[str, LiveSet | Exception],
+    store: FakeStore | None = None,
+    **kw: Any,
+) -> tuple[dict[int, Decision], FakeSnapshots, Any]:
+    snapshots = FakeSnapshots(snaps)
+    scanner = Scanner(
+        FakeBookie(ledgers, kw.pop("vanished", ())),  # type: ignore[arg-type]
+        snapshots,  # type: ignore[arg-type]
+        store if store is not None else FakeStore(),
+        min_age_s=kw.pop("min_age_s", 600),
+        clock=lambda: NOW_S,
+        **kw,
+    )
+    report = await scanner.scan()
+    return {d.ledger_id: d for d in report.decisions}, snapshots, report
+
+
+A = "persistent://t/ns/a"
+B = "persistent://t/ns/b"
+
+
+async def test_verdicts_for_managed_ledger_and_cursor_ledgers() -> None:
+    ledgers = [
+        md(1, ml(A)),  # referenced
+        md(2, ml(A)),  # dropped from A's list
+        md(3, ml(A, **{"pulsar/cursor": "s"})),  # A's cursor ledger
+        md(4, ml(A, **{"pulsar/cursor": "old"})),  # a cursor ledger nobody points at
+        md(5, ml(A), ctime=YOUNG),  # too young to judge
+        md(6, ml(A), ctime=None),  # no creation time
+        md(7, {"application": "other"}),
+        md(8, ml(B)),  # B is gone and so is its znode
+    ]
+    got, snaps, report = await scan(ledgers, {A: live(A, {1}, {"s": 3})})
+    assert {k: d.verdict for k, d in got.items()} == {
+        1: Verdict.IN_USE,
+        2: Verdict.ORPHAN,
+        3: Verdict.IN_USE,
+        4: Verdict.ORPHAN,
+        5: Verdict.TOO_YOUNG,
+        6: Verdict.SKIPPED,
+        7: Verdict.NOT_PULSAR,
+        8: Verdict.ORPHAN,
+    }
+    assert got[4].why == "not the ledger of cursor 'old'" and got[8].why == "topic gone"
+    assert sorted(snaps.calls) == [(A, True), (B, True)]  # once per topic, always fresh
+    assert [d.ledger_id for d in report.orphans] == [2, 4, 8]
+
+
+async def test_a_gone_topic_is_believed_only_when_the_metadata_store_agrees() -> None:
+    ledgers = [md(1, ml(A))]
+    got, _, _ = await scan(ledgers, {}, FakeStore(managed_ledgers={TopicName.parse(A).managed_ledger_name}))
+    assert got[1].verdict is Verdict.SKIPPED and "managed-ledger metadata still exists" in got[1].why
+    scanner = Scanner(
+        FakeBookie(ledgers),  # type: ignore[arg-type]
+        FakeSnapshots({}),  # type: ignore[arg-type]
+        None,
+        min_age_s=0,
+        clock=lambda: NOW_S,
+    )
+    [d] = (await scanner.scan()).decisions
+    assert d.verdict is Verdict.SKIPPED and "no metadata store" in d.why
+
+
+async def test_live_state_errors_skip_the_whole_topic() -> None:
+    got, _, report = await scan([md(1, ml(A)), md(2, ml(A))], {A: TimeoutError("owner did not answer")})
+    assert {d.verdict for d in got.values()} == {Verdict.SKIPPED}
+    assert "live state unavailable: TimeoutError" in got[1].why
+    assert report.orphans == []
+
+
+def schema(lid: int, sid: str, **kw: Any) -> LedgerMetadata:
+    return md(lid, {"application": "pulsar", "component": "schema", "pulsar/schemaId": sid}, **kw)
+
+
+async def test_schema_ledgers_consult_the_registry() -> None:
+    ledgers = [
+        schema(1, "t/ns/a"),  # in A's schema ledgers
+        schema(2, "t/ns/a"),  # not in A's list, not in the registry
+        schema(3, "t/ns/hc"),  # topic gone but the registry still points at it (the health-check case)
+        schema(4, "t/ns/hc"),  # topic gone, registry entry does not point at it
+        schema(5, "t/ns/nope"),  # topic gone, no registry entry
+    ]
+    store = FakeStore(schemas={"t/ns/a": frozenset({1}), "t/ns/hc": frozenset({3})})
+    got, _, _ = await scan(ledgers, {A: live(A, {10}, schema={1})}, store)
+    assert {k: d.verdict for k, d in got.items()} == {
+        1: Verdict.IN_USE,
+        2: Verdict.ORPHAN,
+        3: Verdict.IN_USE,
+        4: Verdict.ORPHAN,
+        5: Verdict.ORPHAN,
+    }
+    assert got[3].why == "referenced by the schema registry"
+    assert got[5].why == "schemaId topic gone, no schema registry entry"
+
+
+async def test_compacted_ledgers() -> None:
+    compacted = {"application": "pulsar", "component": "compacted-ledger", "pulsar/compactedTopic": A}
+    ledgers = [md(1, compacted), md(2, compacted), md(3, compacted, state="OPEN")]
+    got, _, _ = await scan(ledgers, {A: live(A, {10}, compacted=1)})
+    assert got[1].verdict is Verdict.IN_USE
+    assert got[2].verdict is Verdict.ORPHAN
+    # Possibly a compaction still writing: never an orphan while the topic lives.
+    assert got[3].verdict is Verdict.SKIPPED and "compaction may be in progress" in got[3].why
+
+
+async def test_namespace_filter_and_vanished_ledgers() -> None:
+    other = "persistent://t/other/x"
+    ledgers = [md(1, ml(A)), md(2, ml(other)), md(3, {"application": "x"})]
+    got, snaps, report = await scan(ledgers, {}, namespaces=["t/ns"], vanished=(4,))
+    assert set(got) == {1}
+    assert report.listed == 4 and report.filtered == 2
+    assert snaps.calls == [(A, True)]
+    assert report.to_dict()["counts"]["orphan"] == 1
+
+
+async def test_progress_and_decision_callbacks() -> None:
+    seen: list[tuple[str, int, int]] = []
+    decided: list[int] = []
+    ledgers = [md(i, ml(A)) for i in range(1, 6)]
+    await scan(
+        ledgers,
+        {A: live(A, {1})},
+        progress=lambda p, d, t: seen.append((p, d, t)),
+        on_decision=lambda d: decided.append(d.ledger_id),
+        concurrency=2,
+    )
+    assert ("metadata", 5, 5) in seen and ("topics", 1, 1) in seen
+    assert sorted(decided) == [1, 2, 3, 4, 5]
