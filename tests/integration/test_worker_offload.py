@@ -114,7 +114,7 @@ async def test_offloaded_ledger_in_use_then_deleted_and_forgeries_rejected(
             Bucket=stack.s3_bucket, Key=key, Body=b"partial", Metadata={"ManagedLedgerName": t.managed_ledger_name}
         )
 
-    w = WorkerHarness(stack, tmp_path, f"off-{unique}", worker={"in_use_retry_s": 2, "max_attempts": 200})
+    w = WorkerHarness(stack, tmp_path, f"off-{unique}", worker={"in_use_retry_s": 3, "max_attempts": 200})
     workers.append(w)
     w.start()
     w.send(offload_msg(topic, victim, ctx))  # listed with this very uuid: in use

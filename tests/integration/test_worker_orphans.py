@@ -90,7 +90,7 @@ async def test_in_use_ledger_is_retried_until_its_topic_drops_it(
     t = TopicName.parse(topic)
     ids = ml_ledger_ids(await admin.internal_stats(t))
     victim = ids[0]
-    w = start_worker(worker_for, stack, tmp_path, f"inuse-{unique}", worker={"in_use_retry_s": 1, "max_attempts": 100})
+    w = start_worker(worker_for, stack, tmp_path, f"inuse-{unique}", worker={"in_use_retry_s": 3, "max_attempts": 100})
     w.send(ml(topic, victim))
 
     async def retried_twice() -> bool:
@@ -147,7 +147,7 @@ async def test_cursor_and_schema_ledgers_are_matched_and_deleted(
     md = await bookie.get_metadata(schema_ledgers[0])
     assert md is not None and md.custom_metadata["pulsar/schemaId"] == schema_id
 
-    w = start_worker(worker_for, stack, tmp_path, f"cs-{unique}", worker={"in_use_retry_s": 1, "max_attempts": 100})
+    w = start_worker(worker_for, stack, tmp_path, f"cs-{unique}", worker={"in_use_retry_s": 3, "max_attempts": 100})
     cursor_msg = PendingDeleteLedgerInfo(
         topic, LedgerComponent.MANAGED_CURSOR, LedgerType.LEDGER, cursor_ledger, cursor_name=sub
     )
