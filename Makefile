@@ -40,6 +40,10 @@ test: venv stack-up
 run: stack-up
 	$(VENV)/bin/ledger-deletion-worker run --config $(CONFIG)
 
+# A newcomer's tour on the local stack: real orphans, scan, the worker deletes them (deploy/local/demo.sh).
+demo: venv stack-up
+	bash deploy/local/demo.sh
+
 bench: venv stack-up
 	$(PY) -m bench
 
