@@ -1,0 +1,271 @@
+"""One worker draining a backlog: the real daemon as a subprocess, timed from its own log.
+
+The backlog is queued before the worker starts (the subscription is created first, so nothing is lost),
+hence every message is visible the moment the worker's receive loop starts: the clock starts at its
+``worker ready`` log line and stops at the N-th settled message (``ledger deleted`` and friends), both
+stamped by the worker's own clock. ``/metrics`` is polled (every 100 ms) only to know when to stop, to
+cross-check the time, and for the processing-latency histogram at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.result import Row
+from bench.stats import histogram_quantiles, histogram_upper_bounds
+from tests.conftest import REPO, Stack
+from tests.integration.worker_harness import WorkerHarness
+from worker.http import new_session
+from worker.message import PendingDeleteLedgerInfo
+from worker.pulsar_admin import PulsarAdmin
+from worker.settings import load_settings
+from worker.topic_name import TopicName
+from worker.topology import ensure_topology
+
+# Log events that settle a message for good (pipeline._settle).
+SETTLED_EVENTS = {
+    "ledger deleted",
+    "ledger already gone",
+    "deletion rejected: storage identity not proven",
+    "attempts exhausted: dead-lettered",
+    "undecodable message dead-lettered",
+}
+STARTUP_TIMEOUT_S = 60.0
+POLL_S = 0.1
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def _scrape(port: int) -> Samples | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    out: Samples = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def _sum(m: Samples, name: str, **labels: str) -> float:
+    return sum(v for (n, lbls), v in m.items() if n == name and all(dict(lbls).get(k) == x for k, x in labels.items()))
+
+
+def _proc_status_kib(pid: int, field: str) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return float(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _cpu_s(pid: int) -> float | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    rest = stat[stat.rindex(")") + 2 :].split()
+    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _log_times(path: Path) -> tuple[datetime | None, list[datetime]]:
+    ready: datetime | None = None
+    settled: list[datetime] = []
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None, []
+    for line in lines:
+        if not line.startswith("{"):
+            continue  # the C++ client's own warnings
+        try:
+            d = json.loads(line)
+            ts = datetime.fromisoformat(str(d["timestamp"]))
+        except (ValueError, KeyError):
+            continue
+        if d.get("event") == "worker ready":
+            ready = ts
+        elif d.get("event") in SETTLED_EVENTS:
+            settled.append(ts)
+    return ready, sorted(settled)
+
+
+def _histogram(m: Samples, name: str) -> tuple[dict[float, float], float, float]:
+    buckets: dict[float, float] = {}
+    for (n, lbls), v in m.items():
+        if n == f"{name}_bucket":
+            le = float(dict(lbls)["le"])
+            buckets[le] = buckets.get(le, 0.0) + v
+    return buckets, _sum(m, f"{name}_count"), _sum(m, f"{name}_sum")
+
+
+def _send_all(h: WorkerHarness, infos: list[PendingDeleteLedgerInfo]) -> None:
+    for info in infos:
+        h.send(info)  # synchronous: each one is durable on the topic when this returns
+
+
+async def drain(
+    stack: Stack,
+    out_dir: Path,
+    *,
+    key: str,
+    what: str,
+    run_id: str,
+    infos: list[PendingDeleteLedgerInfo],
+    route: str,
+    concurrency: int,
+    delete_via: str = "bookie-http",
+    deadline_s: float,
+) -> Row:
+    n = len(infos)
+    row = Row(key, what, "worker", route, delete_via, concurrency, n)
+    h = WorkerHarness(
+        stack,
+        out_dir,
+        f"bench-{run_id}-{key}",
+        topics={"parallelism": 4},
+        bookkeeper={"delete_via": delete_via},
+        offload={"s3_targets": []},
+        worker={
+            "max_inflight": concurrency,
+            # The rate limit out of the way: the storage, not the token bucket, sets the pace.
+            "deletes_per_second": 1_000_000.0,
+            "delete_burst": 1_000_000,
+            "min_ledger_age_s": 0,  # the ledgers were made seconds ago
+            "snapshot_ttl_s": 60,
+            "stats_poll_interval_s": 15,
+        },
+        logging={"level": "INFO", "format": "json"},
+    )
+    settings = load_settings(h.config_path)
+    async with new_session(30) as session:
+        admin = PulsarAdmin(stack.admin_url, session)
+        # The subscription exists before the first message: the backlog is retained for the worker.
+        await ensure_topology(admin, settings.topics)
+        t = time.monotonic()
+        await asyncio.to_thread(_send_all, h, infos)
+        row.extra["enqueue_s"] = round(time.monotonic() - t, 3)
+        try:
+            await _run(h, row, n, deadline_s)
+        finally:
+            await asyncio.to_thread(h.close)
+            await _delete_topics(admin, settings.topics.pending, settings.topics.retry, settings.topics.dlq, row)
+    return row
+
+
+def _spawn(h: WorkerHarness) -> subprocess.Popen[bytes]:
+    """The daemon exactly as the harness runs it; the clock starts later, at its 'worker ready' line."""
+    with open(h.log_path, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "worker.cli", "run", "--config", str(h.config_path)],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+
+async def _run(h: WorkerHarness, row: Row, n: int, deadline_s: float) -> None:
+    h.proc = _spawn(h)
+    pid = h.proc.pid
+    started = time.monotonic()
+    ready_at: float | None = None
+    done_at: float | None = None
+    cpu0: float | None = None
+    m: Samples | None = None
+    while True:
+        now = time.monotonic()
+        if h.proc.poll() is not None:
+            row.errors.append(f"worker exited with {h.proc.returncode}: {h.log_tail(5)}")
+            break
+        if ready_at is None and now - started > STARTUP_TIMEOUT_S:
+            row.errors.append(f"worker not ready after {STARTUP_TIMEOUT_S:.0f}s")
+            break
+        if ready_at is not None and now - ready_at > deadline_s:
+            row.errors.append(f"deadline {deadline_s:.0f}s passed")
+            break
+        got = _scrape(h.port)
+        if got is not None:
+            m = got
+            if ready_at is None and _sum(m, "ledger_deletion_ready") >= 1:
+                ready_at = now
+                row.extra["startup_s"] = round(now - started, 2)
+                cpu0 = _cpu_s(pid)
+                rss = _proc_status_kib(pid, "VmRSS")
+                row.rss_ready_mib = round(rss / 1024, 1) if rss is not None else None
+            settled = (
+                _sum(m, "ledger_deletion_deleted_total")
+                + _sum(m, "ledger_deletion_rejected_total")
+                + _sum(m, "ledger_deletion_dlq_total")
+            )
+            if settled >= n:
+                done_at = now
+                break
+        await asyncio.sleep(POLL_S if ready_at is not None else 0.02)
+
+    # The process is still alive here unless it died: its high-water mark covers the whole drain.
+    hwm = _proc_status_kib(pid, "VmHWM")
+    cpu1 = _cpu_s(pid)
+    final = _scrape(h.port) or m or {}
+    if h.proc.poll() is None:
+        row.extra["exit_code"] = await asyncio.to_thread(h.stop)
+    row.peak_rss_mib = round(hwm / 1024, 1) if hwm is not None else None
+    if cpu0 is not None and cpu1 is not None:
+        row.cpu_s = round(cpu1 - cpu0, 2)
+
+    row.completed = int(_sum(final, "ledger_deletion_deleted_total"))
+    row.extra["outcomes"] = {
+        f"{dict(lbls).get('route')}/{dict(lbls).get('result')}": int(v)
+        for (name, lbls), v in final.items()
+        if name == "ledger_deletion_deleted_total" and v
+    }
+    for counter in ("rejected", "dlq", "retried", "in_use", "failed"):
+        v = _sum(final, f"ledger_deletion_{counter}_total")
+        if v:
+            row.extra[counter] = int(v)
+    wrong_route = [k for k in row.extra["outcomes"] if not k.startswith(f"{row.route}/")]
+    if wrong_route:
+        row.errors.append(f"expected route {row.route}, saw {wrong_route}")
+
+    buckets, count, total = _histogram(final, "ledger_deletion_processing_seconds")
+    # The table shows what the histogram proves (the bucket's upper bound); the JSON keeps both.
+    row.latency_s = histogram_upper_bounds(buckets, count)
+    row.extra["latency_interpolated_s"] = histogram_quantiles(buckets, count)
+    row.latency_mean_s = total / count if count else None
+    row.latency_source = "worker histogram: upper bound of the percentile's bucket (mean exact)"
+
+    ready_ts, settled_ts = _log_times(h.log_path)
+    by_poll = (done_at - ready_at) if (ready_at is not None and done_at is not None) else None
+    row.extra["seconds_by_poll"] = round(by_poll, 3) if by_poll is not None else None
+    if ready_ts is not None and settled_ts:
+        last = settled_ts[min(n, len(settled_ts)) - 1]
+        row.finish((last - ready_ts).total_seconds())
+        row.extra["timing"] = "worker log: 'worker ready' -> N-th settled message"
+    elif by_poll is not None:
+        row.finish(by_poll)
+        row.extra["timing"] = "metrics poll (100 ms)"
+    row.extra["log"] = str(h.log_path.relative_to(REPO))
+
+
+async def _delete_topics(admin: PulsarAdmin, pending: str, retry: str, dlq: str, row: Row) -> None:
+    """The run's own topics go away with it (best effort: a failure is noted, not raised)."""
+    try:
+        await admin.delete_partitioned_topic(TopicName.parse(pending), force=True)
+        for t in (retry, dlq):
+            await admin.delete_topic(TopicName.parse(t), force=True)
+    except Exception as e:
+        row.extra["cleanup_error"] = f"{type(e).__name__}: {e}"

@@ -1,0 +1,61 @@
+"""The local stack's addresses and the benchmark's knobs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import urllib.request
+from dataclasses import dataclass
+
+from tests.conftest import REPO, STACK, Stack
+
+OUT = REPO / "bench" / "out"
+
+
+@dataclass(frozen=True)
+class Knobs:
+    n: int
+    concurrency: int
+    owner_n: int
+    zk: bool
+
+    @classmethod
+    def from_env(cls) -> Knobs:
+        n = int(os.environ.get("BENCH_N", "300"))
+        c = int(os.environ.get("BENCH_CONCURRENCY", "16"))
+        owner_n = int(os.environ.get("BENCH_OWNER_N", "50"))
+        zk = os.environ.get("BENCH_ZK", "1") not in ("0", "false", "no", "")
+        if not (1 <= n <= 5000 and 1 <= c <= 256 and 0 <= owner_n <= 1000):
+            raise SystemExit("BENCH_N must be 1..5000, BENCH_CONCURRENCY 1..256, BENCH_OWNER_N 0..1000")
+        return cls(n, c, owner_n, zk)
+
+
+def _up(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def stack() -> Stack:
+    """The stack's addresses from ``stack.sh env``; started (idempotently) if the broker or bookie is down."""
+    out = subprocess.run(["bash", str(STACK), "env"], check=True, capture_output=True, text=True, timeout=60).stdout
+    env = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    s = Stack(
+        admin_url=env["PULSAR_ADMIN_URL"],
+        service_url=env["PULSAR_SERVICE_URL"],
+        bookie_http_url=env["BOOKIE_HTTP_URL"],
+        zookeeper_hosts=env["ZOOKEEPER_HOSTS"],
+        s3_endpoint=env["S3_ENDPOINT"],
+        s3_bucket=env["S3_BUCKET"],
+    )
+    if not healthy(s):
+        subprocess.run(["bash", str(STACK), "up"], check=True, timeout=600)
+        if not healthy(s):
+            raise SystemExit("the local stack is not healthy (broker health or bookie heartbeat failing)")
+    return s
+
+
+def healthy(s: Stack) -> bool:
+    return _up(f"{s.admin_url}/admin/v2/brokers/health") and _up(f"{s.bookie_http_url}/heartbeat")

@@ -1,0 +1,273 @@
+"""Orchestration: make the ledgers once, measure every group, compare, print, write JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import time
+import traceback
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from bench import drain, ledgers, owner, raw, report
+from bench.env import OUT, Knobs, stack
+from bench.result import Row
+from tests.conftest import REPO, Stack
+from tests.integration.worker_harness import pulsar_ml_metadata
+from worker.bookkeeper import BookieClient
+from worker.http import new_session
+from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.pulsar_admin import PulsarAdmin
+
+# Optional groups (owner route, ZooKeeper mode) are skipped once the run has taken this long.
+OPTIONAL_BUDGET_S = 230.0
+CLEANUP_BUDGET_S = 60.0
+
+
+def _ml(topic: str, lid: int) -> PendingDeleteLedgerInfo:
+    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid)
+
+
+def _loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _git_head() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+def _prune_previous_outputs() -> None:
+    """Worker configs and logs of earlier runs (results.json is overwritten): bench/out stays one run big."""
+    for p in OUT.glob("worker-bench-*"):
+        if p.suffix in (".log", ".yaml"):
+            p.unlink(missing_ok=True)
+
+
+async def _guard(key: str, what: str, n: int, conc: int, fn: Callable[[], Awaitable[Row]]) -> Row:
+    """A group that blows up is reported as a row with its error; the run goes on."""
+    print(f"[bench] {what} (N={n}) ...", flush=True)
+    try:
+        row = await fn()
+    except Exception as e:
+        row = Row(key, what, "worker" if key.startswith("worker") else "raw", "?", "?", conc, n)
+        row.errors.append(f"{type(e).__name__}: {e}")
+        traceback.print_exc()
+    rate = f"{row.rate:.2f}/s" if row.rate is not None else "-"
+    print(f"[bench]   {row.completed}/{row.n} in {row.seconds}s = {rate}; errors: {len(row.errors)}", flush=True)
+    return row
+
+
+async def _leftover(bookie: BookieClient, ids: list[int]) -> int | None:
+    try:
+        return len(set(ids) & set(await bookie.list_ledger_ids()))
+    except Exception:
+        return None
+
+
+async def amain() -> int:
+    knobs = Knobs.from_env()
+    s: Stack = stack()
+    OUT.mkdir(parents=True, exist_ok=True)
+    _prune_previous_outputs()
+    run_id = uuid.uuid4().hex[:8]
+    n, c = knobs.n, knobs.concurrency
+    t_start = time.monotonic()
+    meta: dict[str, Any] = {
+        "run_id": run_id,
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "git_head": _git_head(),
+        "n": n,
+        "concurrency": c,
+        "owner_n": knobs.owner_n,
+        "zk": knobs.zk,
+        "cpus": os.cpu_count(),
+        "loadavg_before": _loadavg(),
+        "bookie_http": s.bookie_http_url,
+    }
+
+    # Direct-route orphans: Pulsar managed-ledger metadata naming a topic that does not exist. One JVM
+    # makes every group's ledgers (a JVM start costs ~7 s); each group gets its own slice.
+    gone_topic = f"persistent://public/default/ldw-bench-gone-{run_id}"
+    groups = ["raw-seq", "raw-conc", "worker-conc", "worker-1"] + (["raw-zk", "worker-zk"] if knobs.zk else [])
+    if c == 1:
+        groups = [g for g in groups if g not in ("raw-conc", "worker-conc")]
+    print(f"[bench] creating {n * len(groups)} ledgers for {gone_topic} ...", flush=True)
+    t = time.monotonic()
+    try:
+        all_ids = await asyncio.to_thread(ledgers.create, s, n * len(groups), pulsar_ml_metadata(gone_topic))
+    except ledgers.LedgerCreationFailed as e:
+        await asyncio.to_thread(raw.bookie_sequential, s.bookie_http_url, e.made, CLEANUP_BUDGET_S)
+        raise
+    meta["create_s"] = round(time.monotonic() - t, 1)
+    meta["ledgers_created"] = len(all_ids)
+    ids = {g: all_ids[i * n : (i + 1) * n] for i, g in enumerate(groups)}
+    raw_deadline = 30 + n * 0.5
+    worker_deadline = 60 + n * 0.5
+
+    rows: list[Row] = []
+    owner_topic: str | None = None
+    async with new_session(60) as session:
+        bookie = BookieClient(s.bookie_http_url, session)
+        admin = PulsarAdmin(s.admin_url, session)
+
+        async def record(row: Row, lids: list[int]) -> None:
+            row.leftover = await _leftover(bookie, lids)
+            rows.append(row)
+
+        lids = ids["raw-seq"]
+        await record(
+            await _guard(
+                "raw-bookie-seq",
+                "raw bookie HTTP DELETE, sequential",
+                n,
+                1,
+                lambda: asyncio.to_thread(raw.bookie_sequential, s.bookie_http_url, lids, raw_deadline),
+            ),
+            lids,
+        )
+        if "raw-conc" in ids:
+            lids_c = ids["raw-conc"]
+            await record(
+                await _guard(
+                    f"raw-bookie-c{c}",
+                    f"raw bookie HTTP DELETE, {c} in flight",
+                    n,
+                    c,
+                    lambda: raw.bookie_concurrent(s.bookie_http_url, lids_c, c, raw_deadline),
+                ),
+                lids_c,
+            )
+
+        def worker_group(
+            g: str, conc: int, key: str, what: str, via: str = "bookie-http"
+        ) -> Callable[[], Awaitable[Row]]:
+            infos = [_ml(gone_topic, lid) for lid in ids[g]]
+            return lambda: drain.drain(
+                s,
+                OUT,
+                key=key,
+                what=what,
+                run_id=run_id,
+                infos=infos,
+                route="direct",
+                concurrency=conc,
+                delete_via=via,
+                deadline_s=worker_deadline,
+            )
+
+        if "worker-conc" in ids:
+            what = f"worker, direct route, max_inflight={c}"
+            key = f"worker-direct-c{c}"
+            await record(await _guard(key, what, n, c, worker_group("worker-conc", c, key, what)), ids["worker-conc"])
+        what = "worker, direct route, max_inflight=1"
+        await record(
+            await _guard("worker-direct-c1", what, n, 1, worker_group("worker-1", 1, "worker-direct-c1", what)),
+            ids["worker-1"],
+        )
+
+        if knobs.owner_n and time.monotonic() - t_start < OPTIONAL_BUDGET_S:
+            what = f"worker, owner route (live topic), max_inflight={c}"
+            key = f"worker-owner-c{c}"
+            print(f"[bench] making owner-route orphans (~{knobs.owner_n}) ...", flush=True)
+            try:
+                t = time.monotonic()
+                owner_topic, owner_ids = await owner.make(s, admin, run_id, knobs.owner_n)
+                meta["owner_setup_s"] = round(time.monotonic() - t, 1)
+                meta["owner_topic"] = owner_topic
+                infos = [_ml(owner_topic, lid) for lid in owner_ids]
+
+                def owner_drain() -> Awaitable[Row]:
+                    return drain.drain(
+                        s,
+                        OUT,
+                        key=key,
+                        what=what,
+                        run_id=run_id,
+                        infos=infos,
+                        route="owner",
+                        concurrency=c,
+                        deadline_s=worker_deadline,
+                    )
+
+                await record(await _guard(key, what, len(owner_ids), c, owner_drain), owner_ids)
+            except Exception as e:
+                meta["owner_error"] = f"{type(e).__name__}: {e}"
+                traceback.print_exc()
+        elif knobs.owner_n:
+            meta["owner_skipped"] = "time budget"
+
+        if knobs.zk and time.monotonic() - t_start < OPTIONAL_BUDGET_S:
+            lids_z = ids["raw-zk"]
+            await record(
+                await _guard(
+                    f"raw-zk-c{c}",
+                    f"raw ZooKeeper znode delete, {c} in flight",
+                    n,
+                    c,
+                    lambda: raw.zookeeper_concurrent(s.zookeeper_hosts, lids_z, c, raw_deadline),
+                ),
+                lids_z,
+            )
+            what = f"worker, direct route, max_inflight={c}, delete_via=zookeeper"
+            key = f"worker-direct-zk-c{c}"
+            await record(
+                await _guard(key, what, n, c, worker_group("worker-zk", c, key, what, via="zookeeper")),
+                ids["worker-zk"],
+            )
+        elif knobs.zk:
+            meta["zk_skipped"] = "time budget"
+
+        # Compare each worker row with the raw row at the same concurrency and storage path.
+        by_key = {r.key: r for r in rows}
+        for r in rows:
+            if r.kind != "worker":
+                continue
+            base = "raw-bookie-seq" if r.concurrency == 1 else f"raw-bookie-c{r.concurrency}"
+            if r.delete_via == "zookeeper":
+                base = f"raw-zk-c{r.concurrency}"
+            b = by_key.get(base)
+            r.baseline = base
+            if b is not None and b.rate and r.rate:
+                r.ratio = r.rate / b.rate
+            zk_raw = by_key.get(f"raw-bookie-c{c}")
+            if r.delete_via == "zookeeper" and zk_raw is not None and zk_raw.rate and r.rate:
+                r.extra["ratio_vs_raw_bookie"] = round(r.rate / zk_raw.rate, 2)
+
+        # Leave nothing behind: leftovers of this run's groups (a group that failed or timed out) are
+        # deleted here, bounded by count and time; the owner topic goes with its remaining ledgers.
+        cleanup_ids = [lid for lids in ids.values() for lid in lids]
+        try:
+            present = set(await bookie.list_ledger_ids())
+            left = [lid for lid in cleanup_ids if lid in present]
+            meta["cleanup_leftovers"] = len(left)
+            if left:
+                await asyncio.to_thread(raw.bookie_sequential, s.bookie_http_url, left, CLEANUP_BUDGET_S)
+        except Exception as e:
+            meta["cleanup_error"] = f"{type(e).__name__}: {e}"
+        if owner_topic is not None:
+            try:
+                await owner.remove(admin, owner_topic)
+            except Exception as e:
+                meta["owner_cleanup_error"] = f"{type(e).__name__}: {e}"
+
+    meta["loadavg_after"] = _loadavg()
+    meta["total_s"] = round(time.monotonic() - t_start, 1)
+    print()
+    print(report.table(rows))
+    print(report.notes(rows, meta))
+    path = OUT / "results.json"
+    report.write_json(path, rows, meta)
+    print(f"results: {path.relative_to(REPO)}")
+    return 1 if any(r.errors for r in rows) else 0
+
+
+def main() -> int:
+    return asyncio.run(amain())
