@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pulsar
@@ -43,7 +44,8 @@ class Daemon:
         self.stopping = asyncio.Event()
         self.ready = False
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._locks: dict[tuple[str, int], asyncio.Lock] = {}
+        # Per-ledger locks with their holder+waiter counts, dropped when the last user leaves.
+        self._locks: dict[tuple[str, int], tuple[asyncio.Lock, int]] = {}
 
     def request_stop(self) -> None:
         if not self.stopping.is_set():
@@ -186,11 +188,8 @@ class Daemon:
             if key is None:
                 await pipeline.handle(msg)
             else:
-                lock = self._locks.setdefault(key, asyncio.Lock())
-                async with lock:
+                async with self._ledger_lock(key):
                     await pipeline.handle(msg)
-                if not lock.locked() and self._locks.get(key) is lock:
-                    self._locks.pop(key, None)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -201,6 +200,20 @@ class Daemon:
                 consumer.negative_acknowledge(msg)
         finally:
             self.metrics.inflight.dec()
+
+    @contextlib.asynccontextmanager
+    async def _ledger_lock(self, key: tuple[str, int]) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
 
     async def _drain(self) -> None:
         if not self._tasks:
