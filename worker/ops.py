@@ -19,9 +19,34 @@ import pulsar
 
 from worker import message as m
 from worker.http import new_session
-from worker.pulsar_admin import PulsarAdmin, TopicNotFound
+from worker.pulsar_admin import NotOwner, PulsarAdmin, TopicNotFound
 from worker.settings import Settings
 from worker.topic_name import TopicName
+
+
+async def on_owner(admin: PulsarAdmin, topic: TopicName, token: str | None) -> PulsarAdmin:
+    """The same client aimed at the broker that owns ``topic``.
+
+    Per-topic admin calls answer 307 on any other broker, and ``PulsarAdmin`` deliberately never follows
+    redirects (the worker must notice ownership moves); an operator read-out just asks the owner.
+    """
+    owner = await admin.lookup(topic)
+    return PulsarAdmin(owner, admin.session, token)
+
+
+async def topic_stats(admin: PulsarAdmin, topic: TopicName, token: str | None = None) -> dict[str, Any]:
+    try:
+        return await admin.stats(topic)
+    except NotOwner:
+        return await (await on_owner(admin, topic, token)).stats(topic)
+
+
+async def topic_internal_stats(admin: PulsarAdmin, topic: TopicName, token: str | None = None) -> dict[str, Any]:
+    try:
+        return await admin.internal_stats(topic)
+    except NotOwner:
+        return await (await on_owner(admin, topic, token)).internal_stats(topic)
+
 
 # ---- inflight -----------------------------------------------------------------------------------------
 
@@ -47,11 +72,11 @@ class Inflight:
         return {"total": self.total, "parts": [asdict(p) for p in self.parts]}
 
 
-async def _backlog(admin: PulsarAdmin, role: str, topic: str, subscription: str) -> Backlog:
+async def _backlog(admin: PulsarAdmin, role: str, topic: str, subscription: str, token: str | None) -> Backlog:
     tn = TopicName.parse(topic)
     try:
         # partitioned-stats sums the partitions; a non-partitioned topic only answers plain stats.
-        st = await (admin.partitioned_stats(tn) if await admin.partitions(tn) > 0 else admin.stats(tn))
+        st = await (admin.partitioned_stats(tn) if await admin.partitions(tn) > 0 else topic_stats(admin, tn, token))
     except TopicNotFound:
         return Backlog(role, topic, subscription, 0, False)
     sub = (st.get("subscriptions") or {}).get(subscription) or {}
@@ -60,10 +85,11 @@ async def _backlog(admin: PulsarAdmin, role: str, topic: str, subscription: str)
 
 async def inflight(admin: PulsarAdmin, settings: Settings) -> Inflight:
     t = settings.topics
+    tok = settings.pulsar.auth_token
     parts = await asyncio.gather(
-        _backlog(admin, "pending", t.pending, t.subscription),
-        _backlog(admin, "retry", t.retry, t.subscription),
-        _backlog(admin, "dlq", t.dlq, t.dlq_replay_subscription),
+        _backlog(admin, "pending", t.pending, t.subscription, tok),
+        _backlog(admin, "retry", t.retry, t.subscription, tok),
+        _backlog(admin, "dlq", t.dlq, t.dlq_replay_subscription, tok),
     )
     return Inflight(tuple(parts))
 
@@ -151,9 +177,11 @@ def dead_letter_from(msg: pulsar.Message, state: str) -> DeadLetter:
     )
 
 
-async def _cursor_state(admin: PulsarAdmin, topic: TopicName, subscription: str) -> CursorState | None:
+async def _cursor_state(
+    admin: PulsarAdmin, topic: TopicName, subscription: str, token: str | None
+) -> CursorState | None:
     try:
-        stats = await admin.internal_stats(topic)
+        stats = await topic_internal_stats(admin, topic, token)
     except TopicNotFound:
         return None
     cursor = (stats.get("cursors") or {}).get(subscription)
@@ -204,15 +232,15 @@ async def list_dead_letters(
         admin = PulsarAdmin(str(p.admin_url), session, p.auth_token)
         n = await admin.partitions(dlq)
         topics: Sequence[TopicName] = [dlq.partition(i) for i in range(n)] if n > 0 else [dlq]
-        cursors = [await _cursor_state(admin, t, sub) for t in topics]
-        if n == 0 and cursors[0] is None and not await _exists(admin, dlq):
+        cursors = [await _cursor_state(admin, t, sub, p.auth_token) for t in topics]
+        if n == 0 and cursors[0] is None and not await _exists(admin, dlq, p.auth_token):
             return []
     return await asyncio.to_thread(_read_partitions, settings, topics, cursors, limit, include_replayed)
 
 
-async def _exists(admin: PulsarAdmin, topic: TopicName) -> bool:
+async def _exists(admin: PulsarAdmin, topic: TopicName, token: str | None) -> bool:
     try:
-        await admin.stats(topic)
+        await topic_stats(admin, topic, token)
         return True
     except TopicNotFound:
         return False

@@ -32,7 +32,7 @@ from worker.managed_ledger_metadata import (
 )
 from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
 from worker.phase1 import PendingDeleteSender, SendFailed
-from worker.pulsar_admin import PulsarAdmin, TopicNotFound
+from worker.pulsar_admin import NotOwner, PulsarAdmin, TopicNotFound
 from worker.scanner import ZooKeeperView
 from worker.settings import OffloadSettings, Settings
 from worker.topic_name import TopicName
@@ -290,7 +290,12 @@ async def purge_topic(
     if plan.partitions > 0 and topic.partition_index is None:
         await admin.delete_partitioned_topic(topic, force=True)
     else:
-        await admin.delete_topic(topic, force=True)
+        try:
+            await admin.delete_topic(topic, force=True)
+        except NotOwner:
+            # Only the owner deletes a topic; PulsarAdmin never follows a redirect by itself.
+            owner = await admin.lookup(topic)
+            await PulsarAdmin(owner, admin.session, settings.pulsar.auth_token).delete_topic(topic, force=True)
     if await collector.collect(topic) is not None:
         raise PurgeError(f"{topic} still exists after the delete; re-run purge-topic")
     say(f"purged {topic}: {len(plan.infos)} pending deletions queued ({_fmt_counts(plan.counts())}), topic deleted")
