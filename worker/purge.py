@@ -124,7 +124,7 @@ class Collector:
         plan = PurgePlan(topic, n)
         found_any = n > 0
         for pt in physical:
-            got = await self.reader.fetch(pt)
+            got = await self._fetch(pt)
             if got is None:
                 continue  # a partition never created owns no ledger
             found_any = True
@@ -136,6 +136,12 @@ class Collector:
             # Schemas are per base topic; a single partition's purge leaves the shared schema alone.
             await self._collect_schema(plan, base, physical)
         return plan
+
+    async def _fetch(self, topic: TopicName) -> tuple[dict[str, Any], str] | None:
+        try:
+            return await self.reader.fetch(topic)
+        except TopicNotFound:
+            return None  # the lookup itself said 404: no such namespace (or tenant), so no such topic
 
     def _info(self, topic: TopicName, component: LedgerComponent, lid: int, **kw: Any) -> PendingDeleteLedgerInfo:
         return PendingDeleteLedgerInfo(
@@ -225,7 +231,7 @@ class Collector:
         if self.zk is not None:
             ids |= await self.zk.schema_ledgers(schema_id) or frozenset()
         for pt in physical:
-            got = await self.reader.fetch(pt)
+            got = await self._fetch(pt)
             if got is not None:
                 ids |= {
                     int(s["ledgerId"]) for s in got[0].get("schemaLedgers") or [] if int(s.get("ledgerId", -1)) >= 0

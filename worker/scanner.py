@@ -41,6 +41,7 @@ from worker.bookkeeper import BookieClient, LedgerMetadata
 from worker.http import BackendError
 from worker.in_use import LiveSet, SnapshotCache, TopicGone
 from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.pulsar_admin import TopicNotFound
 from worker.topic_name import InvalidTopicName, TopicName
 from worker.zookeeper import MANAGED_LEDGERS_ROOT, ZooKeeper
 
@@ -435,8 +436,13 @@ class Scanner:
         await asyncio.gather(*(worker() for _ in range(min(self.concurrency, max(1, len(topics))))))
 
     async def _judge_topic(self, topic: TopicName, cands: list[_Candidate]) -> list[Decision]:
+        snap: LiveSet | TopicGone
         try:
             snap = await self.snapshots.get(topic, fresh=True)
+        except TopicNotFound:
+            # The lookup itself answered 404 (no such namespace or tenant): no topic, hence no live set.
+            # "Gone" still needs the metadata store's agreement below, as for any other gone topic.
+            snap = TopicGone(topic, 0)
         except Exception as e:  # any doubt about live state is a skip, never an orphan
             why = f"live state unavailable: {type(e).__name__}: {e}"
             return [self._decision(c.md, c.owner, Verdict.SKIPPED, why, c.age_s) for c in cands]

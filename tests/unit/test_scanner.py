@@ -359,3 +359,13 @@ async def test_progress_and_decision_callbacks() -> None:
     )
     assert ("metadata", 5, 5) in seen and ("topics", 1, 1) in seen
     assert sorted(decided) == [1, 2, 3, 4, 5]
+
+
+async def test_a_lookup_404_means_no_topic_but_still_needs_the_metadata_store() -> None:
+    from worker.pulsar_admin import TopicNotFound
+
+    gone_ns = TopicNotFound("GET /lookup/v2/topic/...: Namespace not found")
+    got, _, _ = await scan([md(1, ml(A))], {A: gone_ns})
+    assert got[1].verdict is Verdict.ORPHAN and got[1].why == "topic gone"
+    got, _, _ = await scan([md(1, ml(A))], {A: gone_ns}, FakeStore(managed_ledgers={"t/ns/persistent/a"}))
+    assert got[1].verdict is Verdict.SKIPPED
