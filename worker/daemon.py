@@ -27,6 +27,7 @@ from worker.logs import configure, get_logger
 from worker.metrics import Metrics
 from worker.pipeline import LedgerMetadataDeleter, Pipeline
 from worker.pulsar_admin import PulsarAdmin
+from worker.pulsar_client import async_client, close_client
 from worker.rate_limit import TokenBucket
 from worker.settings import Settings
 from worker.settlement import Settler
@@ -71,13 +72,8 @@ class Daemon:
 
             await ensure_topology(admin, s.topics)
 
-            client = pulsar_asyncio.Client(
-                s.pulsar.service_url,
-                authentication=pulsar.AuthenticationToken(s.pulsar.auth_token) if s.pulsar.auth_token else None,
-                operation_timeout_seconds=int(max(1, s.pulsar.request_timeout_s)),
-                logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
-            )
-            stack.push_async_callback(client.close)
+            client = async_client(s.pulsar)
+            stack.push_async_callback(close_client, client)
             retry_producer = await client.create_producer(s.topics.retry, batching_enabled=False)
             stack.push_async_callback(retry_producer.close)
             dlq_producer = await client.create_producer(s.topics.dlq, batching_enabled=False)

@@ -20,6 +20,7 @@ import pulsar
 from worker import message as m
 from worker.http import new_session
 from worker.pulsar_admin import NotOwner, PulsarAdmin, TopicNotFound
+from worker.pulsar_client import blocking_client
 from worker.settings import Settings
 from worker.topic_name import TopicName
 
@@ -195,12 +196,7 @@ def _read_partitions(
     # and exits right away occasionally aborts in the C++ library ("terminate called without an active
     # exception"); the blocking client shuts down deterministically.
     p = settings.pulsar
-    client = pulsar.Client(
-        p.service_url,
-        authentication=pulsar.AuthenticationToken(p.auth_token) if p.auth_token else None,
-        operation_timeout_seconds=int(max(1, p.request_timeout_s)),
-        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
-    )
+    client = blocking_client(p)
     out: list[DeadLetter] = []
     try:
         for topic, cursor in zip(topics, cursors, strict=True):

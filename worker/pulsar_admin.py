@@ -50,8 +50,22 @@ class PulsarAdmin:
         params: Mapping[str, str] | None = None,
         ok: tuple[int, ...] = (200, 204),
         not_found_ok: bool = False,
+        follow_redirect: bool = False,
     ) -> Any:
         url = f"{(base or self.admin_url).rstrip('/')}{path}"
+        return await self._request(method, url, path, body, params, ok, not_found_ok, follow_redirect)
+
+    async def _request(
+        self,
+        method: str,
+        url: str,
+        path: str,
+        body: Any,
+        params: Mapping[str, str] | None,
+        ok: tuple[int, ...],
+        not_found_ok: bool,
+        follow_redirect: bool,
+    ) -> Any:
         # Jersey answers 415 to a PUT/POST without a JSON content type, even with no body.
         headers = {**self._headers, "Content-Type": "application/json"}
         data = None if body is None else json.dumps(body)
@@ -72,6 +86,10 @@ class PulsarAdmin:
             except ValueError:
                 return text  # a few endpoints (health) answer plain text
         if status in (301, 302, 307, 308):
+            if follow_redirect and location:
+                # Read-only calls whose answer does not feed an in-use decision may simply ask the
+                # owner; the Location already carries the query string.
+                return await self._request(method, location, path, body, None, ok, not_found_ok, False)
             raise NotOwner(location)
         if status == 404:
             if not_found_ok:
@@ -143,7 +161,7 @@ class PulsarAdmin:
         return dict(await self._call("GET", f"/admin/v2/{topic.rest_path}/internal-info", base=base))
 
     async def stats(self, topic: TopicName) -> dict[str, Any]:
-        return dict(await self._call("GET", f"/admin/v2/{topic.rest_path}/stats"))
+        return dict(await self._call("GET", f"/admin/v2/{topic.rest_path}/stats", follow_redirect=True))
 
     async def partitioned_stats(self, topic: TopicName) -> dict[str, Any]:
         return dict(
