@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +21,6 @@ from worker.pulsar_admin import PulsarAdmin
 from worker.topology import ensure_topology
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def harnesses() -> Iterator[list[WorkerHarness]]:
-    made: list[WorkerHarness] = []
-    yield made
-    for h in made:
-        h.close()
 
 
 @pytest.mark.parametrize(

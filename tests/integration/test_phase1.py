@@ -9,7 +9,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +33,6 @@ TOO_BIG = {"pad": "x" * (6 * 1024 * 1024)}
 
 
 # ---- shared helpers -------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def harnesses() -> Iterator[list[WorkerHarness]]:
-    made: list[WorkerHarness] = []
-    yield made
-    for h in made:
-        h.close()
 
 
 def worker_config(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +27,6 @@ from worker.topic_name import TopicName
 pytestmark = pytest.mark.integration
 
 MIN_AGE_S = 15
-
-
-@pytest.fixture
-def harnesses() -> Iterator[list[WorkerHarness]]:
-    made: list[WorkerHarness] = []
-    yield made
-    for h in made:
-        h.close()
 
 
 class Scene:

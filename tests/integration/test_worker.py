@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,14 +18,6 @@ from worker.pulsar_admin import PulsarAdmin
 from worker.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def harnesses(tmp_path: Path) -> Iterator[list[WorkerHarness]]:
-    made: list[WorkerHarness] = []
-    yield made
-    for h in made:
-        h.close()
 
 
 def new_worker(harnesses: list[WorkerHarness], stack: Stack, tmp_path: Path, name: str, **kw: dict) -> WorkerHarness:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
@@ -30,14 +29,6 @@ def s3(stack: Stack):  # type: ignore[no-untyped-def]
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
     )
-
-
-@pytest.fixture
-def workers(stack: Stack, tmp_path: Path) -> Iterator[list[WorkerHarness]]:
-    made: list[WorkerHarness] = []
-    yield made
-    for h in made:
-        h.close()
 
 
 def keys_of(ctx: OffloadContext, lid: int) -> list[str]:
@@ -92,7 +83,7 @@ async def test_offloaded_ledger_in_use_then_deleted_and_forgeries_rejected(
     admin: PulsarAdmin,
     s3,
     tmp_path: Path,  # type: ignore[no-untyped-def]
-    workers: list[WorkerHarness],
+    harnesses: list[WorkerHarness],
 ) -> None:
     topic = f"persistent://{test_namespace}/off-{unique}"
     t = TopicName.parse(topic)
@@ -115,7 +106,7 @@ async def test_offloaded_ledger_in_use_then_deleted_and_forgeries_rejected(
         )
 
     w = WorkerHarness(stack, tmp_path, f"off-{unique}", worker={"in_use_retry_s": 3, "max_attempts": 200})
-    workers.append(w)
+    harnesses.append(w)
     w.start()
     w.send(offload_msg(topic, victim, ctx))  # listed with this very uuid: in use
     w.send(offload_msg(topic, keeper, stale))  # listed, but under another uuid: deletable

@@ -3,7 +3,6 @@ forgot them (tests/integration/orphans.py), not ledgers we forged."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
@@ -20,14 +19,6 @@ from worker.pulsar_admin import PulsarAdmin
 from worker.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def worker_for(stack: Stack, tmp_path: Path) -> Iterator[list[WorkerHarness]]:
-    made: list[WorkerHarness] = []
-    yield made
-    for h in made:
-        h.close()
 
 
 def start_worker(made: list[WorkerHarness], stack: Stack, tmp_path: Path, name: str, **kw: dict) -> WorkerHarness:
@@ -47,7 +38,7 @@ async def test_orphans_of_a_deleted_topic_go_by_the_direct_route(
     admin: PulsarAdmin,
     bookie: BookieClient,
     tmp_path: Path,
-    worker_for: list[WorkerHarness],
+    harnesses: list[WorkerHarness],
 ) -> None:
     topic = f"persistent://{test_namespace}/dead-{unique}"
     produce(stack.service_url, topic, 16)
@@ -57,7 +48,7 @@ async def test_orphans_of_a_deleted_topic_go_by_the_direct_route(
     for lid in data_ids:
         assert await bookie.get_metadata(lid) is not None
 
-    w = start_worker(worker_for, stack, tmp_path, f"dead-{unique}")
+    w = start_worker(harnesses, stack, tmp_path, f"dead-{unique}")
     for lid in data_ids:
         w.send(ml(topic, lid))
 
@@ -83,14 +74,14 @@ async def test_in_use_ledger_is_retried_until_its_topic_drops_it(
     admin: PulsarAdmin,
     bookie: BookieClient,
     tmp_path: Path,
-    worker_for: list[WorkerHarness],
+    harnesses: list[WorkerHarness],
 ) -> None:
     topic = f"persistent://{test_namespace}/inuse-{unique}"
     produce(stack.service_url, topic, 16)
     t = TopicName.parse(topic)
     ids = ml_ledger_ids(await admin.internal_stats(t))
     victim = ids[0]
-    w = start_worker(worker_for, stack, tmp_path, f"inuse-{unique}", worker={"in_use_retry_s": 3, "max_attempts": 100})
+    w = start_worker(harnesses, stack, tmp_path, f"inuse-{unique}", worker={"in_use_retry_s": 3, "max_attempts": 100})
     w.send(ml(topic, victim))
 
     async def retried_twice() -> bool:
@@ -119,7 +110,7 @@ async def test_cursor_and_schema_ledgers_are_matched_and_deleted(
     admin: PulsarAdmin,
     bookie: BookieClient,
     tmp_path: Path,
-    worker_for: list[WorkerHarness],
+    harnesses: list[WorkerHarness],
 ) -> None:
     topic = f"persistent://{test_namespace}/cs-{unique}"
     t = TopicName.parse(topic)
@@ -147,7 +138,7 @@ async def test_cursor_and_schema_ledgers_are_matched_and_deleted(
     md = await bookie.get_metadata(schema_ledgers[0])
     assert md is not None and md.custom_metadata["pulsar/schemaId"] == schema_id
 
-    w = start_worker(worker_for, stack, tmp_path, f"cs-{unique}", worker={"in_use_retry_s": 3, "max_attempts": 100})
+    w = start_worker(harnesses, stack, tmp_path, f"cs-{unique}", worker={"in_use_retry_s": 3, "max_attempts": 100})
     cursor_msg = PendingDeleteLedgerInfo(
         topic, LedgerComponent.MANAGED_CURSOR, LedgerType.LEDGER, cursor_ledger, cursor_name=sub
     )
@@ -202,14 +193,14 @@ async def test_zookeeper_delete_path(
     admin: PulsarAdmin,
     bookie: BookieClient,
     tmp_path: Path,
-    worker_for: list[WorkerHarness],
+    harnesses: list[WorkerHarness],
 ) -> None:
     topic = f"persistent://{test_namespace}/zk-{unique}"
     produce(stack.service_url, topic, 11)
     ids = ml_ledger_ids(await admin.internal_stats(TopicName.parse(topic)))
     victims = ids[:2]
     await drop_ledgers_from_metadata(admin, stack.zookeeper_hosts, topic, victims)
-    w = start_worker(worker_for, stack, tmp_path, f"zk-{unique}", bookkeeper={"delete_via": "zookeeper"})
+    w = start_worker(harnesses, stack, tmp_path, f"zk-{unique}", bookkeeper={"delete_via": "zookeeper"})
     for lid in victims:
         w.send(ml(topic, lid))
 
@@ -228,7 +219,7 @@ async def test_partitioned_topic_owner_and_direct_routes(
     admin: PulsarAdmin,
     bookie: BookieClient,
     tmp_path: Path,
-    worker_for: list[WorkerHarness],
+    harnesses: list[WorkerHarness],
 ) -> None:
     base = TopicName.parse(f"persistent://{test_namespace}/parted-{unique}")
     await admin.create_partitioned_topic(base, 2)
@@ -238,7 +229,7 @@ async def test_partitioned_topic_owner_and_direct_routes(
     ids1 = ml_ledger_ids(await admin.internal_stats(p1))
     # Partition 0 forgets its first ledger (owner route); in partition 1 the first ledger is live.
     await drop_ledgers_from_metadata(admin, stack.zookeeper_hosts, p0, [ids0[0]])
-    w = start_worker(worker_for, stack, tmp_path, f"parted-{unique}", worker={"in_use_retry_s": 1, "max_attempts": 3})
+    w = start_worker(harnesses, stack, tmp_path, f"parted-{unique}", worker={"in_use_retry_s": 1, "max_attempts": 3})
     w.send(ml(str(p0), ids0[0]))
     w.send(ml(str(p1), ids1[0]))
     # Announced under the partitioned base name, a live partition's ledger is still found in use.
