@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real local stack: Apache Pulsar standalone (ZooKeeper metadata, bookie HTTP admin on) and moto's
-# S3 server, both on loopback.  `stack.sh up|down|status|env`.
+# S3 server, both on loopback.  `stack.sh up|down|status|env|restart-pulsar`.
 #
 # Everything is configurable through the environment (defaults in brackets):
 #   STACK_DIR [deploy/local/.data]  data, logs and pid files
@@ -249,6 +249,13 @@ case ${1:-} in
     ports_free "$WEB_PORT" "$BROKER_PORT" "$BOOKIE_PORT" "$BOOKIE_HTTP_PORT" "$ZK_PORT" "$S3_PORT" || sleep 3
     ports_free "$WEB_PORT" "$BROKER_PORT" "$BOOKIE_PORT" "$BOOKIE_HTTP_PORT" "$ZK_PORT" "$S3_PORT"
     ;;
+  restart-pulsar)
+    # For fault tests: the broker (and its bookie and ZooKeeper) goes away and comes back on the same
+    # data; S3 is left alone.
+    stop_one pulsar
+    ports_free "$WEB_PORT" "$BROKER_PORT" "$BOOKIE_PORT" "$BOOKIE_HTTP_PORT" "$ZK_PORT" || sleep 3
+    start_pulsar
+    ;;
   status) status ;;
   env)
     cat <<EOF
@@ -261,5 +268,5 @@ S3_BUCKET=$S3_BUCKET
 S3_REGION=$S3_REGION
 EOF
     ;;
-  *) echo "usage: $0 up|down|status|env" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|status|env|restart-pulsar" >&2; exit 2 ;;
 esac

@@ -178,12 +178,16 @@ class WorkerHarness:
             reader.close()
         return out
 
-    def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.stop()
+    def close_client(self) -> None:
         if self._client is not None:
             self._client.close()
             self._client = None
+            self._producer = None
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.stop()
+        self.close_client()
 
 
 def create_ledgers(stack: Stack, count: int, custom: dict[str, str], entries: int = 3) -> list[int]:
