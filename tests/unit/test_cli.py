@@ -1,0 +1,38 @@
+"""The CLI refuses bad configuration at start, naming the key, before touching any backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from worker.cli import main
+
+
+def test_bad_config_exits_2_naming_every_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("worker:\n  max_inflight: lots\n  bogus: 1\n")
+    assert main(["run", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "worker.max_inflight" in err and "worker.bogus" in err
+
+
+def test_bad_environment_override_names_the_key(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LDW_PULSAR__ADMIN_URL", "notaurl")
+    assert main(["inflight", "--config", str(Path(__file__).parents[2] / "config" / "worker.example.yaml")]) == 2
+    assert "pulsar.admin_url" in capsys.readouterr().err
+
+
+def test_missing_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--config", str(tmp_path / "nope.yaml")]) == 2
+    assert "config file not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["run", "scan", "send", "inflight", "purge-topic"])
+def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main([command, "--help"])
+    assert e.value.code == 0
+    assert "--config" in capsys.readouterr().out
