@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pulsar
@@ -45,8 +44,6 @@ class Daemon:
         self.stopping = asyncio.Event()
         self.ready = False
         self._tasks: set[asyncio.Task[Any]] = set()
-        # Per-ledger locks with their holder+waiter counts, dropped when the last user leaves.
-        self._locks: dict[tuple[str, int], tuple[asyncio.Lock, int]] = {}
 
     def request_stop(self) -> None:
         if not self.stopping.is_set():
@@ -179,13 +176,7 @@ class Daemon:
     async def _process(self, consumer: pulsar_asyncio.Consumer, pipeline: Pipeline, msg: pulsar.Message) -> None:
         self.metrics.inflight.inc()
         try:
-            # Duplicates of one ledger are serialized so that exactly one of them deletes it.
-            key = _ledger_key(msg.data())
-            if key is None:
-                await pipeline.handle(msg)
-            else:
-                async with self._ledger_lock(key):
-                    await pipeline.handle(msg)
+            await pipeline.handle(msg)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -196,20 +187,6 @@ class Daemon:
                 consumer.negative_acknowledge(msg)
         finally:
             self.metrics.inflight.dec()
-
-    @contextlib.asynccontextmanager
-    async def _ledger_lock(self, key: tuple[str, int]) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users <= 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
 
     async def _drain(self) -> None:
         if not self._tasks:
@@ -240,15 +217,6 @@ class Daemon:
         self.metrics.topic_published.labels(role=role).set(float(st.get("msgInCounter", 0)))
         subs = st.get("subscriptions") or {}
         self.metrics.topic_backlog.labels(role=role).set(float((subs.get(sub) or {}).get("msgBacklog", 0)))
-
-
-def _ledger_key(data: bytes) -> tuple[str, int] | None:
-    from worker.message import InvalidMessage, decode
-
-    try:
-        return decode(data).dedupe_key
-    except InvalidMessage:
-        return None
 
 
 async def run_daemon(settings: Settings) -> int:

@@ -8,10 +8,12 @@ the injected clients; the rules (``worker.in_use``, ``worker.verification``) are
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import enum
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -99,6 +101,22 @@ class Pipeline:
         self.metrics = metrics
         self.settler = settler
         self.now_ms = wall_clock_ms
+        # Per-ledger locks with their holder+waiter counts, dropped when the last user leaves.
+        self._locks: dict[tuple[str, int], tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def _ledger_lock(self, key: tuple[str, int]) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
 
     # ---- steps 1-5 ---------------------------------------------------------------------------------
     async def decide(self, data: bytes) -> tuple[PendingDeleteLedgerInfo | None, Result]:
@@ -108,7 +126,10 @@ class Pipeline:
         except InvalidMessage as e:
             return None, Result(Outcome.INVALID, reason=str(e), stage="decode")
         try:
-            return info, await self._decide(info)
+            # Duplicates of one ledger are decided one after the other, so exactly one deletes it and
+            # the others find it already gone.
+            async with self._ledger_lock(info.dedupe_key):
+                return info, await self._decide(info)
         except (BackendError, NotOwner, TopicNotFound) as e:
             return info, Result(Outcome.TRANSIENT, reason=f"{type(e).__name__}: {e}", stage=_stage_of(e))
 
