@@ -16,11 +16,12 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 
 from worker.http import BackendError
+from worker.protobuf_wire import MetadataFormatError, as_bytes, as_int, as_str, fields, read_varint
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +41,7 @@ def _decode_custom(raw: dict[str, str]) -> dict[str, str]:
             out[k] = base64.b64decode(v, validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError, ValueError, TypeError):
             # Not Pulsar's value: keep it visibly undecodable so identity checks fail closed.
-            out[k] = f"<undecodable:{v!r}>"
+            out[k] = f"<undecodable:{v}>"
     return out
 
 
@@ -57,6 +58,66 @@ def parse_metadata(ledger_id: int, body: dict[str, Any]) -> LedgerMetadata:
         state=str(md.get("state") or ""),
         raw=md,
     )
+
+
+_FORMAT_HEADER = b"BookieMetadataFormatVersion\t"
+_STATES = {1: "OPEN", 2: "IN_RECOVERY", 3: "CLOSED"}
+
+
+def parse_serialized_metadata(ledger_id: int, data: bytes, znode_ctime_ms: int | None = None) -> LedgerMetadata:
+    """BookKeeper's stored form of ledger metadata (LedgerMetadataSerDe, format 3): the line
+    ``BookieMetadataFormatVersion\t3`` then a varint-delimited ``LedgerMetadataFormat``
+    (bookkeeper-proto DataFormats.proto: length=3, state=5, ctime=10, customMetadata=11 {key=1, value=2}).
+    Older text formats (1, 2) are refused.
+
+    BookKeeper stores ``ctime`` only when its client is configured to; otherwise the ledger manager
+    reports the metadata znode's creation time, and so does this function (``znode_ctime_ms``)."""
+    if not data.startswith(_FORMAT_HEADER):
+        raise MetadataFormatError("not BookKeeper ledger metadata")
+    nl = data.find(b"\n", len(_FORMAT_HEADER))
+    if nl < 0 or data[len(_FORMAT_HEADER) : nl] != b"3":
+        raise MetadataFormatError(f"unsupported ledger metadata format {data[len(_FORMAT_HEADER) : nl]!r}")
+    size, pos = read_varint(data, nl + 1)
+    body = data[pos : pos + size]
+    if len(body) != size:
+        raise MetadataFormatError("truncated ledger metadata")
+    custom: dict[str, str] = {}
+    length, state, ctime = 0, "", None
+    for f in fields(body):
+        if f.number == 3:
+            length = as_int(f)
+        elif f.number == 5:
+            state = _STATES.get(as_int(f), str(as_int(f)))
+        elif f.number == 10:
+            ctime = as_int(f)
+        elif f.number == 11:
+            key, value = "", b""
+            for g in fields(as_bytes(f)):
+                if g.number == 1:
+                    key = as_str(g)
+                elif g.number == 2:
+                    value = as_bytes(g)
+            try:
+                custom[key] = value.decode("utf-8")
+            except UnicodeDecodeError:
+                custom[key] = f"<undecodable:{base64.b64encode(value).decode()}>"
+    return LedgerMetadata(
+        ledger_id=ledger_id,
+        custom_metadata=custom,
+        ctime_ms=ctime if ctime is not None and ctime > 0 else znode_ctime_ms,
+        length=length,
+        state=state,
+    )
+
+
+class LedgerStore(Protocol):
+    """Where the pipeline reads a ledger's metadata and deletes the ledger. ``read`` returns the
+    metadata and a token that ``delete`` uses to delete exactly what was verified (a znode version),
+    or None when the ledger does not exist."""
+
+    async def read(self, ledger_id: int) -> tuple[LedgerMetadata, object] | None: ...
+
+    async def delete(self, ledger_id: int, token: object) -> bool: ...
 
 
 class BookieClient:
@@ -118,3 +179,17 @@ class BookieClient:
                 return r.status == 200
         except (aiohttp.ClientError, TimeoutError):
             return False
+
+
+class BookieLedgerStore:
+    """:class:`LedgerStore` over the bookie HTTP admin API (``bookkeeper.delete_via=bookie-http``)."""
+
+    def __init__(self, bookie: BookieClient) -> None:
+        self.bookie = bookie
+
+    async def read(self, ledger_id: int) -> tuple[LedgerMetadata, object] | None:
+        md = await self.bookie.get_metadata(ledger_id)
+        return None if md is None else (md, None)
+
+    async def delete(self, ledger_id: int, token: object) -> bool:
+        return await self.bookie.delete_ledger(ledger_id)

@@ -19,12 +19,12 @@ import pulsar
 import pulsar.asyncio as pulsar_asyncio
 
 from worker import http_server
-from worker.bookkeeper import BookieClient
+from worker.bookkeeper import BookieClient, BookieLedgerStore, LedgerStore
 from worker.http import new_session
 from worker.in_use import LiveStateReader, SnapshotCache
 from worker.logs import configure, get_logger
 from worker.metrics import Metrics
-from worker.pipeline import LedgerMetadataDeleter, Pipeline
+from worker.pipeline import Pipeline
 from worker.pulsar_admin import PulsarAdmin
 from worker.pulsar_client import async_client, close_client
 from worker.rate_limit import TokenBucket
@@ -58,7 +58,7 @@ class Daemon:
             admin = PulsarAdmin(str(s.pulsar.admin_url), admin_session, s.pulsar.auth_token)
             bookie = BookieClient(str(s.bookkeeper.http_url), bk_session)
             tiered = await stack.enter_async_context(TieredStorage(s.offload, self.metrics))
-            zk_deleter = await self._zk_deleter(stack)
+            ledgers = await self._ledger_store(stack, bookie)
 
             runner = await http_server.start(
                 http_server.build_app(self.metrics, lambda: self.ready and not self.stopping.is_set()),
@@ -91,9 +91,8 @@ class Daemon:
             pipeline = Pipeline(
                 admin=admin,
                 snapshots=snapshots,
-                bookie=bookie,
+                ledgers=ledgers,
                 tiered=tiered,
-                zk_deleter=zk_deleter,
                 limiter=TokenBucket(s.worker.deletes_per_second, s.worker.delete_burst),
                 settings=s.worker,
                 metrics=self.metrics,
@@ -133,19 +132,17 @@ class Daemon:
             log.info("worker stopped")
         return 0
 
-    async def _zk_deleter(self, stack: contextlib.AsyncExitStack) -> LedgerMetadataDeleter | None:
+    async def _ledger_store(self, stack: contextlib.AsyncExitStack, bookie: BookieClient) -> LedgerStore:
         s = self.settings
         if s.bookkeeper.delete_via != "zookeeper":
-            return None
-        from worker.zookeeper import ZooKeeperLedgerDeleter
+            return BookieLedgerStore(bookie)
+        from worker.zookeeper import ZooKeeperLedgerStore
 
         assert s.zookeeper.hosts is not None
-        deleter: LedgerMetadataDeleter = ZooKeeperLedgerDeleter(
-            s.zookeeper.hosts, s.zookeeper.ledgers_root, s.zookeeper.timeout_s
-        )
-        await deleter.start()  # type: ignore[attr-defined]
-        stack.push_async_callback(deleter.close)  # type: ignore[attr-defined]
-        return deleter
+        store = ZooKeeperLedgerStore(s.zookeeper.hosts, s.zookeeper.ledgers_root, s.zookeeper.timeout_s)
+        await store.start()
+        stack.push_async_callback(store.close)
+        return store
 
     async def _receive_loop(self, consumer: pulsar_asyncio.Consumer, pipeline: Pipeline) -> None:
         sem = asyncio.Semaphore(self.settings.worker.max_inflight)

@@ -29,21 +29,20 @@ copied verbatim, so fields this module does not know (added by a newer Pulsar) s
 
 from __future__ import annotations
 
-import struct
 import uuid as uuid_mod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
+from worker.protobuf_wire import _LEN, _U64, _VARINT
+from worker.protobuf_wire import MetadataFormatError as MetadataFormatError
+from worker.protobuf_wire import as_bytes as _bytes
+from worker.protobuf_wire import as_int as _int
+from worker.protobuf_wire import as_str as _str
+from worker.protobuf_wire import fields as _fields
 
 # MetaStoreImpl.MAGIC_MANAGED_INFO_METADATA
 COMPRESSION_MAGIC = 0x4778
 _COMPRESSION_NAMES = {0: "NONE", 1: "LZ4", 2: "ZLIB", 3: "ZSTD", 4: "SNAPPY"}
-
-_VARINT, _FIXED64, _LEN, _START_GROUP, _END_GROUP, _FIXED32 = 0, 1, 2, 3, 4, 5
-_U64 = 2**64
-
-
-class MetadataFormatError(ValueError):
-    """The bytes are not a well-formed value of the expected message."""
 
 
 class CompressedMetadataError(MetadataFormatError):
@@ -55,119 +54,6 @@ class CompressedMetadataError(MetadataFormatError):
             " / managedCursorInfoCompressionType to NONE or extend this codec"
         )
         self.compression = compression
-
-
-# ---- wire format -----------------------------------------------------------------------------------
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(data):
-            raise MetadataFormatError("truncated varint")
-        if shift >= 70:
-            raise MetadataFormatError("varint longer than 10 bytes")
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return result & (_U64 - 1), pos
-
-
-def _signed64(v: int) -> int:
-    return v - _U64 if v >= 2**63 else v
-
-
-@dataclass(frozen=True, slots=True)
-class _Field:
-    number: int
-    wire_type: int
-    start: int  # first byte of the tag: data[start:end] is the field exactly as written
-    end: int
-    value: int | bytes  # varint/fixed as unsigned int, length-delimited as its payload
-
-
-def _skip_group(data: bytes, pos: int, number: int) -> int:
-    # Deprecated proto2 groups: skipped (never produced by Pulsar, but legal on the wire).
-    while True:
-        tag, pos = _read_varint(data, pos)
-        wt = tag & 7
-        if wt == _END_GROUP:
-            if tag >> 3 != number:
-                raise MetadataFormatError("mismatched end-group tag")
-            return pos
-        pos = _skip_value(data, pos, wt, tag >> 3)
-
-
-def _skip_value(data: bytes, pos: int, wire_type: int, number: int) -> int:
-    if wire_type == _VARINT:
-        return _read_varint(data, pos)[1]
-    if wire_type == _FIXED64:
-        end = pos + 8
-    elif wire_type == _FIXED32:
-        end = pos + 4
-    elif wire_type == _LEN:
-        n, pos = _read_varint(data, pos)
-        end = pos + n
-    elif wire_type == _START_GROUP:
-        return _skip_group(data, pos, number)
-    else:
-        raise MetadataFormatError(f"invalid wire type {wire_type}")
-    if end > len(data):
-        raise MetadataFormatError("truncated field")
-    return end
-
-
-def _fields(data: bytes) -> Iterator[_Field]:
-    pos = 0
-    while pos < len(data):
-        start = pos
-        tag, pos = _read_varint(data, pos)
-        number, wt = tag >> 3, tag & 7
-        if number == 0:
-            raise MetadataFormatError("field number 0")
-        value: int | bytes
-        if wt == _VARINT:
-            value, pos = _read_varint(data, pos)
-        elif wt == _LEN:
-            n, pos = _read_varint(data, pos)
-            if pos + n > len(data):
-                raise MetadataFormatError("truncated length-delimited field")
-            value, pos = data[pos : pos + n], pos + n
-        elif wt == _FIXED64:
-            if pos + 8 > len(data):
-                raise MetadataFormatError("truncated fixed64")
-            value, pos = struct.unpack_from("<Q", data, pos)[0], pos + 8
-        elif wt == _FIXED32:
-            if pos + 4 > len(data):
-                raise MetadataFormatError("truncated fixed32")
-            value, pos = struct.unpack_from("<I", data, pos)[0], pos + 4
-        elif wt == _START_GROUP:
-            pos = _skip_group(data, pos, number)
-            value = data[start:pos]
-        else:
-            raise MetadataFormatError(f"invalid wire type {wt} for field {number}")
-        yield _Field(number, wt, start, pos, value)
-
-
-def _int(f: _Field) -> int:
-    if f.wire_type != _VARINT or not isinstance(f.value, int):
-        raise MetadataFormatError(f"field {f.number}: expected a varint, got wire type {f.wire_type}")
-    return _signed64(f.value)
-
-
-def _bytes(f: _Field) -> bytes:
-    if f.wire_type != _LEN or not isinstance(f.value, bytes):
-        raise MetadataFormatError(f"field {f.number}: expected length-delimited, got wire type {f.wire_type}")
-    return f.value
-
-
-def _str(f: _Field) -> str:
-    try:
-        return _bytes(f).decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise MetadataFormatError(f"field {f.number}: invalid UTF-8") from e
 
 
 def is_compressed(data: bytes) -> bool:

@@ -15,12 +15,12 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import pulsar
 
 from worker.backoff import Backoff
-from worker.bookkeeper import BookieClient
+from worker.bookkeeper import LedgerStore
 from worker.http import BackendError
 from worker.in_use import LiveSet, SnapshotCache, TopicGone, in_use
 from worker.logs import get_logger
@@ -44,12 +44,6 @@ log = get_logger()
 
 # A decision whose snapshot epoch moved is re-taken; this many times before it counts as transient.
 MAX_REEVALUATIONS = 3
-
-
-class LedgerMetadataDeleter(Protocol):
-    """Deletes a ledger by removing its metadata from the metadata store (versioned)."""
-
-    async def delete(self, ledger_id: int) -> bool: ...
 
 
 class Outcome(enum.StrEnum):
@@ -82,9 +76,8 @@ class Pipeline:
         *,
         admin: PulsarAdmin,
         snapshots: SnapshotCache,
-        bookie: BookieClient,
+        ledgers: LedgerStore,
         tiered: TieredStorage,
-        zk_deleter: LedgerMetadataDeleter | None,
         limiter: TokenBucket,
         settings: WorkerSettings,
         metrics: Metrics,
@@ -93,9 +86,8 @@ class Pipeline:
     ) -> None:
         self.admin = admin
         self.snapshots = snapshots
-        self.bookie = bookie
+        self.ledgers = ledgers
         self.tiered = tiered
-        self.zk_deleter = zk_deleter
         self.limiter = limiter
         self.settings = settings
         self.metrics = metrics
@@ -151,15 +143,17 @@ class Pipeline:
             ):
                 return Result(Outcome.IN_USE, route, "the schema registry still holds the topic's schema")
 
-            # 4. Verify storage identity (both routes).
+            # 4. Verify storage identity (both routes). ``target`` is what step 5 deletes: exactly what
+            # was verified (a metadata version, the offloaded objects that proved their identity).
+            target: Any
             if info.ledger_type is LedgerType.LEDGER:
-                md = await self.bookie.get_metadata(info.ledger_id)
-                if md is None:
+                got = await self.ledgers.read(info.ledger_id)
+                if got is None:
                     return Result(Outcome.ALREADY_GONE, route)
+                md, target = got
                 v = verify_bookkeeper(
                     info, md, now_ms=self.now_ms(), min_age_ms=int(self.settings.min_ledger_age_s * 1000)
                 )
-                target: Any = None
             else:
                 state = await self.tiered.inspect(info)
                 if isinstance(state, Gone):
@@ -179,7 +173,7 @@ class Pipeline:
             # 5. Delete. Not found is success; ambiguous answers are resolved by reading again.
             await self.limiter.acquire()
             if info.ledger_type is LedgerType.LEDGER:
-                removed = await self._delete_ledger(info.ledger_id)
+                removed = await self.ledgers.delete(info.ledger_id, target)
             else:
                 assert isinstance(target, Present)
                 await self.tiered.delete(target)
@@ -211,11 +205,6 @@ class Pipeline:
                     except ValueError:
                         return None
         return None
-
-    async def _delete_ledger(self, ledger_id: int) -> bool:
-        if self.zk_deleter is not None:
-            return await self.zk_deleter.delete(ledger_id)
-        return await self.bookie.delete_ledger(ledger_id)
 
     # ---- step 6 ------------------------------------------------------------------------------------
     async def handle(self, msg: pulsar.Message) -> Result:

@@ -38,6 +38,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
 
+from worker.bookkeeper import LedgerMetadata, parse_serialized_metadata
 from worker.http import BackendError
 from worker.managed_ledger_metadata import (
     ManagedCursorInfo,
@@ -45,6 +46,7 @@ from worker.managed_ledger_metadata import (
     parse_managed_cursor_info,
     parse_managed_ledger_info,
 )
+from worker.protobuf_wire import MetadataFormatError
 from worker.topic_name import TopicName
 
 T = TypeVar("T")
@@ -282,9 +284,12 @@ class ZooKeeper:
         return True
 
 
-class ZooKeeperLedgerDeleter:
-    """The pipeline's ``LedgerMetadataDeleter`` (``bookkeeper.delete_via=zookeeper``): a versioned delete
-    of the ledger's metadata znode. ``delete`` is True if this call deleted it, False if already gone."""
+class ZooKeeperLedgerStore:
+    """:class:`~worker.bookkeeper.LedgerStore` straight on the metadata store
+    (``bookkeeper.delete_via=zookeeper``): the ledger's metadata znode is read and parsed here, and the
+    delete is versioned with the version that was verified, so metadata that changed in between (a
+    ledger being closed, recovered or re-replicated) is never deleted on a stale verdict. Bookies then
+    garbage-collect the entries of a ledger whose metadata is gone."""
 
     def __init__(self, hosts: str, ledgers_root: str = "/ledgers", timeout_s: float = 10.0) -> None:
         self.zk = ZooKeeper(hosts, timeout_s=timeout_s, ledgers_root=ledgers_root)
@@ -297,5 +302,16 @@ class ZooKeeperLedgerDeleter:
     async def close(self) -> None:
         await self.zk.close()
 
-    async def delete(self, ledger_id: int) -> bool:
-        return await self.zk.delete_ledger_metadata(ledger_id)
+    async def read(self, ledger_id: int) -> tuple[LedgerMetadata, object] | None:
+        got = await self.zk.get(await self.zk.ledger_path(ledger_id))
+        if got is None:
+            return None
+        data, stat = got
+        try:
+            return parse_serialized_metadata(ledger_id, data, int(stat.ctime)), int(stat.version)
+        except MetadataFormatError as e:
+            raise BackendError("zookeeper", f"ledger {ledger_id} metadata: {e}") from e
+
+    async def delete(self, ledger_id: int, token: object = None) -> bool:
+        version = token if isinstance(token, int) else None
+        return await self.zk.delete_ledger_metadata(ledger_id, expected_version=version)

@@ -20,7 +20,7 @@ from worker.topic_name import TopicName
 from worker.zookeeper import (
     LedgerMetadataChanged,
     ZooKeeper,
-    ZooKeeperLedgerDeleter,
+    ZooKeeperLedgerStore,
     hierarchical_ledger_path,
 )
 
@@ -180,7 +180,7 @@ async def test_zookeeper_delete_removes_an_orphan_once(
     victim, neighbour = ids[0], ids[1]
     await drop_ledgers_from_metadata(admin, stack.zookeeper_hosts, topic, [victim])
 
-    deleter = ZooKeeperLedgerDeleter(stack.zookeeper_hosts, "/ledgers", 10.0)
+    deleter = ZooKeeperLedgerStore(stack.zookeeper_hosts, "/ledgers", 10.0)
     await deleter.start()
     try:
         zk = deleter.zk
@@ -189,7 +189,12 @@ async def test_zookeeper_delete_removes_an_orphan_once(
         assert await zk.exists(path) is not None  # the layout we compute is where BookKeeper wrote it
         assert await zk.ledger_metadata_exists(victim)
 
-        assert await deleter.delete(victim) is True
+        got = await deleter.read(victim)
+        assert got is not None
+        md, version = got
+        assert md.custom_metadata["pulsar/managed-ledger"] == topic.managed_ledger_name
+        assert md.custom_metadata == (await bookie.get_metadata(victim)).custom_metadata  # type: ignore[union-attr]
+        assert await deleter.delete(victim, version) is True
         assert not await zk.ledger_metadata_exists(victim)
 
         async def bookie_forgot() -> bool:
