@@ -44,6 +44,7 @@ class Daemon:
         self.stopping = asyncio.Event()
         self.ready = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._partitioned: dict[str, bool] = {}
 
     def request_stop(self) -> None:
         if not self.stopping.is_set():
@@ -210,7 +211,10 @@ class Daemon:
 
     async def _poll_once(self, admin: PulsarAdmin, topic: str, role: str, sub: str) -> None:
         tn = TopicName.parse(topic)
-        st = await (admin.partitioned_stats(tn) if await admin.partitions(tn) > 0 else admin.stats(tn))
+        if topic not in self._partitioned:
+            # Fixed once the topology exists: asked once per topic, not on every poll.
+            self._partitioned[topic] = await admin.partitions(tn) > 0
+        st = await (admin.partitioned_stats(tn) if self._partitioned[topic] else admin.stats(tn))
         self.metrics.topic_published.labels(role=role).set(float(st.get("msgInCounter", 0)))
         subs = st.get("subscriptions") or {}
         self.metrics.topic_backlog.labels(role=role).set(float((subs.get(sub) or {}).get("msgBacklog", 0)))

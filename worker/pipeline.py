@@ -81,7 +81,7 @@ class Pipeline:
         limiter: TokenBucket,
         settings: WorkerSettings,
         metrics: Metrics,
-        settler: Settler | None = None,
+        settler: Settler,
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self.admin = admin
@@ -93,6 +93,7 @@ class Pipeline:
         self.metrics = metrics
         self.settler = settler
         self.now_ms = wall_clock_ms
+        self.backoff = Backoff(settings.backoff_initial_s, settings.backoff_max_s, settings.backoff_multiplier)
         # Per-ledger locks with their holder+waiter counts, dropped when the last user leaves.
         self._locks: dict[tuple[str, int], tuple[asyncio.Lock, int]] = {}
 
@@ -193,22 +194,14 @@ class Pipeline:
         return recorded is None or ctx is None or recorded == ctx.uuid
 
     async def _recorded_offload_uuid(self, info: PendingDeleteLedgerInfo, snap: LiveSet) -> uuid.UUID | None:
-        owner = snap.owner_url.split(",")[0]
-        topic = info.topic
-        d = await self.admin.internal_info(topic, base=owner)
-        for ld in d.get("ledgers") or []:
-            if int(ld.get("ledgerId", -1)) == info.ledger_id:
-                raw = ld.get("offloadedContextUuid")
-                if raw:
-                    try:
-                        return uuid.UUID(str(raw))
-                    except ValueError:
-                        return None
-        return None
+        raw = (await self.admin.offload_uuids(info.topic, base=snap.owner_url.split(",")[0])).get(info.ledger_id)
+        try:
+            return uuid.UUID(raw) if raw else None
+        except ValueError:
+            return None
 
     # ---- step 6 ------------------------------------------------------------------------------------
     async def handle(self, msg: pulsar.Message) -> Result:
-        assert self.settler is not None
         started = time.monotonic()
         self.metrics.received.inc()
         attempt = attempts_so_far(msg.properties()) + 1
@@ -222,15 +215,16 @@ class Pipeline:
         )
         if info is not None:
             bound = bound.bind(topic=info.topic_name, ledger_id=info.ledger_id, ledger_type=info.ledger_type.value)
-        await self._settle(msg, info, res, bound)
+        await self._settle(msg, info, res, attempt, bound)
         self.metrics.processing.labels(route=res.route.value, outcome=res.outcome.value).observe(
             time.monotonic() - started
         )
         return res
 
-    async def _settle(self, msg: pulsar.Message, info: PendingDeleteLedgerInfo | None, res: Result, bound: Any) -> None:
+    async def _settle(
+        self, msg: pulsar.Message, info: PendingDeleteLedgerInfo | None, res: Result, attempt: int, bound: Any
+    ) -> None:
         settler = self.settler
-        assert settler is not None
         s = self.settings
         match res.outcome:
             case Outcome.DELETED | Outcome.ALREADY_GONE:
@@ -261,8 +255,7 @@ class Pipeline:
                     delay = s.min_ledger_age_s / 2 if s.min_ledger_age_s else s.backoff_initial_s
                 else:
                     self.metrics.failed.labels(stage=res.stage or "unknown").inc()
-                    attempt = attempts_so_far(msg.properties()) + 1
-                    delay = _backoff(s).delay(attempt)
+                    delay = self.backoff.delay(attempt)
                 where = await settler.retry(msg, reason=res.outcome.value, error=res.reason, delay_s=delay)
                 if where == "dlq":
                     bound.warning("attempts exhausted: dead-lettered", reason=res.outcome.value, error=res.reason)
@@ -276,10 +269,6 @@ class Pipeline:
         except ValueError:
             return
         self.metrics.end_to_end.observe(max(0.0, (self.now_ms() - start_ms) / 1000))
-
-
-def _backoff(s: WorkerSettings) -> Backoff:
-    return Backoff(s.backoff_initial_s, s.backoff_max_s, s.backoff_multiplier)
 
 
 def _stage_of(e: Exception) -> str:

@@ -160,6 +160,16 @@ class PulsarAdmin:
         """Managed-ledger metadata as stored (includes offload context uuids)."""
         return dict(await self._call("GET", f"/admin/v2/{topic.rest_path}/internal-info", base=base))
 
+    async def offload_uuids(self, topic: TopicName, *, base: str | None = None) -> dict[int, str]:
+        """Ledger id -> the offload uuid the topic's managed-ledger metadata records (internal-info's
+        ``offloadedContextUuid``), for every ledger with an offload attempt."""
+        d = await self.internal_info(topic, base=base)
+        return {
+            int(ld["ledgerId"]): str(ld["offloadedContextUuid"])
+            for ld in d.get("ledgers") or []
+            if ld.get("offloadedContextUuid")
+        }
+
     async def stats(self, topic: TopicName) -> dict[str, Any]:
         return dict(await self._call("GET", f"/admin/v2/{topic.rest_path}/stats", follow_redirect=True))
 

@@ -203,12 +203,7 @@ class Collector:
             plan.add(self._info(pt, LedgerComponent.COMPACTED_LEDGER, cl))
 
     async def _offloads_from_internal_info(self, pt: TopicName, owner: str) -> dict[int, OffloadContext]:
-        info = await self.admin.internal_info(pt, base=owner)
-        raw = [
-            (int(ld["ledgerId"]), ld.get("offloadedContextUuid"))
-            for ld in info.get("ledgers") or []
-            if ld.get("offloadedContextUuid")
-        ]
+        raw = await self.admin.offload_uuids(pt, base=owner)
         if not raw:
             return {}
         driver = _offload_from_settings(self.offload)
@@ -218,9 +213,9 @@ class Collector:
                 " zookeeper.hosts, or exactly one offload target"
             )
         out = {}
-        for lid, u in raw:
+        for lid, u in raw.items():
             try:
-                out[lid] = OffloadContext.from_uuid(uuid_mod.UUID(str(u)), driver[0], driver[1])
+                out[lid] = OffloadContext.from_uuid(uuid_mod.UUID(u), driver[0], driver[1])
             except ValueError as e:
                 raise PurgeError(f"bad offload uuid {u!r} for ledger {lid} of {pt}") from e
         return out
