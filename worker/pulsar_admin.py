@@ -8,6 +8,7 @@ a cache drop and an epoch bump (see ``worker.in_use``).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -19,7 +20,30 @@ from worker.topic_name import TopicName
 
 
 class TopicNotFound(Exception):
-    pass
+    """The admin API said, in Pulsar's own words, that the topic (or its namespace or tenant) does not
+    exist. Only half of the proof that a topic is gone: the metadata store must agree (``worker.in_use``)."""
+
+
+# Pulsar's 404 answers carry ``{"reason": ...}``; these are the ones that mean "no such topic". A 404
+# with any other body (a proxy's page, a wrong path, another API) proves nothing and is a failure.
+_NOT_FOUND_REASONS = re.compile(
+    r"^(Topic .*not found.*|Topic not found.*|Partitioned Topic not found.*|Partitioned topic does not exist.*"
+    r"|Namespace not found.*|Namespace does not exist.*|Tenant does not exist.*|Tenant not found.*"
+    r"|Schema not found.*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def pulsar_not_found_reason(body: str) -> str | None:
+    """The reason of a Pulsar "not found" answer, or None when the body is not one."""
+    try:
+        d = json.loads(body)
+    except ValueError:
+        return None
+    reason = d.get("reason") if isinstance(d, dict) else None
+    if isinstance(reason, str) and _NOT_FOUND_REASONS.match(reason.strip()):
+        return reason.strip()
+    return None
 
 
 class NotOwner(Exception):
@@ -92,9 +116,12 @@ class PulsarAdmin:
                 return await self._request(method, location, path, body, None, ok, not_found_ok, False)
             raise NotOwner(location)
         if status == 404:
+            reason = pulsar_not_found_reason(text)
+            if reason is None:
+                raise BackendError("admin", f"{method} {path} answered 404 without Pulsar's reason: {text[:200]}", 404)
             if not_found_ok:
                 return None
-            raise TopicNotFound(f"{method} {path}: {text[:200]}")
+            raise TopicNotFound(f"{method} {path}: {reason}")
         raise BackendError("admin", f"{method} {path} answered {status}: {text[:300]}", status)
 
     # ---- cluster ----------------------------------------------------------------------------------
@@ -134,8 +161,8 @@ class PulsarAdmin:
     async def lookup(self, topic: TopicName) -> str:
         """The owning broker's admin base URL."""
         d = await self._call("GET", f"/lookup/v2/topic/{topic.rest_path}")
-        url = d.get("httpUrl") or d.get("httpUrlTls")
-        if not url:
+        url = d.get("httpUrl") or d.get("httpUrlTls") if isinstance(d, dict) else None
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise BackendError("admin", f"lookup of {topic} returned no http url: {d}")
         return str(url)
 
@@ -154,7 +181,9 @@ class PulsarAdmin:
         d = await self._call(
             "GET", f"/admin/v2/{topic.rest_path}/internalStats", base=base, params={"authoritative": "false"}
         )
-        return dict(d)
+        if not isinstance(d, dict):
+            raise BackendError("admin", f"internalStats of {topic} is not a JSON object: {str(d)[:200]}")
+        return d
 
     async def internal_info(self, topic: TopicName, *, base: str | None = None) -> dict[str, Any]:
         """Managed-ledger metadata as stored (includes offload context uuids)."""

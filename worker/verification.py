@@ -24,6 +24,7 @@ class Verdict(enum.StrEnum):
     MATCH = "match"
     REJECTED = "rejected"
     TOO_YOUNG = "too_young"
+    OPEN = "open"  # identity proven, but a writer may still be adding entries: never deleted
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,10 @@ def verify_bookkeeper(
                 same = False
             if not same:
                 return Verification.reject("topic_mismatch")
+    if md.state.upper() != "CLOSED":
+        # OPEN or IN_RECOVERY: someone is (or was just) writing it. A compaction that runs longer than
+        # the minimum age has exactly this: an old-enough open ledger not yet recorded by its topic.
+        return Verification(Verdict.OPEN, f"ledger_{md.state.lower() or 'state_unknown'}")
     if md.ctime_ms is None:
         # Without a creation time we cannot prove the ledger is not being created right now.
         return Verification(Verdict.TOO_YOUNG, "no_ctime")

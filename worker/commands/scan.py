@@ -92,7 +92,8 @@ async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, na
     from worker.in_use import LiveStateReader, SnapshotCache
     from worker.logs import get_logger
     from worker.pulsar_admin import PulsarAdmin
-    from worker.scanner import Decision, Progress, Scanner, Verdict, render_table, zookeeper_view
+    from worker.scanner import Decision, Progress, Scanner, Verdict, render_table
+    from worker.zookeeper import optional_zookeeper
 
     log = get_logger(command="scan")
     s = settings
@@ -105,12 +106,15 @@ async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, na
     async with (
         new_session(s.pulsar.request_timeout_s) as admin_session,
         new_session(s.bookkeeper.request_timeout_s, limit=max(32, args.concurrency)) as bk_session,
-        zookeeper_view(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
+        optional_zookeeper(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
     ):
         admin = PulsarAdmin(str(s.pulsar.admin_url), admin_session, s.pulsar.auth_token)
-        bookie = BookieClient(str(s.bookkeeper.http_url), bk_session)
+        bookie = BookieClient(str(s.bookkeeper.http_url), bk_session, zk.ledger_metadata_exists if zk else None)
         snapshots = SnapshotCache(
-            LiveStateReader(admin), ttl_s=s.worker.snapshot_ttl_s, max_size=s.worker.snapshot_cache_size
+            LiveStateReader(admin),
+            ttl_s=s.worker.snapshot_ttl_s,
+            max_size=s.worker.snapshot_cache_size,
+            metadata_store=zk,
         )
         scanner = Scanner(
             bookie,
