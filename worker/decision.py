@@ -102,7 +102,8 @@ def decide(info: PendingDeleteLedgerInfo, facts: Facts, *, now_ms: int, rules: R
 
     Order matters: nothing to delete beats everything; a failed identity proof beats "in use" (a forged
     message must not wait for retries, and must not learn whether its target is live); then in use,
-    open, too young; only then delete.
+    open (while its topic exists: a compaction or the owner may be writing it), too young; only then
+    delete.
     """
     live = facts.live
     route = Route.OWNER if isinstance(live, LiveSet) else Route.DIRECT
@@ -113,7 +114,13 @@ def decide(info: PendingDeleteLedgerInfo, facts: Facts, *, now_ms: int, rules: R
         return Result(Outcome.REJECTED, route, stored.reason)
 
     if isinstance(stored, StoredLedger):
-        v = verify_bookkeeper(info, stored.metadata, now_ms=now_ms, min_age_ms=rules.min_ledger_age_ms)
+        v = verify_bookkeeper(
+            info,
+            stored.metadata,
+            now_ms=now_ms,
+            min_age_ms=rules.min_ledger_age_ms,
+            writer_possible=isinstance(live, LiveSet),
+        )
         if v.verdict is Verdict.REJECTED:
             return Result(Outcome.REJECTED, route, v.reason)
         if isinstance(live, LiveSet) and _bookkeeper_copy_in_use(info, live, facts.offload, now_ms, rules):

@@ -293,12 +293,6 @@ class Scanner:
             if md.ctime_ms is None:
                 self._decide(report, self._decision(md, owner, Verdict.SKIPPED, "no creation time: age unknown", None))
                 continue
-            if md.state.upper() != "CLOSED":
-                # A writer may still be adding to it (a compaction in progress, a broker that has not
-                # closed it): the worker never deletes an open ledger, so it is never queued either.
-                why = f"open ledger (state {md.state or 'unknown'}): never deleted until it is closed"
-                self._decide(report, self._decision(md, owner, Verdict.SKIPPED, why, None))
-                continue
             age_s = max(0.0, (now_ms - md.ctime_ms) / 1000)
             if age_s < self.min_age_s:
                 self._decide(
@@ -362,6 +356,11 @@ class Scanner:
                 verdict, why = await self._judge(c, snap)
             except Exception as e:
                 verdict, why = Verdict.SKIPPED, f"metadata store unavailable: {type(e).__name__}: {e}"
+            if verdict is Verdict.ORPHAN and isinstance(snap, LiveSet) and c.md.state.upper() != "CLOSED":
+                # Its topic exists, so a writer may still be adding to it (a compaction in progress): the
+                # worker never deletes such a ledger, so it is never queued either.
+                why = f"open ledger of a live topic (state {c.md.state}): compaction may be in progress"
+                verdict = Verdict.SKIPPED
             out.append(self._decision(c.md, c.owner, verdict, why, c.age_s))
         return out
 

@@ -258,24 +258,71 @@ async def test_an_already_gone_ledger_costs_no_listing_of_every_ledger(
 # ---- an open ledger is never deleted -----------------------------------------------------------------------------
 
 
-async def test_an_open_ledger_is_never_deleted(
-    stack: Stack, unique: str, test_namespace: str, bookie: BookieClient, tmp_path: Path, harnesses: list[WorkerHarness]
+async def test_an_open_ledger_of_a_live_topic_is_never_deleted_and_one_of_a_gone_topic_is(
+    stack: Stack,
+    unique: str,
+    test_namespace: str,
+    admin: PulsarAdmin,
+    bookie: BookieClient,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
 ) -> None:
     # Defect: verification ignored the ledger's state. A compaction running longer than min_ledger_age_s
-    # has an OPEN ledger that is old enough and not yet recorded by its topic.
-    topic = f"persistent://{test_namespace}/compacting-{unique}"
-    compacted_md = {"application": "pulsar", "component": "compacted-ledger", "pulsar/compactedTopic": topic}
-    [lid] = create_ledgers(stack, 1, compacted_md, leave_open=True)
-    md = await bookie.get_metadata(lid)
-    assert md is not None and md.state == "OPEN"
+    # has an OPEN ledger of a live topic that is old enough, not yet its compacted ledger, and below the
+    # snapshot's largest id. While the topic exists such a ledger is never deleted; once the topic is proven
+    # gone (no managed ledger left to write for), its open ledgers are what a dead writer left behind.
+    live_topic = f"persistent://{test_namespace}/compacting-{unique}"
+    produce(stack.service_url, live_topic, 6)
+    compacted_md = {"application": "pulsar", "component": "compacted-ledger", "pulsar/compactedTopic": live_topic}
+    [compacting] = create_ledgers(stack, 1, compacted_md, leave_open=True)
+    ghost = f"persistent://{test_namespace}/crashed-{unique}"
+    [left_open] = create_ledgers(stack, 1, pulsar_ml_metadata(ghost), leave_open=True)
+    for lid in (compacting, left_open):
+        md = await bookie.get_metadata(lid)
+        assert md is not None and md.state == "OPEN"
+    assert max(ml_ledger_ids(await admin.internal_stats(TopicName.parse(live_topic)))) < compacting
+    produce(stack.service_url, live_topic, 6)  # the topic's ledger ids now pass the compaction's
+    assert max(ml_ledger_ids(await admin.internal_stats(TopicName.parse(live_topic)))) > compacting
+
     w = worker(harnesses, stack, tmp_path, f"open-{unique}", worker={"max_attempts": 3, "in_use_retry_s": 0.5})
-    w.send(PendingDeleteLedgerInfo(topic, LedgerComponent.COMPACTED_LEDGER, LedgerType.LEDGER, lid))
+    w.send(PendingDeleteLedgerInfo(live_topic, LedgerComponent.COMPACTED_LEDGER, LedgerType.LEDGER, compacting))
+    w.send(ml_info(ghost, left_open))
 
-    async def parked() -> bool:
-        return w.metric("ledger_deletion_dlq_total", reason="in_use") == 1
+    async def settled() -> bool:
+        return (
+            w.metric("ledger_deletion_dlq_total", reason="in_use") == 1 and await bookie.get_metadata(left_open) is None
+        )
 
-    await eventually(parked, timeout=60, what="the open ledger retried, then dead-lettered")
-    assert await bookie.get_metadata(lid) is not None
-    assert w.metric("ledger_deletion_deleted_total") == 0
+    await eventually(settled, timeout=60, what="the live topic's open ledger parked, the gone topic's deleted")
+    assert await bookie.get_metadata(compacting) is not None
+    assert w.metric("ledger_deletion_deleted_total", route="direct", result="deleted") == 1
     [dead] = w.read_dlq()
     assert "ledger_open" in dead.properties()["last_error"]
+
+
+# ---- the age guard, exercised ---------------------------------------------------------------------------------
+
+
+async def test_a_young_ledger_waits_for_the_minimum_age_then_is_deleted(
+    stack: Stack, unique: str, test_namespace: str, bookie: BookieClient, tmp_path: Path, harnesses: list[WorkerHarness]
+) -> None:
+    # Every integration test used to run with min_ledger_age_s: 0, so the guard itself was never exercised.
+    ghost = f"persistent://{test_namespace}/young-{unique}"
+    w = worker(harnesses, stack, tmp_path, f"young-{unique}", worker={"min_ledger_age_s": 6, "snapshot_ttl_s": 1})
+    [lid] = create_ledgers(stack, 1, pulsar_ml_metadata(ghost))
+    md = await bookie.get_metadata(lid)
+    assert md is not None and md.ctime_ms is not None
+    w.send(ml_info(ghost, lid))
+
+    async def deleted() -> bool:
+        return await bookie.get_metadata(lid) is None
+
+    await eventually(deleted, timeout=60, what="the ledger deleted once old enough")
+    events = [json.loads(line) for line in w.log_text().splitlines() if line.startswith("{")]
+    young = [e for e in events if e.get("event") == "retry scheduled" and e.get("reason") == "too_young"]
+    assert young, "the ledger was never judged too young"
+    [done] = [e for e in events if e.get("event") == "ledger deleted"]
+    from datetime import datetime
+
+    deleted_ms = datetime.fromisoformat(done["timestamp"]).timestamp() * 1000
+    assert deleted_ms - md.ctime_ms >= 6000, "deleted before it reached the minimum age"

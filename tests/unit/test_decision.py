@@ -99,12 +99,23 @@ def test_an_open_ledger_is_never_deleted() -> None:
     )
     assert res.outcome is Outcome.IN_USE and res.reason == "ledger_open"
     in_recovery = stored(ML_CM, state="IN_RECOVERY")
-    assert (
-        decide(
-            ledger_info(LedgerComponent.MANAGED_LEDGER), Facts(TopicGone(T, 0), in_recovery), now_ms=NOW, rules=RULES
-        ).outcome
-        is Outcome.IN_USE
+    res = decide(
+        ledger_info(LedgerComponent.MANAGED_LEDGER), Facts(live({1, 2, 9}), in_recovery), now_ms=NOW, rules=RULES
     )
+    assert res.outcome is Outcome.IN_USE
+
+
+def test_an_open_ledger_of_a_gone_topic_is_deleted() -> None:
+    # The topic is proven gone (no managed ledger in the metadata store): nothing writes for it, and its
+    # open ledgers (the current ledger, every cursor ledger of a deleted topic) are what its writer left.
+    for state in ("OPEN", "IN_RECOVERY"):
+        res = decide(
+            ledger_info(LedgerComponent.MANAGED_CURSOR),
+            Facts(TopicGone(T, 0), stored({**ML_CM, "pulsar/cursor": "sub"}, state=state)),
+            now_ms=NOW,
+            rules=RULES,
+        )
+        assert res.outcome is Outcome.DELETED
 
 
 def test_the_bookkeeper_copy_of_an_offloaded_ledger_is_reclaimed_after_the_lag() -> None:
@@ -241,7 +252,7 @@ def test_bookkeeper_decisions_are_safe(case: tuple[PendingDeleteLedgerInfo, Fact
     if res.outcome is not Outcome.DELETED:
         return
     md = facts.stored.metadata
-    assert md.state == "CLOSED", "an open ledger was deleted"
+    assert md.state == "CLOSED" or isinstance(facts.live, TopicGone), "an open ledger of a live topic was deleted"
     assert md.ctime_ms is not None and NOW - md.ctime_ms >= RULES.min_ledger_age_ms, "a young ledger was deleted"
     if isinstance(facts.live, TopicGone):
         assert not (info.ledger_component is LedgerComponent.SCHEMA_STORAGE and facts.schema_registered)
