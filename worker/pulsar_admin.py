@@ -126,9 +126,12 @@ class PulsarAdmin:
     async def list_namespaces(self, tenant: str) -> list[str]:
         return list(await self._call("GET", f"/admin/v2/namespaces/{_q(tenant)}"))
 
-    async def list_topics(self, namespace: str) -> list[str]:
-        """Persistent topics of a namespace, partitions included."""
-        return list(await self._call("GET", f"/admin/v2/persistent/{namespace}"))
+    async def list_topics(self, namespace: str, *, include_system: bool = False) -> list[str]:
+        """Persistent topics of a namespace, partitions included. The broker counts every topic of a
+        system namespace (``pulsar/system``, where the deletion topics live by default) as a system topic
+        and lists it only with ``include_system``."""
+        params = {"includeSystemTopic": "true"} if include_system else None
+        return list(await self._call("GET", f"/admin/v2/persistent/{namespace}", params=params))
 
     # ---- topics -----------------------------------------------------------------------------------
     async def lookup(self, topic: TopicName) -> str:
