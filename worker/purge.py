@@ -221,7 +221,8 @@ class Collector:
         return out
 
     async def _collect_schema(self, plan: PurgePlan, base: TopicName, physical: Sequence[TopicName]) -> None:
-        schema_id = f"{base.tenant}/{base.namespace}/{base.local_name}"
+        # The registry's key and the ledgers' pulsar/schemaId: the local name URL-encoded.
+        schema_id = base.schema_name
         ids: set[int] = set()
         if self.zk is not None:
             ids |= await self.zk.schema_ledgers(schema_id) or frozenset()
