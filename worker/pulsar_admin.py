@@ -198,10 +198,13 @@ class PulsarAdmin:
         return list(await self._call("GET", f"/admin/v2/{topic.rest_path}/subscriptions"))
 
     async def delete_topic(self, topic: TopicName, *, force: bool = True) -> bool:
-        r = await self._call(
-            "DELETE", f"/admin/v2/{topic.rest_path}", params={"force": str(force).lower()}, not_found_ok=True
-        )
-        return r is not None or True
+        """True if the topic existed and is deleted, False if the broker answered 404 (topic or namespace
+        not found). A success carries no body, so the status is the only evidence: hence no not_found_ok."""
+        try:
+            await self._call("DELETE", f"/admin/v2/{topic.rest_path}", params={"force": str(force).lower()})
+        except TopicNotFound:
+            return False
+        return True
 
     async def delete_partitioned_topic(self, topic: TopicName, *, force: bool = True) -> None:
         await self._call(

@@ -293,11 +293,16 @@ async def purge_topic(
         await admin.delete_partitioned_topic(topic, force=True)
     else:
         try:
-            await admin.delete_topic(topic, force=True)
+            existed = await admin.delete_topic(topic, force=True)
         except NotOwner:
             # Only the owner deletes a topic; PulsarAdmin never follows a redirect by itself.
             owner = await admin.lookup(topic)
-            await PulsarAdmin(owner, admin.session, settings.pulsar.auth_token).delete_topic(topic, force=True)
+            existed = await PulsarAdmin(owner, admin.session, settings.pulsar.auth_token).delete_topic(
+                topic, force=True
+            )
+        if not existed:
+            # Someone deleted it since the collection: its ledgers were all queued above anyway.
+            say(f"{topic} was already gone when deleting it")
     if await collector.collect(topic) is not None:
         raise PurgeError(f"{topic} still exists after the delete; re-run purge-topic")
     say(f"purged {topic}: {len(plan.infos)} pending deletions queued ({_fmt_counts(plan.counts())}), topic deleted")

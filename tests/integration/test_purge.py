@@ -265,3 +265,14 @@ async def test_schema_ids_of_a_topic_name_that_needs_encoding(
     assert bad.returncode == 2, bad.stdout
     assert f"--schema-id must be the topic's schema id {topic.schema_name!r}" in bad.stderr
     assert "URL-encoded" in bad.stderr and "Traceback" not in bad.stderr
+
+
+async def test_delete_topic_says_whether_the_topic_existed(
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin
+) -> None:
+    topic = TopicName.parse(f"persistent://{test_namespace}/del-{unique}")
+    await admin.create_topic(topic)
+    assert await admin.delete_topic(topic) is True
+    assert await topic_gone(admin, topic)
+    assert await admin.delete_topic(topic) is False  # 404: nothing was there
+    assert await admin.delete_topic(TopicName.parse(f"persistent://public/no-such-ns-{unique}/x")) is False
