@@ -153,9 +153,12 @@ class PulsarAdmin:
     async def list_namespaces(self, tenant: str) -> list[str]:
         return list(await self._call("GET", f"/admin/v2/namespaces/{_q(tenant)}"))
 
-    async def list_topics(self, namespace: str) -> list[str]:
-        """Persistent topics of a namespace, partitions included."""
-        return list(await self._call("GET", f"/admin/v2/persistent/{namespace}"))
+    async def list_topics(self, namespace: str, *, include_system: bool = False) -> list[str]:
+        """Persistent topics of a namespace, partitions included. The broker counts every topic of a
+        system namespace (``pulsar/system``, where the deletion topics live by default) as a system topic
+        and lists it only with ``include_system``."""
+        params = {"includeSystemTopic": "true"} if include_system else None
+        return list(await self._call("GET", f"/admin/v2/persistent/{namespace}", params=params))
 
     # ---- topics -----------------------------------------------------------------------------------
     async def lookup(self, topic: TopicName) -> str:
@@ -224,10 +227,13 @@ class PulsarAdmin:
         return list(await self._call("GET", f"/admin/v2/{topic.rest_path}/subscriptions"))
 
     async def delete_topic(self, topic: TopicName, *, force: bool = True) -> bool:
-        r = await self._call(
-            "DELETE", f"/admin/v2/{topic.rest_path}", params={"force": str(force).lower()}, not_found_ok=True
-        )
-        return r is not None or True
+        """True if the topic existed and is deleted, False if the broker answered 404 (topic or namespace
+        not found). A success carries no body, so the status is the only evidence: hence no not_found_ok."""
+        try:
+            await self._call("DELETE", f"/admin/v2/{topic.rest_path}", params={"force": str(force).lower()})
+        except TopicNotFound:
+            return False
+        return True
 
     async def delete_partitioned_topic(self, topic: TopicName, *, force: bool = True) -> None:
         await self._call(

@@ -223,7 +223,8 @@ class Collector:
         return out
 
     async def _collect_schema(self, plan: PurgePlan, base: TopicName, physical: Sequence[TopicName]) -> None:
-        schema_id = f"{base.tenant}/{base.namespace}/{base.local_name}"
+        # The registry's key and the ledgers' pulsar/schemaId: the local name URL-encoded.
+        schema_id = base.schema_name
         ids: set[int] = set()
         if self.zk is not None:
             ids |= await self.zk.schema_ledgers(schema_id) or frozenset()
@@ -294,11 +295,16 @@ async def purge_topic(
         await admin.delete_partitioned_topic(topic, force=True)
     else:
         try:
-            await admin.delete_topic(topic, force=True)
+            existed = await admin.delete_topic(topic, force=True)
         except NotOwner:
             # Only the owner deletes a topic; PulsarAdmin never follows a redirect by itself.
             owner = await admin.lookup(topic)
-            await PulsarAdmin(owner, admin.session, settings.pulsar.auth_token).delete_topic(topic, force=True)
+            existed = await PulsarAdmin(owner, admin.session, settings.pulsar.auth_token).delete_topic(
+                topic, force=True
+            )
+        if not existed:
+            # Someone deleted it since the collection: its ledgers were all queued above anyway.
+            say(f"{topic} was already gone when deleting it")
     if await collector.collect(topic) is not None:
         raise PurgeError(f"{topic} still exists after the delete; re-run purge-topic")
     say(f"purged {topic}: {len(plan.infos)} pending deletions queued ({_fmt_counts(plan.counts())}), topic deleted")
