@@ -26,7 +26,6 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
-from urllib.parse import quote_plus
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -73,16 +72,9 @@ class UnsupportedLedgerLayout(Exception):
     """``/ledgers/LAYOUT`` names a ledger manager whose paths this module does not know."""
 
 
-def encode_local_name(local_name: str) -> str:
-    """Pulsar's ``Codec.encode`` (Java's URLEncoder): what a topic's znode and cursor names are made of."""
-    # URLEncoder keeps only [A-Za-z0-9.-*_] and writes a space as '+'; Python also keeps '~'.
-    return quote_plus(local_name, safe="*").replace("~", "%7E")
-
-
 def managed_ledger_path(topic: TopicName) -> str:
     """The topic's managed-ledger znode (``TopicName.getPersistenceNamingEncoding`` under the root)."""
-    local = encode_local_name(topic.local_name)
-    return f"{MANAGED_LEDGERS_ROOT}/{topic.tenant}/{topic.namespace}/{topic.domain}/{local}"
+    return f"{MANAGED_LEDGERS_ROOT}/{topic.managed_ledger_name}"
 
 
 def _short_path(ledger_id: int) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from worker.bookkeeper import LedgerMetadata, parse_metadata
+from worker.commands.terminal import human_age, parse_duration, render_table
 from worker.in_use import LiveSet, TopicGone, confirm_gone
 from worker.managed_ledger_metadata import parse_schema_locator as schema_locator_ledgers
 from worker.message import LedgerComponent, LedgerType
@@ -22,10 +23,7 @@ from worker.scanner import (
     Scanner,
     Unmapped,
     Verdict,
-    human_age,
     owner_of,
-    parse_duration,
-    render_table,
 )
 from worker.topic_name import TopicName
 

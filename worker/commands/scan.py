@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 
 def _validate(args: argparse.Namespace, settings: Settings) -> tuple[float, list[str]] | str:
-    from worker.scanner import parse_duration
+    from worker.commands.terminal import parse_duration
 
     if args.min_age is None:
         min_age = settings.worker.min_ledger_age_s
@@ -88,11 +88,12 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, namespaces: list[str]) -> int:
     from worker.bookkeeper import BookieClient
+    from worker.commands.terminal import Progress, render_table
     from worker.http import BackendError, new_session
     from worker.in_use import LiveStateReader, SnapshotCache
     from worker.logs import get_logger
     from worker.pulsar_admin import PulsarAdmin
-    from worker.scanner import Decision, Progress, Scanner, Verdict, render_table
+    from worker.scanner import Decision, Scanner, Verdict
     from worker.zookeeper import optional_zookeeper
 
     log = get_logger(command="scan")
