@@ -286,3 +286,114 @@ def test_retry_delays() -> None:
     assert retry_delay(Outcome.TOO_YOUNG, 1, s, b) == 10
     assert retry_delay(Outcome.TRANSIENT, 1, s, b) == 60
     assert retry_delay(Outcome.TRANSIENT, 3, s, b) == 240
+
+
+# ---- the Decider's I/O discipline, on scripted collaborators -------------------------------------------------
+
+
+class _Snapshots:
+    """One topic's live state; ``bump`` moves the epoch the way a 307 seen elsewhere would."""
+
+    def __init__(self, snap: LiveSet | TopicGone) -> None:
+        self.snap = snap
+        self.current = snap.epoch
+        self.reads = 0
+
+    async def get(self, topic: TopicName, ledger_id: int | None = None) -> LiveSet | TopicGone:
+        self.reads += 1
+        return self.snap if self.reads == 1 else _reepoch(self.snap, self.current)
+
+    def is_current(self, snap: LiveSet | TopicGone) -> bool:
+        return snap.epoch == self.current
+
+
+def _reepoch(snap: LiveSet | TopicGone, epoch: int) -> LiveSet | TopicGone:
+    import dataclasses
+
+    return TopicGone(snap.topic, epoch) if isinstance(snap, TopicGone) else dataclasses.replace(snap, epoch=epoch)
+
+
+class _Copy:
+    stage = "bookkeeper"
+
+    def __init__(self, fact: StoredLedger | Missing) -> None:
+        self.fact = fact
+        self.deleted: list[int] = []
+
+    async def inspect(self, info: PendingDeleteLedgerInfo) -> StoredLedger | Missing:
+        return self.fact
+
+    async def delete(self, info: PendingDeleteLedgerInfo, stored: object) -> bool:
+        self.deleted.append(info.ledger_id)
+        return True
+
+
+class _BumpingLimiter:
+    """The storage rate limit; while a decision waits for its token, another decision sees a 307."""
+
+    def __init__(self, snapshots: _Snapshots, bumps: int) -> None:
+        self.snapshots = snapshots
+        self.bumps = bumps
+
+    async def acquire(self) -> None:
+        if self.bumps > 0:
+            self.bumps -= 1
+            self.snapshots.current += 1
+
+
+def _decider(snapshots: _Snapshots, copy: _Copy, limiter: object, **kw: object):  # type: ignore[no-untyped-def]
+    from worker.decision import Decider
+    from worker.metrics import Metrics
+
+    return Decider(
+        admin=None,  # type: ignore[arg-type]
+        snapshots=snapshots,  # type: ignore[arg-type]
+        copies={LedgerType.LEDGER: copy},  # type: ignore[dict-item]
+        metadata=None,  # type: ignore[arg-type]
+        limiter=limiter,  # type: ignore[arg-type]
+        settings=WorkerSettings(min_ledger_age_s=600, snapshot_ttl_s=60),
+        metrics=Metrics(),
+        wall_clock_ms=lambda: NOW,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+async def test_the_epoch_is_checked_after_the_rate_limit_wait_right_before_the_delete() -> None:
+    # Defect: the epoch was checked before the rate-limiter wait; a 307 during the wait went unnoticed.
+    snapshots = _Snapshots(TopicGone(T, 0))
+    copy = _Copy(stored(ML_CM))
+    d = _decider(snapshots, copy, _BumpingLimiter(snapshots, bumps=1))
+    res = await d.decide_info(ledger_info(LedgerComponent.MANAGED_LEDGER))
+    assert res.outcome is Outcome.DELETED
+    assert snapshots.reads == 2  # re-taken from step 2 after the bump, then deleted on the current epoch
+    assert copy.deleted == [7]
+    assert d.metrics.reevaluations._value.get() == 1
+
+
+async def test_an_epoch_that_keeps_moving_is_transient_and_deletes_nothing() -> None:
+    snapshots = _Snapshots(TopicGone(T, 0))
+    copy = _Copy(stored(ML_CM))
+    d = _decider(snapshots, copy, _BumpingLimiter(snapshots, bumps=100))
+    res = await d.decide_info(ledger_info(LedgerComponent.MANAGED_LEDGER))
+    assert (res.outcome, res.stage) == (Outcome.TRANSIENT, "route")
+    assert copy.deleted == []
+
+
+async def test_dry_run_decides_and_deletes_nothing() -> None:
+    snapshots = _Snapshots(TopicGone(T, 0))
+    copy = _Copy(stored(ML_CM))
+    d = _decider(snapshots, copy, _BumpingLimiter(snapshots, bumps=0), dry_run=True)
+    res = await d.decide_info(ledger_info(LedgerComponent.MANAGED_LEDGER))
+    assert res.outcome is Outcome.WOULD_DELETE and copy.deleted == []
+
+
+async def test_an_unforeseen_exception_is_a_transient_outcome_with_its_stage() -> None:
+    class Broken(_Copy):
+        async def inspect(self, info: PendingDeleteLedgerInfo) -> StoredLedger | Missing:
+            raise AttributeError("'str' object has no attribute 'get'")
+
+    snapshots = _Snapshots(TopicGone(T, 0))
+    d = _decider(snapshots, Broken(Missing()), _BumpingLimiter(snapshots, bumps=0))
+    res = await d.decide_info(ledger_info(LedgerComponent.MANAGED_LEDGER))
+    assert (res.outcome, res.stage) == (Outcome.TRANSIENT, "bookkeeper")
+    assert "AttributeError" in res.reason
