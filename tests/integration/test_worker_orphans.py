@@ -232,14 +232,16 @@ async def test_partitioned_topic_owner_and_direct_routes(
     w = start_worker(harnesses, stack, tmp_path, f"parted-{unique}", worker={"in_use_retry_s": 1, "max_attempts": 3})
     w.send(ml(str(p0), ids0[0]))
     w.send(ml(str(p1), ids1[0]))
-    # Announced under the partitioned base name, a live partition's ledger is still found in use.
+    # Announced under the partitioned base name, a partition's ledger does not prove its identity (its
+    # metadata names the partition's managed ledger): rejected at once, identity being judged before use.
     w.send(ml(str(base), ids1[0]))
 
     async def settled() -> bool:
         return w.metric("ledger_deletion_deleted_total") >= 1 and w.metric("ledger_deletion_dlq_total") >= 2
 
-    await eventually(settled, timeout=90, what="one deletion and two in-use dead letters")
+    await eventually(settled, timeout=90, what="one deletion, one in-use and one rejected dead letter")
     assert await bookie.get_metadata(ids0[0]) is None
     assert await bookie.get_metadata(ids1[0]) is not None
     assert w.metric("ledger_deletion_deleted_total", route="owner", result="deleted") == 1
-    assert w.metric("ledger_deletion_dlq_total", reason="in_use") == 2
+    assert w.metric("ledger_deletion_dlq_total", reason="in_use") == 1
+    assert w.metric("ledger_deletion_rejected_total", reason="topic_mismatch") == 1
