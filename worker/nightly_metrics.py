@@ -1,0 +1,77 @@
+"""What the nightly jobs push to a Prometheus Pushgateway: the one contract between the Spark jobs (producer),
+the Grafana dashboard and the alert rules (consumers).
+
+Batch jobs cannot be scraped, so each run pushes its results under the grouping key ``job=<JOB_*>``. Always
+push with ``pushadd`` (HTTP POST, :func:`push`): it replaces only the metric names in that push, so a failed
+run (which pushes ``failed=1`` but no new success timestamp) leaves the last success timestamp in place, and
+"missed" stays distinguishable from "failed". Prometheus must scrape the Pushgateway with
+``honor_labels: true`` so that ``job`` stays the nightly job's name.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Gauge, pushadd_to_gateway
+
+JOB_REPLAY = "ledger_deletion_replay"
+JOB_AUDIT = "ledger_deletion_audit"
+JOBS = (JOB_REPLAY, JOB_AUDIT)
+
+# Every run, success or failure.
+FAILED = "ledger_deletion_nightly_failed"  # 1 when the last run failed, 0 when it succeeded
+DURATION = "ledger_deletion_nightly_duration_seconds"  # wall time of the last run
+LAST_RUN = "ledger_deletion_nightly_last_run_timestamp_seconds"  # unix time the last run ended
+# Successful runs only.
+LAST_SUCCESS = "ledger_deletion_nightly_last_success_timestamp_seconds"
+ROWS = "ledger_deletion_nightly_rows"  # {outcome}: replay: one row per ledger; audit: ledgers/object sets examined
+# Audit only: what the anti-join found unreferenced, by where the bytes are.
+AUDIT_ORPHANS = "ledger_deletion_audit_orphans"  # {class}
+AUDIT_ORPHAN_BYTES = "ledger_deletion_audit_orphan_bytes"  # {class}
+
+# Values of the `outcome` label of ROWS. Replay: the decision core's outcomes. Audit: orphan / in_use / skipped.
+REPLAY_OUTCOMES = ("deleted", "already_gone", "rejected", "in_use", "too_young", "transient", "invalid")
+AUDIT_OUTCOMES = ("orphan", "in_use", "skipped")
+# Values of the `class` label: BookKeeper ledgers vs offloaded objects ({uuid}-ledger-{id}[-index]).
+ORPHAN_CLASSES = ("bookkeeper", "tiered")
+
+
+def run_registry(
+    *,
+    failed: bool,
+    duration_s: float,
+    rows: Mapping[str, int] | None = None,
+    orphans: Mapping[str, tuple[int, int]] | None = None,
+    finished_at: float | None = None,
+) -> CollectorRegistry:
+    """The metrics of one run. ``rows``: outcome -> count; ``orphans``: class -> (count, bytes), audit only.
+
+    A failed run carries no rows and no success timestamp: partial counts would read as a night's results.
+    """
+    now = time.time() if finished_at is None else finished_at
+    r = CollectorRegistry()
+    Gauge(FAILED, "1 when the last run of this nightly job failed", registry=r).set(1 if failed else 0)
+    Gauge(DURATION, "Wall time of the last run", registry=r).set(duration_s)
+    Gauge(LAST_RUN, "Unix time the last run ended", registry=r).set(now)
+    if failed:
+        return r
+    Gauge(LAST_SUCCESS, "Unix time the last successful run ended", registry=r).set(now)
+    g = Gauge(ROWS, "Rows of the last successful run, by outcome", ["outcome"], registry=r)
+    for outcome, n in (rows or {}).items():
+        g.labels(outcome=outcome).set(n)
+    if orphans is not None:
+        count = Gauge(AUDIT_ORPHANS, "Orphans the last audit found, by storage class", ["class"], registry=r)
+        size = Gauge(AUDIT_ORPHAN_BYTES, "Bytes of the orphans the last audit found", ["class"], registry=r)
+        for cls in ORPHAN_CLASSES:  # a zero is a finding too: the panel shows it rather than "no data"
+            n, nbytes = orphans.get(cls, (0, 0))
+            count.labels(**{"class": cls}).set(n)
+            size.labels(**{"class": cls}).set(nbytes)
+    return r
+
+
+def push(gateway: str, job: str, registry: CollectorRegistry, timeout_s: float = 10) -> None:
+    """POST (pushadd) ``registry`` to the Pushgateway at ``gateway`` (``host:port`` or URL) under ``job``."""
+    if job not in JOBS:
+        raise ValueError(f"unknown nightly job {job!r}; expected one of {JOBS}")
+    pushadd_to_gateway(gateway, job=job, registry=registry, timeout=timeout_s)
