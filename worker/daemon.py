@@ -13,17 +13,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import time
 from typing import Any
 
 import pulsar
 import pulsar.asyncio as pulsar_asyncio
 
 from worker import http_server
-from worker.bookkeeper import BookieClient, BookieLedgerStore, LedgerStore
+from worker.bookkeeper import BookieClient, BookieLedgerStore, CountedLedgerStore, LedgerStore
 from worker.http import new_session
 from worker.in_use import LiveStateReader, SnapshotCache
 from worker.logs import configure, get_logger
-from worker.metrics import Metrics
+from worker.metrics import Metrics, oldest_backlog_age_s
 from worker.pipeline import Pipeline
 from worker.pulsar_admin import PulsarAdmin
 from worker.pulsar_client import async_client, close_client
@@ -59,7 +60,11 @@ class Daemon:
             admin = PulsarAdmin(str(s.pulsar.admin_url), admin_session, s.pulsar.auth_token)
             bookie = BookieClient(str(s.bookkeeper.http_url), bk_session)
             tiered = await stack.enter_async_context(TieredStorage(s.offload, self.metrics))
-            ledgers = await self._ledger_store(stack, bookie)
+            backend = "zookeeper" if s.bookkeeper.delete_via == "zookeeper" else "bookie"
+            ledgers = CountedLedgerStore(
+                await self._ledger_store(stack, bookie),
+                lambda op, outcome: self.metrics.storage_requests.labels(backend, op, outcome).inc(),
+            )
 
             runner = await http_server.start(
                 http_server.build_app(self.metrics, lambda: self.ready and not self.stopping.is_set()),
@@ -214,10 +219,13 @@ class Daemon:
         if topic not in self._partitioned:
             # Fixed once the topology exists: asked once per topic, not on every poll.
             self._partitioned[topic] = await admin.partitions(tn) > 0
-        st = await (admin.partitioned_stats(tn) if self._partitioned[topic] else admin.stats(tn))
+        get = admin.partitioned_stats if self._partitioned[topic] else admin.stats
+        st = await get(tn, earliest_time_in_backlog=True)
         self.metrics.topic_published.labels(role=role).set(float(st.get("msgInCounter", 0)))
-        subs = st.get("subscriptions") or {}
-        self.metrics.topic_backlog.labels(role=role).set(float((subs.get(sub) or {}).get("msgBacklog", 0)))
+        sub_stats = (st.get("subscriptions") or {}).get(sub) or {}
+        self.metrics.topic_backlog.labels(role=role).set(float(sub_stats.get("msgBacklog", 0)))
+        age = oldest_backlog_age_s(sub_stats, int(time.time() * 1000))
+        self.metrics.topic_oldest_backlog_age.labels(role=role).set(age)
 
 
 async def run_daemon(settings: Settings) -> int:
