@@ -30,7 +30,7 @@ OUT = Path("deploy/grafana/ledger-deletion.json")
 DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
 # Queue topics: the worker's own names by default. The broker labels its series with the partition name.
 NOT_OK = 'outcome!="ok"'
-QUEUE_TOPICS = 'topic=~".*__ledger_deletion(-partition-[0-9]+|-RETRY|-DLQ)"'
+QUEUE_TOPICS = 'topic=~".*/__ledger_deletion.*"'
 
 
 def _w(metric: str, extra: str = "") -> str:
