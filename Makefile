@@ -23,9 +23,10 @@ ops-tools:
 	    prometheus prometheus-pushgateway; \
 	fi
 
-# deploy/grafana/ledger-deletion.json from worker/dashboard.py (tests fail when the committed file is stale).
+# deploy/grafana/ledger-deletion.json and deploy/k8s/prometheusrule.yaml from worker/dashboard.py and the
+# alert rules (tests fail when a committed file is stale).
 dashboards: venv
-	$(PY) -m worker.dashboard deploy/grafana/ledger-deletion.json
+	$(PY) -m worker.dashboard
 
 stack-up: venv
 	bash $(STACK) up
