@@ -145,8 +145,10 @@ async def drain(
             # The rate limit out of the way: the storage, not the token bucket, sets the pace.
             "deletes_per_second": 1_000_000.0,
             "delete_burst": 1_000_000,
-            "min_ledger_age_s": 0,  # the ledgers were made seconds ago
-            "snapshot_ttl_s": 60,
+            # The smallest safe pair (the age guard must outlast a cached snapshot): the ledgers were
+            # made well before this row starts, so none is retried as too young.
+            "min_ledger_age_s": 2,
+            "snapshot_ttl_s": 1.5,
             "stats_poll_interval_s": 15,
         },
         logging={"level": "INFO", "format": "json"},

@@ -98,5 +98,8 @@ async def admin(stack: Stack) -> AsyncIterator[PulsarAdmin]:
 
 @pytest.fixture
 async def bookie(stack: Stack) -> AsyncIterator[BookieClient]:
-    async with new_session(30) as s:
-        yield BookieClient(stack.bookie_http_url, s)
+    """The bookie HTTP API, its ambiguous 500s settled by the metadata store, as the worker does."""
+    from worker.zookeeper import ZooKeeper
+
+    async with new_session(30) as s, ZooKeeper(stack.zookeeper_hosts) as zk:
+        yield BookieClient(stack.bookie_http_url, s, zk.ledger_metadata_exists)

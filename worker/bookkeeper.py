@@ -2,8 +2,9 @@
 
 Facts this client relies on (bookkeeper-server 4.17, checked against the local stack):
 - ``GET /api/v1/ledger/metadata/?ledger_id=N`` answers ``{"N": {... "customMetadata": {k: base64(v)}}}``
-  and a bare 500 when the ledger does not exist, so a 500 is ambiguous: it is resolved by reading the
-  ledger list, never by guessing.
+  and a bare 500 when the ledger does not exist, so a 500 is ambiguous: it is resolved by one per-ledger
+  read of the metadata store (``ledger_exists``), never by guessing and never by listing every ledger of
+  the cluster (that cost grows with the cluster, per message).
 - ``GET /api/v1/ledger/list/`` without ``print_metadata`` returns every ledger id in one answer; only
   ``print_metadata=true`` pages (``page`` from 1, 100 per page) and its values are the serialized binary
   metadata forced through a UTF-8 string (lossy), so ids come from the unpaged list and metadata from
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -150,9 +151,17 @@ class CountedLedgerStore:
 
 
 class BookieClient:
-    def __init__(self, base_url: str, session: aiohttp.ClientSession) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        session: aiohttp.ClientSession,
+        ledger_exists: Callable[[int], Awaitable[bool]] | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.session = session
+        # The metadata store's per-ledger answer (``ZooKeeper.ledger_metadata_exists``) that settles an
+        # ambiguous 500; without one, an ambiguous answer stays a failure.
+        self.ledger_exists = ledger_exists
 
     async def _get_json(self, path: str, params: dict[str, str]) -> tuple[int, Any]:
         try:
@@ -169,8 +178,13 @@ class BookieClient:
             raise BackendError("bookie", f"ledger list answered {status}", status)
         return sorted(int(k) for k in body)
 
-    async def ledger_exists_by_list(self, ledger_id: int) -> bool:
-        return ledger_id in await self.list_ledger_ids()
+    async def _still_exists(self, ledger_id: int, what: str) -> bool:
+        """Settle an ambiguous answer: does the ledger exist? Asks the metadata store, one ledger."""
+        if self.ledger_exists is None:
+            raise BackendError(
+                "bookie", f"{what} for ledger {ledger_id}: ambiguous, and no metadata store (zookeeper.hosts)"
+            )
+        return await self.ledger_exists(ledger_id)
 
     async def get_metadata(self, ledger_id: int) -> LedgerMetadata | None:
         """The ledger's metadata, or None when the ledger does not exist."""
@@ -179,7 +193,7 @@ class BookieClient:
             return parse_metadata(ledger_id, body)
         if status in (404, 500):
             # The bookie answers 500 both for "no such ledger" and for real failures: read again.
-            if not await self.ledger_exists_by_list(ledger_id):
+            if not await self._still_exists(ledger_id, f"metadata answered {status}"):
                 return None
             raise BackendError("bookie", f"metadata of existing ledger {ledger_id} answered {status}", status)
         raise BackendError("bookie", f"metadata of ledger {ledger_id} answered {status}", status)
@@ -198,7 +212,7 @@ class BookieClient:
             # ZooKeeper mode answers 200 for a missing ledger too; either way it is gone now.
             return True
         # Ambiguous (e.g. 500 that may mean "no such ledger"): the answer is whether it still exists.
-        if await self.get_metadata(ledger_id) is None:
+        if not await self._still_exists(ledger_id, f"DELETE answered {status}"):
             return False
         raise BackendError("bookie", f"DELETE ledger {ledger_id} answered {status}: {text}", status)
 

@@ -1,34 +1,59 @@
 """``ledger-deletion-worker``: the daemon and the operator commands.
 
 Each command lives in its own module and registers itself here; ``run`` is the phase-2 daemon.
+
+Which configuration a command uses, in order: ``--config FILE`` (must exist); else ``$LDW_CONFIG`` (must
+exist); else no file: built-in defaults overlaid by ``LDW_*`` variables, and the command says so on
+stderr. No path is ever resolved relative to the current directory behind the operator's back: a
+``send`` run from another directory must not fall back to the production topics silently.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from worker.settings import ConfigError, Settings, load_settings
 
-DEFAULT_CONFIG = "config/worker.example.yaml"
+CONFIG_ENV = "LDW_CONFIG"
 
 Handler = Callable[[argparse.Namespace, Settings], int]
 
 
-def _add_config(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--config",
-        "-c",
-        default=None,
-        help=f"YAML settings file (default: {DEFAULT_CONFIG} if present); LDW_* environment variables override it",
+def config_help(env: Mapping[str, str] | None = None) -> str:
+    """The ``--config`` help, naming the file a run would use now."""
+    env = os.environ if env is None else env
+    chosen = env.get(CONFIG_ENV)
+    now = f"now {chosen}" if chosen else "unset, so built-in defaults are used"
+    return (
+        f"YAML settings file; without it ${CONFIG_ENV} ({now}); with neither, built-in defaults."
+        " LDW_<SECTION>__<KEY> variables override any of them"
     )
+
+
+def resolve_config(arg: str | None, env: Mapping[str, str] | None = None) -> tuple[Path | None, str]:
+    """The settings file to load (absolute) and where that choice came from, for messages."""
+    env = os.environ if env is None else env
+    if arg is not None:
+        return Path(arg).expanduser().absolute(), "--config"
+    chosen = env.get(CONFIG_ENV)
+    if chosen:
+        return Path(chosen).expanduser().absolute(), f"${CONFIG_ENV}"
+    return None, "built-in defaults"
+
+
+def _add_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", "-c", default=None, help=config_help())
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ledger-deletion-worker",
         description="Two-phase ledger deletion for Apache Pulsar: drain pending deletions safely.",
+        epilog=f"configuration: {config_help()}",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -43,13 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    config = args.config
-    if config is None:
-        import os
-
-        config = DEFAULT_CONFIG if os.path.isfile(DEFAULT_CONFIG) else None
+    path, source = resolve_config(args.config)
+    if path is not None and not path.is_file():
+        print(f"ledger-deletion-worker: config file not found: {path} (from {source})", file=sys.stderr)
+        return 2
+    if path is None:
+        print(
+            f"ledger-deletion-worker: no --config and no ${CONFIG_ENV}: using built-in defaults and LDW_* variables",
+            file=sys.stderr,
+        )
     try:
-        settings = load_settings(config)
+        settings = load_settings(path)
     except ConfigError as e:
         print(f"ledger-deletion-worker: {e}", file=sys.stderr)
         return 2

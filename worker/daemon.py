@@ -20,18 +20,14 @@ import pulsar
 import pulsar.asyncio as pulsar_asyncio
 
 from worker import http_server
-from worker.bookkeeper import BookieClient, BookieLedgerStore, CountedLedgerStore, LedgerStore
-from worker.http import new_session
-from worker.in_use import LiveStateReader, SnapshotCache
+from worker.decision import open_decider
 from worker.logs import configure, get_logger
 from worker.metrics import Metrics, oldest_backlog_age_s
 from worker.pipeline import Pipeline
 from worker.pulsar_admin import PulsarAdmin
 from worker.pulsar_client import async_client, close_client
-from worker.rate_limit import TokenBucket
 from worker.settings import Settings
 from worker.settlement import Settler
-from worker.tiered_storage import TieredStorage
 from worker.topic_name import TopicName
 from worker.topology import ensure_topology
 
@@ -55,16 +51,8 @@ class Daemon:
     async def run(self) -> int:
         s = self.settings
         async with contextlib.AsyncExitStack() as stack:
-            admin_session = await stack.enter_async_context(new_session(s.pulsar.request_timeout_s))
-            bk_session = await stack.enter_async_context(new_session(s.bookkeeper.request_timeout_s))
-            admin = PulsarAdmin(str(s.pulsar.admin_url), admin_session, s.pulsar.auth_token)
-            bookie = BookieClient(str(s.bookkeeper.http_url), bk_session)
-            tiered = await stack.enter_async_context(TieredStorage(s.offload, self.metrics))
-            backend = "zookeeper" if s.bookkeeper.delete_via == "zookeeper" else "bookie"
-            ledgers = CountedLedgerStore(
-                await self._ledger_store(stack, bookie),
-                lambda op, outcome: self.metrics.storage_requests.labels(backend, op, outcome).inc(),
-            )
+            decider = await stack.enter_async_context(open_decider(s, self.metrics))
+            admin = decider.admin
 
             runner = await http_server.start(
                 http_server.build_app(self.metrics, lambda: self.ready and not self.stopping.is_set()),
@@ -89,22 +77,13 @@ class Daemon:
                 receiver_queue_size=max(1, min(1000, s.worker.max_inflight)),
                 negative_ack_redelivery_delay_ms=int(s.worker.backoff_initial_s * 1000) or 1000,
             )
-
-            reader = LiveStateReader(
-                admin, lambda ep, outcome: self.metrics.admin_requests.labels(endpoint=ep, outcome=outcome).inc()
-            )
-            snapshots = SnapshotCache(reader, ttl_s=s.worker.snapshot_ttl_s, max_size=s.worker.snapshot_cache_size)
             pipeline = Pipeline(
-                admin=admin,
-                snapshots=snapshots,
-                ledgers=ledgers,
-                tiered=tiered,
-                limiter=TokenBucket(s.worker.deletes_per_second, s.worker.delete_burst),
-                settings=s.worker,
-                metrics=self.metrics,
+                decider=decider,
                 settler=Settler(
                     consumer, retry_producer, dlq_producer, self.metrics, max_attempts=s.worker.max_attempts
                 ),
+                settings=s.worker,
+                metrics=self.metrics,
             )
 
             loop = asyncio.get_running_loop()
@@ -137,18 +116,6 @@ class Daemon:
                 await poller
             log.info("worker stopped")
         return 0
-
-    async def _ledger_store(self, stack: contextlib.AsyncExitStack, bookie: BookieClient) -> LedgerStore:
-        s = self.settings
-        if s.bookkeeper.delete_via != "zookeeper":
-            return BookieLedgerStore(bookie)
-        from worker.zookeeper import ZooKeeperLedgerStore
-
-        assert s.zookeeper.hosts is not None
-        store = ZooKeeperLedgerStore(s.zookeeper.hosts, s.zookeeper.ledgers_root, s.zookeeper.timeout_s)
-        await store.start()
-        stack.push_async_callback(store.close)
-        return store
 
     async def _receive_loop(self, consumer: pulsar_asyncio.Consumer, pipeline: Pipeline) -> None:
         sem = asyncio.Semaphore(self.settings.worker.max_inflight)
@@ -183,11 +150,16 @@ class Daemon:
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            # Settling failed (e.g. the retry producer timed out): nothing was acknowledged, so
-            # ask for redelivery rather than leave the message parked in this consumer.
+            # Settling failed (e.g. the retry producer timed out): nothing was acknowledged, so ask for
+            # redelivery rather than leave the message parked in this consumer. The redelivery counts as
+            # an attempt (``attempts_of``), so a message that can never settle still reaches the DLQ.
+            self.metrics.failed.labels(stage="settle").inc()
             log.error("message not settled; negative-acknowledged", error=f"{type(e).__name__}: {e}")
-            with contextlib.suppress(Exception):
-                consumer.negative_acknowledge(msg)
+            try:
+                await consumer.negative_acknowledge(msg)
+            except Exception as nack_error:
+                # Nothing more can be done here: closing this consumer hands the message to another.
+                log.error("negative acknowledge failed", error=f"{type(nack_error).__name__}: {nack_error}")
         finally:
             self.metrics.inflight.dec()
 

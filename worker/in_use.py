@@ -13,12 +13,15 @@ Caching is safe because ledger ids only grow and a removed id never comes back, 
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from worker.http import BackendError
 from worker.message import LedgerComponent, PendingDeleteLedgerInfo
 from worker.pulsar_admin import NotOwner, PulsarAdmin, TopicNotFound
 from worker.topic_name import TopicName
@@ -38,6 +41,9 @@ class LiveSet:
     epoch: int
     fetched_at: float
     partitions: tuple[TopicName, ...] = field(default=())
+    # A base name's union: each partition's owner, in partition order (a move of any one partition
+    # changes the base name's state).
+    partition_owners: tuple[str, ...] = field(default=())
 
     @property
     def all_ids(self) -> frozenset[int]:
@@ -95,11 +101,13 @@ class LiveSet:
             epoch,
             now,
             tuple(p.topic for p in parts),
+            tuple(p.owner_url for p in parts),
         )
 
 
 class TopicGone:
-    """The topic does not exist (404 from its owner): no live state, storage verification decides."""
+    """The topic does not exist, proven twice: the admin API said so and the metadata store has no
+    managed ledger for it. No live state: storage verification alone decides (the direct route)."""
 
     def __init__(self, topic: TopicName, epoch: int) -> None:
         self.topic = topic
@@ -114,12 +122,40 @@ Snapshot = LiveSet | TopicGone
 _GONE = "<gone>"
 
 
-class LiveStateReader:
-    """Owner lookup (cached per topic, dropped on 307 or error) + ``internalStats`` on the owner."""
+class GoneUnconfirmed(BackendError):
+    """The admin API says the topic does not exist, but that is not proven: the metadata store still
+    has its managed ledger (a topic that cannot be loaded is not a gone topic), or no metadata store is
+    configured to ask. Transient: the message is retried, nothing is deleted on half a proof."""
 
-    def __init__(self, admin: PulsarAdmin, on_request: Callable[[str, str], None] | None = None) -> None:
+    def __init__(self, topic: TopicName, why: str) -> None:
+        super().__init__("admin", f"{topic} not found by the admin API, but {why}")
+        self.topic = topic
+
+
+class MetadataStore(Protocol):
+    """The metadata store's half of the "gone" proof (``worker.zookeeper.ZooKeeper``)."""
+
+    async def managed_ledger_exists(self, ml_name: str) -> bool: ...
+
+
+async def confirm_gone(topic: TopicName, store: MetadataStore | None) -> None:
+    """The one rule, shared by pipeline, scanner and purge-topic: after the admin API said "not found",
+    the topic is gone only if the metadata store has no managed ledger for it. Raises GoneUnconfirmed."""
+    if store is None:
+        raise GoneUnconfirmed(topic, "no metadata store is configured to confirm it (zookeeper.hosts)")
+    if await store.managed_ledger_exists(topic.managed_ledger_name):
+        raise GoneUnconfirmed(topic, "its managed ledger still exists in the metadata store")
+
+
+class LiveStateReader:
+    """Owner lookup (cached per topic, bounded, dropped on 307 or error) + ``internalStats`` on the owner."""
+
+    def __init__(
+        self, admin: PulsarAdmin, on_request: Callable[[str, str], None] | None = None, *, max_owners: int = 100_000
+    ) -> None:
         self.admin = admin
-        self._owners: dict[str, str] = {}
+        self.max_owners = max_owners
+        self._owners: OrderedDict[str, str] = OrderedDict()
         self._on_request = on_request or (lambda endpoint, outcome: None)
 
     def forget_owner(self, topic: TopicName) -> None:
@@ -127,16 +163,30 @@ class LiveStateReader:
 
     async def owner(self, topic: TopicName) -> str:
         key = str(topic)
-        if key not in self._owners:
-            self._owners[key] = await self.admin.lookup(topic)
-            self._on_request("lookup", "ok")
-        return self._owners[key]
+        if key in self._owners:
+            self._owners.move_to_end(key)
+            return self._owners[key]
+        url = await self.admin.lookup(topic)
+        self._on_request("lookup", "ok")
+        self._owners[key] = url
+        while len(self._owners) > self.max_owners:
+            self._owners.popitem(last=False)  # losing an owner costs one lookup, nothing else
+        return url
 
     async def fetch(self, topic: TopicName) -> tuple[dict[str, Any], str] | None:
-        """(internalStats, owner url), or None if the topic does not exist. Raises NotOwner after a
-        second redirect so the caller can bump the epoch and retry later."""
+        """(internalStats, owner url), or None when the admin API says the topic does not exist (a lookup
+        or internalStats "not found" in Pulsar's words). Raises NotOwner after a second redirect so the
+        caller can bump the epoch and retry later."""
         for attempt in (1, 2):
-            owner = await self.owner(topic)
+            try:
+                owner = await self.owner(topic)
+            except TopicNotFound:
+                # No namespace, or no topic where auto-creation is off: the lookup is the admin's answer.
+                self._on_request("lookup", "not_found")
+                return None
+            except Exception:
+                self._on_request("lookup", "error")
+                raise
             try:
                 stats = await self.admin.internal_stats(topic, base=owner)
                 self._on_request("internal_stats", "ok")
@@ -156,8 +206,23 @@ class LiveStateReader:
         raise AssertionError("unreachable")
 
 
+@dataclass(slots=True)
+class _TopicState:
+    epoch: int
+    # What the topic looked like at its last read (owner URL, or _GONE): a change bumps the epoch even
+    # when the snapshot itself was evicted.
+    last_seen: str | None = None
+
+
 class SnapshotCache:
-    """Per-topic snapshots: bounded LRU with TTL, epochs, and the stale-id rule."""
+    """Per-topic snapshots: bounded LRU with TTL, epochs, the stale-id rule, the "gone" rule, and one
+    fetch at a time per topic.
+
+    Epochs come from one counter, so no value is ever reused. Per-topic state (epoch, last seen) is
+    bounded too: evicting a topic's state moves the epoch every state-less topic reports
+    (``_base``) to a fresh value, so a decision still holding a snapshot of an evicted topic is
+    re-taken instead of trusted.
+    """
 
     def __init__(
         self,
@@ -165,34 +230,57 @@ class SnapshotCache:
         *,
         ttl_s: float,
         max_size: int,
+        metadata_store: MetadataStore | None = None,
+        max_topics: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        on_bump: Callable[[TopicName, str], None] | None = None,
     ) -> None:
         self.reader = reader
         self.ttl_s = ttl_s
         self.max_size = max_size
+        self.metadata_store = metadata_store
+        self.max_topics = max(max_size, max_topics if max_topics is not None else 10 * max_size)
         self.clock = clock
+        self.on_bump = on_bump or (lambda topic, why: None)
         self._entries: OrderedDict[str, Snapshot] = OrderedDict()
-        self._epochs: dict[str, int] = {}
         self._fetched_at: dict[str, float] = {}
-        # What each topic looked like at its last read (owner URL, or _GONE), kept beyond LRU eviction:
-        # a change against it bumps the epoch even when the snapshot itself was evicted. Like the
-        # epochs, one short string per topic ever seen.
-        self._last_seen: dict[str, str] = {}
+        self._states: OrderedDict[str, _TopicState] = OrderedDict()
+        self._counter = 0
+        self._base = 0
+        self._inflight: dict[str, asyncio.Task[Snapshot]] = {}
+
+    def _next_epoch(self) -> int:
+        self._counter += 1
+        return self._counter
+
+    def _state(self, key: str) -> _TopicState:
+        st = self._states.get(key)
+        if st is None:
+            st = self._states[key] = _TopicState(self._base)
+            while len(self._states) > self.max_topics:
+                self._states.popitem(last=False)
+                self._base = self._next_epoch()
+        else:
+            self._states.move_to_end(key)
+        return st
 
     def epoch(self, topic: TopicName) -> int:
-        return self._epochs.get(str(topic), 0)
+        st = self._states.get(str(topic))
+        return self._base if st is None else st.epoch
 
     def bump(self, topic: TopicName, why: str = "") -> int:
         """Invalidate: any decision taken on the previous epoch must be re-evaluated."""
         key = str(topic)
-        self._epochs[key] = self._epochs.get(key, 0) + 1
-        self._entries.pop(key, None)
-        self._fetched_at.pop(key, None)
+        st = self._state(key)
+        st.epoch = self._next_epoch()
         # The new epoch already invalidates everything seen before; the next read starts afresh
         # (a 307 followed by a read at the new owner is one move, not two).
-        self._last_seen.pop(key, None)
+        st.last_seen = None
+        self._entries.pop(key, None)
+        self._fetched_at.pop(key, None)
         self.reader.forget_owner(topic)
-        return self._epochs[key]
+        self.on_bump(topic, why)
+        return st.epoch
 
     def _store(self, topic: TopicName, snap: Snapshot) -> Snapshot:
         key = str(topic)
@@ -210,19 +298,41 @@ class SnapshotCache:
         if snap is None:
             return None
         if self.clock() - self._fetched_at.get(key, 0.0) > self.ttl_s:
-            # Expired, but kept until the refetch replaces it: the refetch compares owner and existence
-            # with it, and a decision may still hold it (an owner change must bump the epoch).
             return None
         self._entries.move_to_end(key)
         return snap
 
+    def _seen(self, topic: TopicName, state: str) -> None:
+        """Record what a read found; a change from the previous read bumps the epoch (owner moved,
+        topic gone, topic (re-)created)."""
+        st = self._state(str(topic))
+        prev = st.last_seen
+        if prev is not None and prev != state:
+            self.bump(topic, f"{prev} -> {state}")
+            st = self._state(str(topic))
+        st.last_seen = state
+
     async def _load(self, topic: TopicName) -> Snapshot:
+        # The epoch is taken BEFORE the read (PIP-269's lesson): a bump while the read is in flight
+        # (a 307 or an owner change seen by another decision) makes this snapshot stale, not current.
+        before = self.epoch(topic)
+        snap = await self._read(topic)
+        if self.epoch(topic) != before:
+            return _with_epoch(snap, before)
+        # Only this read's own observation is left to compare; no await between here and the return.
+        if isinstance(snap, TopicGone):
+            self._seen(topic, _GONE)
+        elif isinstance(snap, LiveSet):
+            self._seen(topic, snap.owner_url if not snap.partitions else _owners_key(snap))
+        return _with_epoch(snap, self.epoch(topic))
+
+    async def _read(self, topic: TopicName) -> Snapshot:
         partitions = 0 if topic.partition_index is not None else await self.reader.admin.partitions(topic)
         if partitions > 0:
             parts: list[LiveSet] = []
             for i in range(partitions):
                 try:
-                    p = await self._load_one(topic.partition(i))
+                    p = await self._load(topic.partition(i))
                 except NotOwner:
                     # The base-name snapshot was built from this partition's owner: invalidate it too.
                     self.bump(topic, "307 on a partition")
@@ -230,49 +340,62 @@ class SnapshotCache:
                 if isinstance(p, LiveSet):
                     parts.append(p)
             if not parts:
-                return self._gone(topic)
-            # Owners per partition: a move of any one partition changes the base name's state.
-            self._seen(topic, ",".join(f"{p.topic.local_name}@{p.owner_url}" for p in parts))
-            return LiveSet.union(topic, parts, self.epoch(topic), self.clock())
-        return await self._load_one(topic)
-
-    def _seen(self, topic: TopicName, state: str) -> None:
-        """Record what a read found; a change from the previous read bumps the epoch (owner moved,
-        topic gone, topic (re-)created)."""
-        key = str(topic)
-        prev = self._last_seen.get(key)
-        if prev is not None and prev != state:
-            self.bump(topic, f"{prev} -> {state}")
-        self._last_seen[key] = state
-
-    def _gone(self, topic: TopicName) -> TopicGone:
-        self._seen(topic, _GONE)
-        return TopicGone(topic, self.epoch(topic))
-
-    async def _load_one(self, topic: TopicName) -> Snapshot:
+                return TopicGone(topic, -1)
+            return LiveSet.union(topic, parts, -1, self.clock())
         try:
             got = await self.reader.fetch(topic)
         except NotOwner:
             self.bump(topic, "307")
             raise
         if got is None:
-            return self._gone(topic)
+            await confirm_gone(topic, self.metadata_store)
+            return TopicGone(topic, -1)
         stats, owner = got
-        self._seen(topic, owner)
-        return LiveSet.from_internal_stats(topic, stats, owner, self.epoch(topic), self.clock())
+        return LiveSet.from_internal_stats(topic, stats, owner, -1, self.clock())
+
+    async def _load_and_store(self, topic: TopicName) -> Snapshot:
+        snap = await self._load(topic)
+        if self.is_current(snap):
+            # A stale read (epoch moved while it was in flight) is handed to its callers but never cached.
+            self._store(topic, snap)
+        return snap
 
     async def get(self, topic: TopicName, ledger_id: int | None = None, *, fresh: bool = False) -> Snapshot:
-        """A snapshot that can decide about ``ledger_id`` (refetched when stale for it)."""
-        if not fresh:
-            snap = self._cached(topic)
-            if isinstance(snap, LiveSet) and (ledger_id is None or snap.covers(ledger_id)):
+        """A snapshot that can decide about ``ledger_id`` (refetched when stale for it).
+
+        Concurrent callers of one topic share one read (single flight) instead of each starting its
+        own after a TTL expiry; ``fresh`` callers need a read that starts after their call and never join.
+        """
+        key = str(topic)
+        if fresh:
+            return await self._load_and_store(topic)
+        snap = self._cached(topic)
+        if isinstance(snap, LiveSet) and (ledger_id is None or snap.covers(ledger_id)):
+            return snap
+        # A cached TopicGone is not reused: "gone" must be re-read, it is what licenses the direct route.
+        running = self._inflight.get(key)
+        if running is not None:
+            snap = await asyncio.shield(running)
+            if not isinstance(snap, LiveSet) or ledger_id is None or snap.covers(ledger_id):
                 return snap
-            # A cached TopicGone is not reused: "gone" must be re-read, it is what licenses the
-            # direct route, and reading it is one cheap 404.
-        return self._store(topic, await self._load(topic))
+            # The shared read may have started before this ledger existed (stale-id rule): read again.
+        task = asyncio.ensure_future(self._load_and_store(topic))
+        self._inflight[key] = task
+        task.add_done_callback(lambda t: self._inflight.pop(key, None) if self._inflight.get(key) is t else None)
+        return await asyncio.shield(task)
 
     def is_current(self, snap: Snapshot) -> bool:
         return snap.epoch == self.epoch(snap.topic)
+
+
+def _owners_key(snap: LiveSet) -> str:
+    return ",".join(f"{p.local_name}@{o}" for p, o in zip(snap.partitions, snap.partition_owners, strict=True))
+
+
+def _with_epoch(snap: Snapshot, epoch: int) -> Snapshot:
+    if isinstance(snap, TopicGone):
+        return TopicGone(snap.topic, epoch)
+    return dataclasses.replace(snap, epoch=epoch)
 
 
 def in_use(snap: LiveSet, info: PendingDeleteLedgerInfo) -> bool:

@@ -349,3 +349,19 @@ def encode_managed_cursor_info(c: ManagedCursorInfo) -> bytes:
     out += _enc_int(3, c.mark_delete_entry_id) + _enc_int(6, c.last_active)
     out += b"".join(_enc_kv(8, k, v) for k, v in c.cursor_properties.items())
     return out
+
+
+def parse_schema_locator(data: bytes) -> frozenset[int]:
+    """Ledger ids of the schema registry's ``SchemaLocator`` (``/schemas/<schemaId>``, SchemaStorageFormat.proto):
+    ``info = 1`` and ``index = 2`` are ``IndexEntry {version = 1; PositionInfo position = 2 {ledgerId = 1;
+    entryId = 2}; hash = 3}``. The same set the broker reports as a topic's ``schemaLedgers``."""
+    ids: set[int] = set()
+    for entry in _fields(data):
+        if entry.number not in (1, 2) or entry.wire_type != _LEN:
+            continue
+        for position in _fields(_bytes(entry)):
+            if position.number == 2 and position.wire_type == _LEN:
+                for lid in _fields(_bytes(position)):
+                    if lid.number == 1 and lid.wire_type == _VARINT:
+                        ids.add(_int(lid))
+    return frozenset(ids)

@@ -211,6 +211,99 @@ def decode(data: bytes) -> PendingDeleteLedgerInfo:
     return PendingDeleteLedgerInfo.from_avro(record)
 
 
+@dataclass(frozen=True, slots=True)
+class PartialInfo:
+    """What :func:`decode_lenient` could read of a payload: fields in schema order up to the first one
+    that cannot be read. Display only; never a basis for a decision."""
+
+    topic_name: str | None = None
+    ledger_component: str | None = None
+    cursor_name: str | None = None
+    schema_id: str | None = None
+    ledger_type: str | None = None
+    ledger_id: int | None = None
+
+
+class _Truncated(Exception):
+    pass
+
+
+class _LenientReader:
+    """Avro binary encoding, one primitive at a time (what fastavro does for a whole record, but a
+    reader that can stop half-way and keep what it has)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def long(self) -> int:
+        shift = result = 0
+        for _ in range(10):
+            if self.pos >= len(self.data):
+                raise _Truncated
+            b = self.data[self.pos]
+            self.pos += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return (result >> 1) ^ -(result & 1)
+            shift += 7
+        raise _Truncated  # longer than any long
+
+    def string(self) -> str:
+        n = self.long()
+        if n < 0 or self.pos + n > len(self.data):
+            raise _Truncated
+        raw = self.data[self.pos : self.pos + n]
+        self.pos += n
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _Truncated from None
+
+    def enum(self, symbols: list[str]) -> str:
+        i = self.long()
+        if not 0 <= i < len(symbols):
+            raise _Truncated  # not this schema's enum: what follows is not this schema's either
+        return symbols[i]
+
+    def optional_string(self) -> str | None:
+        branch = self.long()
+        if branch == 0:
+            return None
+        if branch == 1:
+            return self.string()
+        raise _Truncated
+
+
+def decode_lenient(data: bytes) -> PartialInfo:
+    """The leading fields of a ``PendingDeleteLedgerInfo`` payload, read without validation.
+
+    For operators looking at dead letters: a message dead-lettered as ``invalid`` (a cursor without its
+    name, a bad topic name, a truncated or trailing-garbage payload) still shows its ledger, type and
+    topic. Reading stops at the first value that cannot belong to the schema (bad UTF-8, an enum or union
+    index out of range, the end of the data), so garbage yields little or nothing. :func:`decode` stays
+    the only way to a :class:`PendingDeleteLedgerInfo`.
+    """
+    r = _LenientReader(data)
+    got: dict[str, Any] = {}
+    steps: list[tuple[str, Any]] = [
+        ("topic_name", r.string),
+        ("ledger_component", lambda: r.enum([c.value for c in LedgerComponent])),
+        ("cursor_name", r.optional_string),
+        ("schema_id", r.optional_string),
+        ("ledger_type", lambda: r.enum([t.value for t in LedgerType])),
+        ("ledger_id", r.long),
+    ]
+    for name, read in steps:
+        try:
+            got[name] = read()
+        except _Truncated:
+            break
+    if not got.get("topic_name"):
+        got.pop("topic_name", None)
+    return PartialInfo(**got)
+
+
 class PendingDeleteSchema(Schema):  # type: ignore[misc]
     """Registers the Avro schema on the topic; values are :class:`PendingDeleteLedgerInfo`."""
 

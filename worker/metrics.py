@@ -74,6 +74,12 @@ class Metrics:
             ["role"],
             registry=r,
         )
+        # PIP-269's lesson, made visible: how often a topic's live state was invalidated (307, owner
+        # change, topic gone or re-created) and how often a delete decision was re-taken because of it.
+        self.epoch_bumps = Counter(f"{p}epoch_bumps", "Topic live-state invalidations (epoch bumps)", registry=r)
+        self.reevaluations = Counter(
+            f"{p}reevaluations", "Delete decisions re-taken because the topic's epoch moved", registry=r
+        )
         self.ready = Gauge(f"{p}ready", "1 when the worker is subscribed and processing", registry=r)
 
 

@@ -157,18 +157,22 @@ def _int_or_none(v: str | None) -> int | None:
 def dead_letter_from(msg: pulsar.Message, state: str) -> DeadLetter:
     props = msg.properties()
     try:
-        info: m.PendingDeleteLedgerInfo | None = m.decode(msg.data())
+        info = m.decode(msg.data())
+        seen = m.PartialInfo(
+            info.topic_name, info.ledger_component.value, None, None, info.ledger_type.value, info.ledger_id
+        )
         err = None
     except m.InvalidMessage as e:
-        # Undecodable payloads are exactly what lands here with reason "invalid": show them, not fail.
-        info, err = None, str(e)
+        # Undecodable payloads are exactly what lands here with reason "invalid": show them, not fail,
+        # and show what can be read of them (a payload that fails validation still names its ledger).
+        seen, err = m.decode_lenient(msg.data()), str(e)
     return DeadLetter(
         message_id=str(msg.message_id()),
         state=state,
-        ledger_id=info.ledger_id if info else None,
-        ledger_type=info.ledger_type.value if info else None,
-        topic=info.topic_name if info else None,
-        component=info.ledger_component.value if info else None,
+        ledger_id=seen.ledger_id,
+        ledger_type=seen.ledger_type,
+        topic=seen.topic_name,
+        component=seen.ledger_component,
         reason=props.get(m.REASON, ""),
         last_error=props.get(m.LAST_ERROR, ""),
         attempts=_int_or_none(props.get(m.RECONSUMETIMES)),

@@ -45,6 +45,11 @@ log = get_logger(component="phase1")
 
 SENT_METRIC = "ledger_deletion_sent"
 
+# Sends in flight at once per sender. The producer queues at most max_pending_messages (1000 by default)
+# and fails a send beyond that at once, so an unbounded batch of a large ledger list would fail sends
+# (kept ledgers, not lost ones) and hold one coroutine per ledger; 64 keeps the pipe full without that.
+DEFAULT_MAX_OUTSTANDING_SENDS = 64
+
 # The metadata-update callback: receives the ledger list minus the ids whose message is durable.
 MetadataUpdate = Callable[[list[int]], Awaitable[None] | None]
 
@@ -129,8 +134,14 @@ class PendingDeleteSender:
         admin: PulsarAdmin | None = None,
         metrics: Metrics | None = None,
         source: str = "phase1",
+        max_outstanding_sends: int = DEFAULT_MAX_OUTSTANDING_SENDS,
     ) -> None:
+        if max_outstanding_sends < 1:
+            raise ValueError(f"max_outstanding_sends must be >= 1, got {max_outstanding_sends}")
         self.settings = settings
+        self.max_outstanding_sends = max_outstanding_sends
+        # Shared by send_batch and concurrent send_pending_delete calls: one bound per producer.
+        self._outstanding = asyncio.Semaphore(max_outstanding_sends)
         self._client = client
         self._own_client = client is None
         self._admin = admin
@@ -195,7 +206,8 @@ class PendingDeleteSender:
             await self.start()
         assert self._producer is not None
         try:
-            msg_id = await self._producer.send(info, deliver_after=self.send_delay)
+            async with self._outstanding:
+                msg_id = await self._producer.send(info, deliver_after=self.send_delay)
         except Exception as e:
             log.warning(
                 "pending deletion not sent",
@@ -229,8 +241,20 @@ class PendingDeleteSender:
         A ledger with two messages (its BookKeeper copy and its offloaded copy) is dropped only if both
         were sent. The callback is not called when no send succeeded: the list would be unchanged.
         Raises :class:`MetadataUpdateFailed` (carrying the result) if the callback raises.
+
+        At most ``max_outstanding_sends`` sends are in flight at once (a fixed set of tasks takes the
+        messages in order), so a list of any length costs neither a coroutine per ledger nor a full
+        producer queue.
         """
-        outcomes = await asyncio.gather(*(self._send_one(i) for i in infos))
+        outcomes: list[pulsar.MessageId | SendFailed | None] = [None] * len(infos)
+        todo = iter(enumerate(infos))
+
+        async def drain() -> None:
+            # Tasks share one iterator: next() never yields, so each message is taken exactly once.
+            for idx, info in todo:
+                outcomes[idx] = await self._send_one(info)
+
+        await asyncio.gather(*(drain() for _ in range(min(self.max_outstanding_sends, len(infos)))))
         sent: list[PendingDeleteLedgerInfo] = []
         failed: list[SendFailed] = []
         message_ids: dict[tuple[str, int], str] = {}

@@ -8,6 +8,7 @@ a cache drop and an epoch bump (see ``worker.in_use``).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -19,7 +20,30 @@ from worker.topic_name import TopicName
 
 
 class TopicNotFound(Exception):
-    pass
+    """The admin API said, in Pulsar's own words, that the topic (or its namespace or tenant) does not
+    exist. Only half of the proof that a topic is gone: the metadata store must agree (``worker.in_use``)."""
+
+
+# Pulsar's 404 answers carry ``{"reason": ...}``; these are the ones that mean "no such topic". A 404
+# with any other body (a proxy's page, a wrong path, another API) proves nothing and is a failure.
+_NOT_FOUND_REASONS = re.compile(
+    r"^(Topic .*not found.*|Topic not found.*|Partitioned Topic not found.*|Partitioned topic does not exist.*"
+    r"|Namespace not found.*|Namespace does not exist.*|Tenant does not exist.*|Tenant not found.*"
+    r"|Schema not found.*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def pulsar_not_found_reason(body: str) -> str | None:
+    """The reason of a Pulsar "not found" answer, or None when the body is not one."""
+    try:
+        d = json.loads(body)
+    except ValueError:
+        return None
+    reason = d.get("reason") if isinstance(d, dict) else None
+    if isinstance(reason, str) and _NOT_FOUND_REASONS.match(reason.strip()):
+        return reason.strip()
+    return None
 
 
 class NotOwner(Exception):
@@ -92,9 +116,12 @@ class PulsarAdmin:
                 return await self._request(method, location, path, body, None, ok, not_found_ok, False)
             raise NotOwner(location)
         if status == 404:
+            reason = pulsar_not_found_reason(text)
+            if reason is None:
+                raise BackendError("admin", f"{method} {path} answered 404 without Pulsar's reason: {text[:200]}", 404)
             if not_found_ok:
                 return None
-            raise TopicNotFound(f"{method} {path}: {text[:200]}")
+            raise TopicNotFound(f"{method} {path}: {reason}")
         raise BackendError("admin", f"{method} {path} answered {status}: {text[:300]}", status)
 
     # ---- cluster ----------------------------------------------------------------------------------
@@ -126,16 +153,19 @@ class PulsarAdmin:
     async def list_namespaces(self, tenant: str) -> list[str]:
         return list(await self._call("GET", f"/admin/v2/namespaces/{_q(tenant)}"))
 
-    async def list_topics(self, namespace: str) -> list[str]:
-        """Persistent topics of a namespace, partitions included."""
-        return list(await self._call("GET", f"/admin/v2/persistent/{namespace}"))
+    async def list_topics(self, namespace: str, *, include_system: bool = False) -> list[str]:
+        """Persistent topics of a namespace, partitions included. The broker counts every topic of a
+        system namespace (``pulsar/system``, where the deletion topics live by default) as a system topic
+        and lists it only with ``include_system``."""
+        params = {"includeSystemTopic": "true"} if include_system else None
+        return list(await self._call("GET", f"/admin/v2/persistent/{namespace}", params=params))
 
     # ---- topics -----------------------------------------------------------------------------------
     async def lookup(self, topic: TopicName) -> str:
         """The owning broker's admin base URL."""
         d = await self._call("GET", f"/lookup/v2/topic/{topic.rest_path}")
-        url = d.get("httpUrl") or d.get("httpUrlTls")
-        if not url:
+        url = d.get("httpUrl") or d.get("httpUrlTls") if isinstance(d, dict) else None
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise BackendError("admin", f"lookup of {topic} returned no http url: {d}")
         return str(url)
 
@@ -154,7 +184,9 @@ class PulsarAdmin:
         d = await self._call(
             "GET", f"/admin/v2/{topic.rest_path}/internalStats", base=base, params={"authoritative": "false"}
         )
-        return dict(d)
+        if not isinstance(d, dict):
+            raise BackendError("admin", f"internalStats of {topic} is not a JSON object: {str(d)[:200]}")
+        return d
 
     async def internal_info(self, topic: TopicName, *, base: str | None = None) -> dict[str, Any]:
         """Managed-ledger metadata as stored (includes offload context uuids)."""
@@ -199,10 +231,13 @@ class PulsarAdmin:
         return list(await self._call("GET", f"/admin/v2/{topic.rest_path}/subscriptions"))
 
     async def delete_topic(self, topic: TopicName, *, force: bool = True) -> bool:
-        r = await self._call(
-            "DELETE", f"/admin/v2/{topic.rest_path}", params={"force": str(force).lower()}, not_found_ok=True
-        )
-        return r is not None or True
+        """True if the topic existed and is deleted, False if the broker answered 404 (topic or namespace
+        not found). A success carries no body, so the status is the only evidence: hence no not_found_ok."""
+        try:
+            await self._call("DELETE", f"/admin/v2/{topic.rest_path}", params={"force": str(force).lower()})
+        except TopicNotFound:
+            return False
+        return True
 
     async def delete_partitioned_topic(self, topic: TopicName, *, force: bool = True) -> None:
         await self._call(

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from worker.in_use import LiveStateReader
+from worker.in_use import LiveStateReader, confirm_gone
 from worker.managed_ledger_metadata import (
     ManagedLedgerInfo,
     MetadataFormatError,
@@ -33,9 +33,9 @@ from worker.managed_ledger_metadata import (
 from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
 from worker.phase1 import PendingDeleteSender, SendFailed
 from worker.pulsar_admin import NotOwner, PulsarAdmin, TopicNotFound
-from worker.scanner import ZooKeeperView
 from worker.settings import OffloadSettings, Settings
 from worker.topic_name import TopicName
+from worker.zookeeper import ZooKeeper
 
 
 class PurgeError(Exception):
@@ -105,7 +105,7 @@ class Collector:
     def __init__(
         self,
         admin: PulsarAdmin,
-        zk: ZooKeeperView | None,
+        zk: ZooKeeper | None,
         offload: OffloadSettings,
         *,
         properties: dict[str, str] | None = None,
@@ -138,10 +138,12 @@ class Collector:
         return plan
 
     async def _fetch(self, topic: TopicName) -> tuple[dict[str, Any], str] | None:
-        try:
-            return await self.reader.fetch(topic)
-        except TopicNotFound:
-            return None  # the lookup itself said 404: no such namespace (or tenant), so no such topic
+        got = await self.reader.fetch(topic)
+        if got is None:
+            # Not found by the admin API: believed only with the metadata store's agreement (the same
+            # rule as the worker's direct route); a managed ledger without a loadable topic is an error.
+            await confirm_gone(topic, self.zk)
+        return got
 
     def _info(self, topic: TopicName, component: LedgerComponent, lid: int, **kw: Any) -> PendingDeleteLedgerInfo:
         return PendingDeleteLedgerInfo(
@@ -156,7 +158,7 @@ class Collector:
     async def _ml_info(self, topic: TopicName) -> ManagedLedgerInfo | None:
         if self.zk is None:
             return None
-        data = await self.zk.get(f"/managed-ledgers/{topic.managed_ledger_name}")
+        data = await self.zk.get_data(f"/managed-ledgers/{topic.managed_ledger_name}")
         if data is None:
             return None
         try:
@@ -221,7 +223,8 @@ class Collector:
         return out
 
     async def _collect_schema(self, plan: PurgePlan, base: TopicName, physical: Sequence[TopicName]) -> None:
-        schema_id = f"{base.tenant}/{base.namespace}/{base.local_name}"
+        # The registry's key and the ledgers' pulsar/schemaId: the local name URL-encoded.
+        schema_id = base.schema_name
         ids: set[int] = set()
         if self.zk is not None:
             ids |= await self.zk.schema_ledgers(schema_id) or frozenset()
@@ -241,7 +244,7 @@ async def purge_topic(
     admin: PulsarAdmin,
     *,
     delete_topic: bool = True,
-    zk: ZooKeeperView | None = None,
+    zk: ZooKeeper | None = None,
     sender: PendingDeleteSender | None = None,
     say: Callable[[str], None] = print,
     concurrency: int = 16,
@@ -292,11 +295,16 @@ async def purge_topic(
         await admin.delete_partitioned_topic(topic, force=True)
     else:
         try:
-            await admin.delete_topic(topic, force=True)
+            existed = await admin.delete_topic(topic, force=True)
         except NotOwner:
             # Only the owner deletes a topic; PulsarAdmin never follows a redirect by itself.
             owner = await admin.lookup(topic)
-            await PulsarAdmin(owner, admin.session, settings.pulsar.auth_token).delete_topic(topic, force=True)
+            existed = await PulsarAdmin(owner, admin.session, settings.pulsar.auth_token).delete_topic(
+                topic, force=True
+            )
+        if not existed:
+            # Someone deleted it since the collection: its ledgers were all queued above anyway.
+            say(f"{topic} was already gone when deleting it")
     if await collector.collect(topic) is not None:
         raise PurgeError(f"{topic} still exists after the delete; re-run purge-topic")
     say(f"purged {topic}: {len(plan.infos)} pending deletions queued ({_fmt_counts(plan.counts())}), topic deleted")
@@ -336,7 +344,7 @@ async def _send_all(
 
 
 async def collect_only(
-    admin: PulsarAdmin, topic: TopicName, settings: Settings, zk: ZooKeeperView | None
+    admin: PulsarAdmin, topic: TopicName, settings: Settings, zk: ZooKeeper | None
 ) -> PurgePlan | None:
     """What a purge of ``topic`` would queue (for tests and dry runs)."""
     try:

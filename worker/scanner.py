@@ -26,24 +26,19 @@ cursor ledgers), ``schema`` (+ ``pulsar/schemaId`` = ``tenant/ns/topic``) or ``c
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import re
-import sys
 import time
 import uuid
 from collections import Counter as Tally
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, TextIO
+from typing import Any, Protocol
 
 from worker.bookkeeper import BookieClient, LedgerMetadata
-from worker.http import BackendError
-from worker.in_use import LiveSet, SnapshotCache, TopicGone
+from worker.in_use import GoneUnconfirmed, LiveSet, MetadataStore, SnapshotCache, TopicGone
 from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
-from worker.pulsar_admin import TopicNotFound
 from worker.topic_name import InvalidTopicName, TopicName
-from worker.zookeeper import MANAGED_LEDGERS_ROOT, ZooKeeper
 
 # Pulsar stores a topic's local name URL-encoded in managed-ledger names and znode paths. Names made
 # only of these characters encode to themselves; anything else is skipped rather than guessed at.
@@ -190,130 +185,12 @@ class ScanReport:
 # ---- the metadata store: is a managed ledger / schema really gone? ------------------------------------
 
 
-class MetadataStoreView(Protocol):
-    async def managed_ledger_exists(self, ml_name: str) -> bool: ...
+class MetadataStoreView(MetadataStore, Protocol):
+    """What the scanner asks the metadata store (``worker.zookeeper.ZooKeeper``)."""
 
     async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
         """Ledger ids the schema registry's locator references; None when there is no locator."""
         ...
-
-
-class MetadataFormatError(ValueError):
-    pass
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(data) or shift >= 70:
-            raise MetadataFormatError("bad varint")
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return result, pos
-
-
-def _proto_fields(data: bytes) -> Iterable[tuple[int, int | bytes]]:
-    pos = 0
-    while pos < len(data):
-        tag, pos = _varint(data, pos)
-        number, wt = tag >> 3, tag & 7
-        if wt == 0:
-            v, pos = _varint(data, pos)
-            yield number, v
-        elif wt == 2:
-            n, pos = _varint(data, pos)
-            if pos + n > len(data):
-                raise MetadataFormatError("truncated field")
-            yield number, data[pos : pos + n]
-            pos += n
-        elif wt == 1:
-            pos += 8
-        elif wt == 5:
-            pos += 4
-        else:
-            raise MetadataFormatError(f"unsupported wire type {wt}")
-    if pos != len(data):
-        raise MetadataFormatError("truncated message")
-
-
-def schema_locator_ledgers(data: bytes) -> frozenset[int]:
-    """Ledger ids of a ``SchemaLocator`` (SchemaStorageFormat.proto): ``info = 1`` and ``index = 2`` are
-    ``IndexEntry {version = 1; PositionInfo position = 2 {ledgerId = 1; entryId = 2}; hash = 3}``.
-    The same set the broker reports as a topic's ``schemaLedgers``."""
-    ids: set[int] = set()
-    for number, entry in _proto_fields(data):
-        if number not in (1, 2) or not isinstance(entry, bytes):
-            continue
-        for n2, position in _proto_fields(entry):
-            if n2 == 2 and isinstance(position, bytes):
-                for n3, lid in _proto_fields(position):
-                    if n3 == 1 and isinstance(lid, int):
-                        ids.add(lid - 2**64 if lid >= 2**63 else lid)
-    return frozenset(ids)
-
-
-class ZooKeeperView:
-    """The reads the scanner and ``purge-topic`` need, on top of ``worker.zookeeper.ZooKeeper``."""
-
-    def __init__(self, zk: ZooKeeper) -> None:
-        self.zk = zk
-
-    async def managed_ledger_exists(self, ml_name: str) -> bool:
-        return await self.zk.exists(f"{MANAGED_LEDGERS_ROOT}/{ml_name}") is not None
-
-    async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
-        got = await self.zk.get(f"/schemas/{schema_id}")
-        return None if got is None else schema_locator_ledgers(got[0])
-
-    async def get(self, path: str) -> bytes | None:
-        got = await self.zk.get(path)
-        return None if got is None else got[0]
-
-
-@contextlib.asynccontextmanager
-async def zookeeper_view(hosts: str | None, timeout_s: float) -> AsyncIterator[ZooKeeperView | None]:
-    """A connected view, or None when no ZooKeeper is configured (empty ``zookeeper.hosts``)."""
-    if not hosts:
-        yield None
-        return
-    zk = ZooKeeper(hosts, timeout_s=timeout_s)
-    try:
-        await zk.start()
-    except BackendError as e:
-        raise ConnectionError(f"{e} (set zookeeper.hosts empty to run without ZooKeeper)") from e
-    try:
-        yield ZooKeeperView(zk)
-    finally:
-        await zk.close()
-
-
-# ---- progress ---------------------------------------------------------------------------------------
-
-
-class Progress:
-    """A one-line progress bar on a terminal; silent otherwise (logs carry the decisions instead)."""
-
-    def __init__(self, stream: TextIO = sys.stderr, *, enabled: bool | None = None) -> None:
-        self.stream = stream
-        self.enabled = stream.isatty() if enabled is None else enabled
-        self._last = 0.0
-
-    def update(self, phase: str, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if done < total and now - self._last < 0.1:
-            return
-        self._last = now
-        width = 30
-        filled = int(width * done / total) if total else width
-        self.stream.write(f"\r{phase:<9} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-        if done >= total:
-            self.stream.write("\n")
-        self.stream.flush()
 
 
 # ---- the scan ---------------------------------------------------------------------------------------
@@ -438,11 +315,11 @@ class Scanner:
     async def _judge_topic(self, topic: TopicName, cands: list[_Candidate]) -> list[Decision]:
         snap: LiveSet | TopicGone
         try:
+            # "Gone" is the snapshot cache's one rule (worker.in_use.confirm_gone): the admin API said
+            # not found and the metadata store has no managed ledger; anything less raises.
             snap = await self.snapshots.get(topic, fresh=True)
-        except TopicNotFound:
-            # The lookup itself answered 404 (no such namespace or tenant): no topic, hence no live set.
-            # "Gone" still needs the metadata store's agreement below, as for any other gone topic.
-            snap = TopicGone(topic, 0)
+        except GoneUnconfirmed as e:
+            return [self._decision(c.md, c.owner, Verdict.SKIPPED, str(e), c.age_s) for c in cands]
         except Exception as e:  # any doubt about live state is a skip, never an orphan
             why = f"live state unavailable: {type(e).__name__}: {e}"
             return [self._decision(c.md, c.owner, Verdict.SKIPPED, why, c.age_s) for c in cands]
@@ -452,6 +329,11 @@ class Scanner:
                 verdict, why = await self._judge(c, snap)
             except Exception as e:
                 verdict, why = Verdict.SKIPPED, f"metadata store unavailable: {type(e).__name__}: {e}"
+            if verdict is Verdict.ORPHAN and isinstance(snap, LiveSet) and c.md.state.upper() != "CLOSED":
+                # Its topic exists, so a writer may still be adding to it (a compaction in progress): the
+                # worker never deletes such a ledger, so it is never queued either.
+                why = f"open ledger of a live topic (state {c.md.state}): compaction may be in progress"
+                verdict = Verdict.SKIPPED
             out.append(self._decision(c.md, c.owner, verdict, why, c.age_s))
         return out
 
@@ -463,20 +345,12 @@ class Scanner:
         if isinstance(snap, LiveSet):
             if snap.references(lid):
                 return Verdict.IN_USE, "referenced by its topic"
-            if owner.component is LedgerComponent.COMPACTED_LEDGER and c.md.state.upper() == "OPEN":
-                # Compaction writes its new ledger for as long as it takes and only then records it on
-                # the topic: an open compacted ledger of a live topic may be a compaction in progress.
-                return Verdict.SKIPPED, "open compacted ledger of a live topic: compaction may be in progress"
             what = {
                 LedgerComponent.MANAGED_LEDGER: "not in its topic's ledger list",
                 LedgerComponent.MANAGED_CURSOR: f"not the ledger of cursor {owner.cursor!r}",
                 LedgerComponent.COMPACTED_LEDGER: "not its topic's compacted ledger",
             }[owner.component]
             return Verdict.ORPHAN, what
-        if self.store is None:
-            return Verdict.SKIPPED, "topic not found, and no metadata store configured to confirm it is gone"
-        if await self.store.managed_ledger_exists(owner.topic.managed_ledger_name):
-            return Verdict.SKIPPED, "no loadable topic, but its managed-ledger metadata still exists"
         return Verdict.ORPHAN, "topic gone"
 
     async def _judge_schema(self, c: _Candidate, snap: LiveSet | TopicGone) -> tuple[Verdict, str]:
@@ -515,49 +389,3 @@ class Scanner:
     def _decide(self, report: ScanReport, d: Decision) -> None:
         report.decisions.append(d)
         self.on_decision(d)
-
-
-# ---- presentation -----------------------------------------------------------------------------------
-
-
-def human_age(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    s = int(seconds)
-    if s < 120:
-        return f"{s}s"
-    if s < 7200:
-        return f"{s // 60}m"
-    if s < 172800:
-        return f"{s // 3600}h"
-    return f"{s // 86400}d"
-
-
-def render_table(decisions: Sequence[Decision]) -> str:
-    header = ("LEDGER", "TOPIC", "COMPONENT", "AGE", "SIZE", "WHY ORPHAN")
-    rows = [
-        (
-            str(d.ledger_id),
-            d.topic or "",
-            (d.component or "") + (f" ({d.cursor})" if d.cursor else ""),
-            human_age(d.age_s),
-            str(d.size),
-            d.why,
-        )
-        for d in decisions
-    ]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(v.ljust(widths[i]) for i, v in enumerate(r)).rstrip() for r in [header, *rows]]
-    return "\n".join(lines)
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-
-
-def parse_duration(text: str) -> float:
-    """``10m``, ``90s``, ``1.5h``, ``2d``, ``250ms`` or plain seconds -> seconds."""
-    m = _DURATION.match(text)
-    if not m:
-        raise ValueError(f"not a duration: {text!r} (examples: 90s, 10m, 1h, 2d)")
-    n = float(m.group(1))
-    return n * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2) or "s"]

@@ -93,8 +93,11 @@ class WorkerSettings(_Section):
     backoff_max_s: float = Field(3600.0, ge=0)
     backoff_multiplier: float = Field(2.0, ge=1)
     in_use_retry_s: float = Field(600.0, ge=0)
-    min_ledger_age_s: float = Field(600.0, ge=0)
+    min_ledger_age_s: float = Field(600.0, gt=0)
     snapshot_ttl_s: float = Field(60.0, ge=0)
+    # Must be at least the brokers' managedLedgerOffloadDeletionLagMs (Pulsar's default: 4 h), or the
+    # namespace's offloadDeletionLagMs where one is set: until then readers may still use the BK copy.
+    offload_deletion_lag_s: float = Field(14400.0, ge=0)
     snapshot_cache_size: int = Field(1024, ge=1)
     drain_timeout_s: float = Field(30.0, gt=0)
     send_delay_s: float = Field(60.0, ge=0)
@@ -104,6 +107,19 @@ class WorkerSettings(_Section):
     def _backoff(self) -> WorkerSettings:
         if self.backoff_max_s < self.backoff_initial_s:
             raise ValueError("backoff_max_s must be >= backoff_initial_s")
+        return self
+
+    @model_validator(mode="after")
+    def _age_guard(self) -> WorkerSettings:
+        # A ledger exists in BookKeeper a moment before its id reaches its topic's metadata. The age guard
+        # covers that moment only if it is longer than the oldest snapshot a decision may use: with
+        # min_ledger_age_s <= snapshot_ttl_s, a ledger created just before a cached snapshot was taken
+        # (of a partitioned topic, where the stale-id rule cannot see it) is old enough and unlisted.
+        if self.min_ledger_age_s <= self.snapshot_ttl_s:
+            raise ValueError(
+                f"min_ledger_age_s ({self.min_ledger_age_s:g}) must be greater than snapshot_ttl_s "
+                f"({self.snapshot_ttl_s:g}): a ledger being created could look deletable"
+            )
         return self
 
 

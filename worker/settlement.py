@@ -32,6 +32,16 @@ def attempts_so_far(properties: Mapping[str, str]) -> int:
         return 0
 
 
+def attempts_of(msg: pulsar.Message) -> int:
+    """Attempts before this delivery: the retry chain's count plus the broker's redeliveries of this very
+    message (a worker that died or could not settle it). Every failure counts, so nothing loops forever."""
+    try:
+        redelivered = max(0, int(msg.redelivery_count()))
+    except (AttributeError, TypeError, ValueError):
+        redelivered = 0
+    return attempts_so_far(msg.properties()) + redelivered
+
+
 def successor_properties(msg: pulsar.Message, *, reason: str, error: str, attempts: int, now_ms: int) -> dict[str, str]:
     props = dict(msg.properties())
     props.setdefault(m.REAL_TOPIC, msg.topic_name())
@@ -66,7 +76,7 @@ class Settler:
     async def retry(self, msg: pulsar.Message, *, reason: str, error: str, delay_s: float) -> str:
         """Re-publish with a delay, then ack; or dead-letter once attempts are exhausted.
         Returns ``"retry"`` or ``"dlq"``."""
-        attempts = attempts_so_far(msg.properties()) + 1
+        attempts = attempts_of(msg) + 1
         if attempts >= self.max_attempts:
             await self.dead_letter(msg, reason=reason, error=f"attempts exhausted ({attempts}): {error}")
             return "dlq"
@@ -77,7 +87,7 @@ class Settler:
         return "retry"
 
     async def dead_letter(self, msg: pulsar.Message, *, reason: str, error: str) -> None:
-        attempts = attempts_so_far(msg.properties()) + 1
+        attempts = attempts_of(msg) + 1
         props = successor_properties(msg, reason=reason, error=error, attempts=attempts, now_ms=_now_ms())
         await self.dlq_producer.send(msg.data(), props)
         self.metrics.dlq.labels(reason=reason).inc()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,29 +23,8 @@ from worker.http import BackendError
 from worker.message import PendingDeleteLedgerInfo
 from worker.metrics import Metrics
 from worker.settings import OffloadSettings, S3Target
-from worker.verification import (
-    Verification,
-    offload_keys,
-    resolve_filesystem_path,
-    resolve_s3_target,
-    verify_offload_object_metadata,
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Present:
-    """The offloaded copy exists and proved its identity; ``locator`` says how to delete it."""
-
-    kind: str  # "s3" | "filesystem"
-    locator: Any
-
-
-@dataclass(frozen=True, slots=True)
-class Gone:
-    pass
-
-
-OffloadState = Present | Gone | Verification  # a Verification here is always a rejection
+from worker.storage_copy import Missing, Refused, Stored, StoredObjects
+from worker.verification import offload_keys, resolve_filesystem_path, resolve_s3_target
 
 
 def _target_key(t: S3Target) -> tuple[str, str, str]:
@@ -87,29 +65,28 @@ class TieredStorage:
     def _count(self, op: str, outcome: str) -> None:
         self.metrics.storage_requests.labels(backend="s3", operation=op, outcome=outcome).inc()
 
-    async def inspect(self, info: PendingDeleteLedgerInfo) -> OffloadState:
+    async def inspect(self, info: PendingDeleteLedgerInfo) -> Stored:
+        """What tiered storage holds of the announced offloaded copy. Only configured targets are ever
+        asked; identity (the objects' ``ManagedLedgerName``) is judged by ``worker.verification``."""
         ctx = info.offload_context
         if ctx is None:
-            return Verification.reject("missing_offload_context")
+            return Refused("missing_offload_context")
         if ctx.driver_name.lower() == "filesystem":
             return await self._inspect_fs(info)
         target = resolve_s3_target(ctx, self.settings.s3_targets)
         if isinstance(target, str):
-            return Verification.reject(target)
+            return Refused(target)
         client = self._clients[_target_key(target)]
-        keys = offload_keys(ctx, info.ledger_id)
         present: list[str] = []
-        for key in keys:
+        metadata: list[dict[str, str]] = []
+        for key in offload_keys(ctx, info.ledger_id):
             md = await self._head(client, target.bucket, key)
-            if md is None:
-                continue
-            v = verify_offload_object_metadata(info, md)
-            if v.verdict != "match":
-                return v
-            present.append(key)
+            if md is not None:
+                present.append(key)
+                metadata.append(md)
         if not present:
-            return Gone()
-        return Present("s3", (target, present))
+            return Missing()
+        return StoredObjects("s3", (target, present), tuple(metadata))
 
     async def _head(self, client: Any, bucket: str, key: str) -> dict[str, str] | None:
         try:
@@ -127,10 +104,15 @@ class TieredStorage:
         self._count("head", "ok")
         return dict(r.get("Metadata") or {})
 
-    async def delete(self, state: Present) -> None:
+    async def delete(self, state: StoredObjects) -> None:
         if state.kind == "filesystem":
             path: Path = state.locator
-            await asyncio.to_thread(shutil.rmtree, path, ignore_errors=False)
+            try:
+                await asyncio.to_thread(shutil.rmtree, path, ignore_errors=False)
+            except FileNotFoundError:
+                return
+            except OSError as e:
+                raise BackendError("filesystem", f"remove {path}: {e}") from e
             return
         target, keys = state.locator
         client = self._clients[_target_key(target)]
@@ -147,13 +129,17 @@ class TieredStorage:
             raise BackendError("s3", f"DeleteObjects {target.bucket}: {errors}")
         self._count("delete", "ok")
 
-    async def _inspect_fs(self, info: PendingDeleteLedgerInfo) -> OffloadState:
+    async def _inspect_fs(self, info: PendingDeleteLedgerInfo) -> Stored:
         base = self.settings.filesystem_base_path
         ctx = info.offload_context
         if base is None or ctx is None:
-            return Verification.reject("filesystem_offload_not_configured")
+            return Refused("filesystem_offload_not_configured")
         path = resolve_filesystem_path(base, info.topic.managed_ledger_name, info.ledger_id, ctx)
         if isinstance(path, str):
-            return Verification.reject(path)
-        exists = await asyncio.to_thread(path.exists)
-        return Present("filesystem", path) if exists else Gone()
+            return Refused(path)
+        try:
+            exists = await asyncio.to_thread(path.exists)
+        except OSError as e:
+            raise BackendError("filesystem", f"stat {path}: {e}") from e
+        # The path is built from the announced topic's managed-ledger name: the location is the proof.
+        return StoredObjects("filesystem", path, None) if exists else Missing()

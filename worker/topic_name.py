@@ -96,6 +96,15 @@ class TopicName:
         base = self.partitioned_base
         return f"{base.tenant}/{base.namespace}/{java_url_encode(base.local_name)}"
 
+    @classmethod
+    def from_schema_name(cls, schema_id: str) -> TopicName:
+        """The base topic a schema id (``tenant/ns/<encoded topic>``, see :attr:`schema_name`) names."""
+        parts = schema_id.split("/")
+        if len(parts) != 3:
+            raise InvalidTopicName(f"not a schema id: {schema_id!r}")
+        tenant, namespace, local = parts
+        return cls.parse(f"persistent://{tenant}/{namespace}/{unquote_plus(local)}")
+
     def partition(self, index: int) -> TopicName:
         return TopicName(self.domain, self.tenant, self.namespace, f"{self.local_name}-partition-{index}")
 

@@ -3,11 +3,19 @@
 A topic without a subscription may lose messages to retention, so the worker subscription (and the DLQ
 replay subscription) must exist before the first message: both phase 1 and the daemon call
 :func:`ensure_topology` at start.
+
+Several starters (``send`` commands, phase-1 senders, worker replicas) may create the same topology at
+once. The broker answers such races with errors that mean "someone else is doing it": 409 on a topic or
+namespace that appeared meanwhile, and 412 ``Subscription Busy: Failed to fence subscription`` when two
+subscription PUTs reset the same new cursor. None of them proves the thing is in place, so after any of
+them each step checks its own result and retries, a bounded number of times, until it is.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Awaitable, Callable
 
 from worker.http import BackendError
 from worker.logs import get_logger
@@ -18,40 +26,154 @@ from worker.topic_name import TopicName
 
 log = get_logger()
 
+# Answers that may come from a concurrent creator: conflict, subscription busy (fencing), and the 500 a
+# metadata-store version conflict surfaces as.
+RACE_STATUSES = frozenset({409, 412, 500})
+ATTEMPTS = 10
+DELAY_S = 0.2  # grows linearly: at most ~9 s of waiting per step in all
+
+
+class TopologyIncomplete(BackendError):
+    """A step of the topology was still not in place after the bounded retries."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("admin", message)
+
+
+async def _converge(
+    what: str,
+    act: Callable[[int], Awaitable[None]],
+    done: Callable[[], Awaitable[bool]],
+    *,
+    attempts: int = ATTEMPTS,
+    delay_s: float = DELAY_S,
+) -> None:
+    """Run ``act`` until ``done`` confirms its effect. A race status from ``act`` is not a failure by
+    itself (another starter may be creating the same thing): only ``done`` decides."""
+    last: BackendError | None = None
+    for attempt in range(attempts):
+        try:
+            await act(attempt)
+        except BackendError as e:
+            if e.status not in RACE_STATUSES:
+                raise
+            last = e
+            log.info("topology step raced with another starter; checking", step=what, error=str(e))
+        if await done():
+            return
+        await asyncio.sleep(delay_s * (attempt + 1))
+    raise TopologyIncomplete(f"{what}: not in place after {attempts} attempts (last error: {last})")
+
+
+async def _ensure_namespace(admin: PulsarAdmin, ns: str) -> None:
+    tenant = ns.split("/")[0]
+
+    async def act(_: int) -> None:
+        await admin.ensure_namespace(ns)
+
+    async def done() -> bool:
+        return ns in await admin.list_namespaces(tenant)
+
+    try:
+        await _converge(f"namespace {ns}", act, done)
+    except BackendError as e:
+        # Without tenant-admin rights the namespace must be made by an operator; say so and go on:
+        # topic creation below fails loudly if it really is missing.
+        if e.status not in (401, 403):
+            raise
+        log.warning("cannot create namespace; assuming it exists", namespace=ns, error=str(e))
+
+
+async def _ensure_pending(admin: PulsarAdmin, pending: TopicName, parallelism: int) -> None:
+    async def act(_: int) -> None:
+        if await admin.partitions(pending) == 0:
+            await admin.create_partitioned_topic(pending, parallelism)
+
+    async def done() -> bool:
+        # 409 without partitions: a non-partitioned topic of that name exists (e.g. auto-created by a
+        # producer that came first). It still works, but cannot spread over replicas by partition.
+        return await admin.partitions(pending) > 0 or str(pending) in await admin.list_topics(
+            pending.namespace_name, include_system=True
+        )
+
+    await _converge(f"partitioned topic {pending}", act, done)
+    existing = await admin.partitions(pending)
+    if existing == 0:
+        log.warning("pending topic exists but is not partitioned", topic=str(pending))
+    elif existing != parallelism:
+        log.warning(
+            "pending topic has a different partition count than topics.parallelism",
+            topic=str(pending),
+            partitions=existing,
+            parallelism=parallelism,
+        )
+
+
+async def _ensure_topic(admin: PulsarAdmin, topic: TopicName) -> None:
+    async def act(_: int) -> None:
+        await admin.create_topic(topic)
+
+    async def done() -> bool:
+        # A partitioned topic of that name (an operator's choice) serves too; its base is not listed.
+        return await admin.partitions(topic) > 0 or str(topic) in await admin.list_topics(
+            topic.namespace_name, include_system=True
+        )
+
+    await _converge(f"topic {topic}", act, done)
+
+
+async def _ensure_schema(admin: PulsarAdmin, topic: TopicName) -> None:
+    definition = json.dumps(AVRO_SCHEMA)
+
+    async def act(_: int) -> None:
+        await admin.upload_schema(topic, "AVRO", definition)
+
+    async def done() -> bool:
+        info = await admin.schema_info(topic)
+        if not info or info.get("type") != "AVRO":
+            return False
+        try:
+            return bool(json.loads(info.get("data") or "null") == AVRO_SCHEMA)
+        except ValueError:
+            return False
+
+    await _converge(f"schema of {topic}", act, done)
+
+
+async def _ensure_subscription(admin: PulsarAdmin, topic: TopicName, subscription: str) -> None:
+    partitions = await admin.partitions(topic)
+    physical = [topic.partition(i) for i in range(partitions)] if partitions > 0 else [topic]
+
+    async def missing() -> list[TopicName]:
+        return [t for t in physical if subscription not in await admin.subscriptions(t)]
+
+    async def act(attempt: int) -> None:
+        if attempt == 0:
+            # On a partitioned topic the broker creates it on every partition.
+            await admin.create_subscription(topic, subscription)
+            return
+        # A 412 on one partition, or a 409 from a starter that died half-way, may leave a partition
+        # without it: create it there, where it is missing.
+        for t in await missing():
+            await admin.create_subscription(t, subscription)
+
+    async def done() -> bool:
+        return not await missing()
+
+    await _converge(f"subscription {subscription} on {topic}", act, done)
+
 
 async def ensure_topology(admin: PulsarAdmin, topics: TopicsSettings) -> None:
     pending = TopicName.parse(topics.pending)
     retry = TopicName.parse(topics.retry)
     dlq = TopicName.parse(topics.dlq)
     for ns in sorted({pending.namespace_name, retry.namespace_name, dlq.namespace_name}):
-        try:
-            await admin.ensure_namespace(ns)
-        except BackendError as e:
-            # Without tenant-admin rights the namespace must be made by an operator; say so and go on:
-            # topic creation below fails loudly if it really is missing.
-            if e.status not in (401, 403):
-                raise
-            log.warning("cannot create namespace; assuming it exists", namespace=ns, error=str(e))
-
-    existing = await admin.partitions(pending)
-    if existing == 0:
-        await admin.create_partitioned_topic(pending, topics.parallelism)
-        existing = await admin.partitions(pending)
-    if existing == 0:
-        # 409 without partitions: a non-partitioned topic of that name exists (e.g. auto-created by a
-        # producer that came first). It still works, but cannot spread over replicas by partition.
-        log.warning("pending topic exists but is not partitioned", topic=str(pending))
-    elif existing != topics.parallelism:
-        log.warning(
-            "pending topic has a different partition count than topics.parallelism",
-            topic=str(pending),
-            partitions=existing,
-            parallelism=topics.parallelism,
-        )
-    await admin.create_topic(retry)
-    await admin.create_topic(dlq)
+        await _ensure_namespace(admin, ns)
+    await _ensure_pending(admin, pending, topics.parallelism)
+    await _ensure_topic(admin, retry)
+    await _ensure_topic(admin, dlq)
     for t in (pending, retry, dlq):
-        await admin.upload_schema(t, "AVRO", json.dumps(AVRO_SCHEMA))
-    await admin.create_subscription(pending, topics.subscription)
-    await admin.create_subscription(retry, topics.subscription)
-    await admin.create_subscription(dlq, topics.dlq_replay_subscription)
+        await _ensure_schema(admin, t)
+    await _ensure_subscription(admin, pending, topics.subscription)
+    await _ensure_subscription(admin, retry, topics.subscription)
+    await _ensure_subscription(admin, dlq, topics.dlq_replay_subscription)

@@ -24,6 +24,7 @@ class Verdict(enum.StrEnum):
     MATCH = "match"
     REJECTED = "rejected"
     TOO_YOUNG = "too_young"
+    OPEN = "open"  # identity proven, but a writer may still be adding entries: never deleted
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +58,15 @@ def _schema_id(topic_name: str) -> str | None:
 
 
 def verify_bookkeeper(
-    info: PendingDeleteLedgerInfo, md: LedgerMetadata, *, now_ms: int, min_age_ms: int
+    info: PendingDeleteLedgerInfo, md: LedgerMetadata, *, now_ms: int, min_age_ms: int, writer_possible: bool = True
 ) -> Verification:
-    """Does BookKeeper's metadata of ``md.ledger_id`` prove it is the ledger ``info`` announces?"""
+    """Does BookKeeper's metadata of ``md.ledger_id`` prove it is the ledger ``info`` announces, and may
+    it be deleted now (closed, old enough)?
+
+    ``writer_possible``: whether anything may still be writing the ledger. True while its topic exists.
+    False only when the topic is proven gone (no managed ledger in the metadata store): then nothing
+    writes for it, and an OPEN ledger is one its writer left behind (the current ledger or a cursor ledger
+    of a deleted topic, a compaction cut short), deletable like a closed one."""
     cm = md.custom_metadata
     if cm.get("application") != "pulsar":
         return Verification.reject("not_pulsar")
@@ -97,6 +104,10 @@ def verify_bookkeeper(
                 same = False
             if not same:
                 return Verification.reject("topic_mismatch")
+    if writer_possible and md.state.upper() != "CLOSED":
+        # OPEN or IN_RECOVERY: someone is (or was just) writing it. A compaction that runs longer than
+        # the minimum age has exactly this: an old-enough open ledger not yet recorded by its topic.
+        return Verification(Verdict.OPEN, f"ledger_{md.state.lower() or 'state_unknown'}")
     if md.ctime_ms is None:
         # Without a creation time we cannot prove the ledger is not being created right now.
         return Verification(Verdict.TOO_YOUNG, "no_ctime")

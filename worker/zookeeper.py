@@ -20,12 +20,12 @@ Facts this module relies on (Pulsar 4.0 standalone, checked on the local stack a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
-from urllib.parse import quote_plus
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -45,6 +45,7 @@ from worker.managed_ledger_metadata import (
     ManagedLedgerInfo,
     parse_managed_cursor_info,
     parse_managed_ledger_info,
+    parse_schema_locator,
 )
 from worker.protobuf_wire import MetadataFormatError
 from worker.topic_name import TopicName
@@ -71,16 +72,9 @@ class UnsupportedLedgerLayout(Exception):
     """``/ledgers/LAYOUT`` names a ledger manager whose paths this module does not know."""
 
 
-def encode_local_name(local_name: str) -> str:
-    """Pulsar's ``Codec.encode`` (Java's URLEncoder): what a topic's znode and cursor names are made of."""
-    # URLEncoder keeps only [A-Za-z0-9.-*_] and writes a space as '+'; Python also keeps '~'.
-    return quote_plus(local_name, safe="*").replace("~", "%7E")
-
-
 def managed_ledger_path(topic: TopicName) -> str:
     """The topic's managed-ledger znode (``TopicName.getPersistenceNamingEncoding`` under the root)."""
-    local = encode_local_name(topic.local_name)
-    return f"{MANAGED_LEDGERS_ROOT}/{topic.tenant}/{topic.namespace}/{topic.domain}/{local}"
+    return f"{MANAGED_LEDGERS_ROOT}/{topic.managed_ledger_name}"
 
 
 def _short_path(ledger_id: int) -> str:
@@ -224,7 +218,36 @@ class ZooKeeper:
         stat: ZnodeStat | None = await self._call(self.client.exists_async, path)
         return stat
 
-    # ---- managed ledgers --------------------------------------------------------------------------
+    # ---- managed ledgers and schemas (the metadata store's half of "gone") ------------------------
+
+    async def managed_ledger_exists(self, ml_name: str) -> bool:
+        return await self.exists(f"{MANAGED_LEDGERS_ROOT}/{ml_name}") is not None
+
+    async def read_managed_ledger(self, topic: TopicName) -> ManagedLedgerInfo | None:
+        """The topic's managed-ledger record (ledgers with their offload state), without its cursors."""
+        got = await self.get(managed_ledger_path(topic))
+        if got is None:
+            return None
+        try:
+            return parse_managed_ledger_info(got[0])
+        except MetadataFormatError as e:
+            raise BackendError("zookeeper", f"managed ledger of {topic}: {e}") from e
+
+    async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
+        """Ledger ids the schema registry's locator (``/schemas/<schemaId>``) references; None when the
+        registry has no entry."""
+        got = await self.get(f"/schemas/{schema_id}")
+        if got is None:
+            return None
+        try:
+            return parse_schema_locator(got[0])
+        except MetadataFormatError as e:
+            raise BackendError("zookeeper", f"schema locator {schema_id}: {e}") from e
+
+    async def get_data(self, path: str) -> bytes | None:
+        got = await self.get(path)
+        return None if got is None else got[0]
+
 
     async def read_topic(self, topic: TopicName) -> TopicMetadata | None:
         """The topic's managed-ledger metadata with its cursors; None when the topic has no znode."""
@@ -291,16 +314,8 @@ class ZooKeeperLedgerStore:
     ledger being closed, recovered or re-replicated) is never deleted on a stale verdict. Bookies then
     garbage-collect the entries of a ledger whose metadata is gone."""
 
-    def __init__(self, hosts: str, ledgers_root: str = "/ledgers", timeout_s: float = 10.0) -> None:
-        self.zk = ZooKeeper(hosts, timeout_s=timeout_s, ledgers_root=ledgers_root)
-
-    async def start(self) -> None:
-        await self.zk.start()
-        # Fail at start, not on the first message, when the metadata root or its layout is not usable.
-        await self.zk.ledger_path(0)
-
-    async def close(self) -> None:
-        await self.zk.close()
+    def __init__(self, zk: ZooKeeper) -> None:
+        self.zk = zk
 
     async def read(self, ledger_id: int) -> tuple[LedgerMetadata, object] | None:
         got = await self.zk.get(await self.zk.ledger_path(ledger_id))
@@ -315,3 +330,21 @@ class ZooKeeperLedgerStore:
     async def delete(self, ledger_id: int, token: object = None) -> bool:
         version = token if isinstance(token, int) else None
         return await self.zk.delete_ledger_metadata(ledger_id, expected_version=version)
+
+
+@contextlib.asynccontextmanager
+async def optional_zookeeper(hosts: str | None, timeout_s: float) -> AsyncIterator[ZooKeeper | None]:
+    """A connected client for the operator commands, or None when no ZooKeeper is configured (empty
+    ``zookeeper.hosts``): they then run with less certainty (gone topics cannot be confirmed)."""
+    if not hosts:
+        yield None
+        return
+    zk = ZooKeeper(hosts, timeout_s=timeout_s)
+    try:
+        await zk.start()
+    except BackendError as e:
+        raise ConnectionError(f"{e} (set zookeeper.hosts empty to run without ZooKeeper)") from e
+    try:
+        yield zk
+    finally:
+        await zk.close()

@@ -146,3 +146,90 @@ def count_from_earliest(service_url: str, topic: str, timeout_ms: int = 5000) ->
         return n
     finally:
         client.close()
+
+
+class HttpProxy:
+    """A loopback HTTP proxy in front of a real server (the broker's admin API, a bookie's HTTP API).
+
+    It forwards every request unchanged, records what it forwarded, and answers instead of the server
+    where a test installs a fault: ``proxy.fault(lambda method, path: (status, body) or None)``. The
+    worker talks to the real server through it; only the answers a test names are replaced.
+    """
+
+    def __init__(self, upstream: str) -> None:
+        import threading
+
+        from aiohttp import ClientSession, web
+
+        self.upstream = upstream.rstrip("/")
+        self.requests: list[tuple[str, str]] = []
+        self._faults: list[Callable[[str, str], tuple[int, str] | None]] = []
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self.port = 0
+
+        async def handle(request: web.Request) -> web.StreamResponse:
+            path_qs = request.path_qs
+            self.requests.append((request.method, path_qs))
+            for fault in list(self._faults):
+                answer = fault(request.method, path_qs)
+                if answer is not None:
+                    status, body = answer
+                    return web.Response(status=status, text=body, content_type="text/plain")
+            assert self._session is not None
+            async with self._session.request(
+                request.method,
+                f"{self.upstream}{path_qs}",
+                data=await request.read(),
+                headers={k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")},
+                allow_redirects=False,
+            ) as r:
+                body = await r.read()
+                headers = {k: v for k, v in r.headers.items() if k.lower() in ("content-type", "location")}
+                return web.Response(status=r.status, body=body, headers=headers)
+
+        async def start() -> None:
+            self._session = ClientSession()
+            app = web.Application()
+            app.router.add_route("*", "/{tail:.*}", handle)
+            self._runner = web.AppRunner(app)
+            await self._runner.setup()
+            site = web.TCPSite(self._runner, "127.0.0.1", 0)
+            await site.start()
+            self.port = int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+            self._ready.set()
+
+        self._session: ClientSession | None = None
+
+        def run() -> None:
+            asyncio.set_event_loop(self._loop)
+            self._loop.run_until_complete(start())
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("HTTP proxy did not start")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def fault(self, f: Callable[[str, str], tuple[int, str] | None]) -> None:
+        self._faults.append(f)
+
+    def clear_faults(self) -> None:
+        self._faults.clear()
+
+    def paths(self, contains: str) -> list[str]:
+        return [p for _, p in self.requests if contains in p]
+
+    def close(self) -> None:
+        async def stop() -> None:
+            await self._runner.cleanup()
+            if self._session is not None:
+                await self._session.close()
+
+        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)

@@ -27,8 +27,8 @@ from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
 from tests.integration.helpers import eventually, ml_ledger_ids
 from worker.managed_ledger_metadata import parse_managed_ledger_info, without_ledgers
 from worker.pulsar_admin import PulsarAdmin, TopicNotFound
-from worker.topic_name import TopicName
-from worker.zookeeper import ZooKeeper, encode_local_name, managed_ledger_path
+from worker.topic_name import TopicName, java_url_encode
+from worker.zookeeper import ZooKeeper, managed_ledger_path
 
 ATTEMPTS = 5
 
@@ -37,7 +37,7 @@ def partitioned_metadata_path(topic: TopicName) -> str:
     """Where the broker keeps ``{"partitions": N, ...}`` of a partitioned topic."""
     return (
         f"/admin/partitioned-topics/{topic.tenant}/{topic.namespace}/{topic.domain}/"
-        f"{encode_local_name(topic.local_name)}"
+        f"{java_url_encode(topic.local_name)}"
     )
 
 

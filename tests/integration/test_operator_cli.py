@@ -238,3 +238,52 @@ async def test_dlq_list_shows_a_real_dead_letter_from_the_worker(
     [letter] = await eventually(listed, timeout=60, what="the worker's dead letter")
     assert letter["reason"] == "invalid" and letter["attempts"] == 1 and letter["decode_error"]
     assert letter["state"] == "parked"
+
+
+def avro_record(topic: str, ledger_id: int, component: str, **kw: Any) -> bytes:
+    """A well-formed Avro PendingDeleteLedgerInfo that fails validation (written without it)."""
+    import io
+
+    import fastavro
+
+    rec = {
+        "topicName": topic,
+        "ledgerComponent": component,
+        "cursorName": None,
+        "schemaId": None,
+        "ledgerType": "LEDGER",
+        "ledgerId": ledger_id,
+        "offloadContext": None,
+        "properties": {},
+        **kw,
+    }
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(m.AVRO_SCHEMA), rec)
+    return buf.getvalue()
+
+
+async def test_dlq_list_shows_ledger_and_type_of_invalid_dead_letters_from_the_worker(
+    stack: Stack, unique: str, tmp_path: Path, harnesses: list[WorkerHarness]
+) -> None:
+    pytest.importorskip("worker.daemon", reason="needs the phase-2 daemon")
+    h = worker_config(harnesses, stack, tmp_path, f"cli-dlqinv-{unique}")
+    h.start()
+    ok_topic = f"persistent://public/default/inv-{unique}"
+    # A cursor ledger without its cursor name, and a topic name with four segments: both Avro, both invalid.
+    h.send(ml_info(ok_topic, 1), raw=avro_record(ok_topic, 4242, "MANAGED_CURSOR"))
+    h.send(ml_info(ok_topic, 1), raw=avro_record("persistent://t/ns/a/b", 4343, "MANAGED_LEDGER"))
+
+    async def listed() -> list[dict[str, Any]]:
+        r = cli(h.config_path, "dlq", "list", "--json", timeout=60)
+        got = [json.loads(line) for line in r.stdout.splitlines()]
+        return got if len(got) == 2 else []
+
+    letters = await eventually(listed, timeout=60, what="the worker's two dead letters")
+    assert [(d["reason"], d["ledger_id"], d["ledger_type"], d["topic"], d["component"]) for d in letters] == [
+        ("invalid", 4242, "LEDGER", ok_topic, "MANAGED_CURSOR"),
+        ("invalid", 4343, "LEDGER", "persistent://t/ns/a/b", "MANAGED_LEDGER"),
+    ]
+    assert "needs cursorName" in letters[0]["decode_error"]
+    table = cli(h.config_path, "dlq", "list", timeout=60).stdout.splitlines()
+    assert table[1].split()[:4] == ["4242", "LEDGER", ok_topic, "invalid"]
+    assert table[2].split()[:4] == ["4343", "LEDGER", "persistent://t/ns/a/b", "invalid"]

@@ -180,10 +180,10 @@ async def test_zookeeper_delete_removes_an_orphan_once(
     victim, neighbour = ids[0], ids[1]
     await drop_ledgers_from_metadata(admin, stack.zookeeper_hosts, topic, [victim])
 
-    deleter = ZooKeeperLedgerStore(stack.zookeeper_hosts, "/ledgers", 10.0)
-    await deleter.start()
+    zk = ZooKeeper(stack.zookeeper_hosts)
+    await zk.start()
+    deleter = ZooKeeperLedgerStore(zk)
     try:
-        zk = deleter.zk
         path = await zk.ledger_path(victim)
         assert path == hierarchical_ledger_path(victim)
         assert await zk.exists(path) is not None  # the layout we compute is where BookKeeper wrote it
@@ -207,7 +207,7 @@ async def test_zookeeper_delete_removes_an_orphan_once(
         assert await bookie.get_metadata(neighbour) is not None
         assert neighbour in ml_ledger_ids(await admin.internal_stats(topic))
     finally:
-        await deleter.close()
+        await zk.close()
 
 
 async def test_versioned_delete_refuses_changed_metadata(

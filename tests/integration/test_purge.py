@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from worker.bookkeeper import BookieClient
 from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.pulsar_admin import PulsarAdmin, TopicNotFound
 from worker.topic_name import TopicName
+from worker.verification import Verdict, verify_bookkeeper
 
 pytestmark = pytest.mark.integration
 
@@ -87,7 +89,7 @@ async def test_interrupted_purge_is_finished_by_a_rerun_and_the_worker_cleans_up
     messages = read_pending(stack, settings_of(h))
     assert owned <= {key(i) for i in messages}
     schema = [i for i in messages if i.ledger_component is LedgerComponent.SCHEMA_STORAGE]
-    assert {i.schema_id for i in schema} == {f"{topic.tenant}/{topic.namespace}/{topic.local_name}"}
+    assert {i.schema_id for i in schema} == {topic.schema_name}
     assert {i.cursor_name for i in messages if i.ledger_component is LedgerComponent.MANAGED_CURSOR} == {
         f"sub-{unique}"
     }
@@ -220,3 +222,57 @@ async def test_purge_of_an_offloaded_topic_removes_its_objects_too(
         return not any(objects) and all(md is None for md in ledgers)
 
     await eventually(all_gone, timeout=180, interval=1, what="every object and ledger of the purged topic gone")
+
+
+async def test_schema_ids_of_a_topic_name_that_needs_encoding(
+    stack: Stack,
+    test_namespace: str,
+    unique: str,
+    admin: PulsarAdmin,
+    bookie: BookieClient,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+) -> None:
+    # ':', ' ', '%', '+' and non-ASCII all reach Pulsar's schema id URL-encoded (TopicName.getSchemaName).
+    topic = TopicName.parse(f"persistent://{test_namespace}/enc:a b%c+é-{unique}")
+    live_topic_with_schema_and_cursor(stack.service_url, str(topic), f"sub-{unique}")
+    await quiesce(admin, topic)
+    schema_ledgers = {int(s["ledgerId"]) for s in (await admin.internal_stats(topic))["schemaLedgers"]}
+    assert schema_ledgers
+    unencoded = f"{topic.tenant}/{topic.namespace}/{topic.local_name}"
+    assert topic.schema_name != unencoded
+    h = worker_config(harnesses, stack, tmp_path, f"encpurge-{unique}")
+
+    res, _ = purge(h.config_path, str(topic), "--no-delete-topic")
+    assert res["counts"]["schema"] == len(schema_ledgers)
+    schema_msgs = [
+        i for i in read_pending(stack, settings_of(h)) if i.ledger_component is LedgerComponent.SCHEMA_STORAGE
+    ]
+    assert {i.ledger_id for i in schema_msgs} == schema_ledgers
+    for msg in schema_msgs:
+        # The verifier, against the ledger's real metadata from the bookie, accepts what purge queued.
+        md = await bookie.get_metadata(msg.ledger_id)
+        assert md is not None
+        assert md.custom_metadata["pulsar/schemaId"] == topic.schema_name
+        got = verify_bookkeeper(msg, md, now_ms=int(time.time() * 1000), min_age_ms=0)
+        assert got.verdict is Verdict.MATCH, (msg.schema_id, got)
+
+    lid = str(min(schema_ledgers))
+    send = ["send", "--topic", str(topic), "--ledger-id", lid, "--component", "SCHEMA_STORAGE"]
+    ok = cli(h.config_path, *send, "--schema-id", topic.schema_name)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    bad = cli(h.config_path, *send, "--schema-id", unencoded)
+    assert bad.returncode == 2, bad.stdout
+    assert f"--schema-id must be the topic's schema id {topic.schema_name!r}" in bad.stderr
+    assert "URL-encoded" in bad.stderr and "Traceback" not in bad.stderr
+
+
+async def test_delete_topic_says_whether_the_topic_existed(
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin
+) -> None:
+    topic = TopicName.parse(f"persistent://{test_namespace}/del-{unique}")
+    await admin.create_topic(topic)
+    assert await admin.delete_topic(topic) is True
+    assert await topic_gone(admin, topic)
+    assert await admin.delete_topic(topic) is False  # 404: nothing was there
+    assert await admin.delete_topic(TopicName.parse(f"persistent://public/no-such-ns-{unique}/x")) is False

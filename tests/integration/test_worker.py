@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 from pathlib import Path
 
+import pulsar
 import pytest
 
 from tests.conftest import Stack
-from tests.integration.helpers import TcpProxy, count_from_earliest, eventually, ml_ledger_ids, produce
+from tests.integration.helpers import TcpProxy, count_from_earliest, eventually, ml_ledger_ids, produce, quiet_logger
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.bookkeeper import BookieClient
 from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
@@ -44,7 +44,12 @@ async def test_forged_and_foreign_ledgers_are_rejected_and_kept(
     harnesses: list[WorkerHarness],
 ) -> None:
     topic_a = f"persistent://{test_namespace}/a-{unique}"
+    client = pulsar.Client(stack.service_url, logger=quiet_logger())
+    consumer = client.subscribe(topic_a, "sub", consumer_type=pulsar.ConsumerType.Shared)
     produce(stack.service_url, topic_a, 12)
+    for _ in range(12):  # acknowledgements give the subscription its cursor ledger
+        consumer.acknowledge(consumer.receive(timeout_millis=10_000))
+    client.close()
     a_ledger = ml_ledger_ids(await admin.internal_stats(TopicName.parse(topic_a)))[0]
     [foreign] = create_ledgers(stack, 1, {"application": "not-pulsar", "owner": "someone-else"})
     [bare] = create_ledgers(stack, 1, {})
@@ -61,19 +66,43 @@ async def test_forged_and_foreign_ledgers_are_rejected_and_kept(
     w.send(ml_info(f"persistent://{test_namespace}/c-{unique}", foreign))
     w.send(ml_info(f"persistent://{test_namespace}/c-{unique}", bare))
 
-    async def settled() -> bool:
-        return w.metric("ledger_deletion_rejected_total") >= 4
+    # A live topic's own cursor ledger announced as one of its data ledgers: rejected at once (identity is
+    # judged before use), not retried for hours as "in use".
+    cursor_ledger = await eventually(lambda: _cursor_ledger(admin, topic_a), timeout=30, what="topic A's cursor ledger")
+    w.send(ml_info(topic_a, cursor_ledger))
 
-    await eventually(settled, timeout=60, what="4 rejections")
-    for lid in (a_ledger, ghost_ledger, foreign, bare):
+    async def settled() -> bool:
+        return w.metric("ledger_deletion_rejected_total") >= 5
+
+    await eventually(settled, timeout=60, what="5 rejections")
+    for lid in (a_ledger, ghost_ledger, foreign, bare, cursor_ledger):
         assert await bookie.get_metadata(lid) is not None, f"ledger {lid} must survive a forged message"
     assert w.metric("ledger_deletion_rejected_total", reason="topic_mismatch") == 1
-    assert w.metric("ledger_deletion_rejected_total", reason="component_mismatch") == 1
+    assert w.metric("ledger_deletion_rejected_total", reason="component_mismatch") == 2
     assert w.metric("ledger_deletion_rejected_total", reason="not_pulsar") == 2
-    assert w.metric("ledger_deletion_acked_total") == 4
+    assert w.metric("ledger_deletion_in_use_total") == 0
+    assert w.metric("ledger_deletion_retried_total") == 0
     assert w.metric("ledger_deletion_deleted_total") == 0
+    # Rejections are dead-lettered with their reason, so a systematic misread leaves a trace.
+    assert w.metric("ledger_deletion_dlq_total", reason="rejected") == 5
+    assert w.metric("ledger_deletion_acked_total") == 5
+    dead = w.read_dlq()
+    assert sorted(m.properties()["last_error"] for m in dead) == sorted(
+        ["topic_mismatch", "component_mismatch", "component_mismatch", "not_pulsar", "not_pulsar"]
+    )
+    assert {m.properties()["reason"] for m in dead} == {"rejected"}
+    assert {m.properties()["RECONSUMETIMES"] for m in dead} == {"1"}
     warnings = [json.loads(line) for line in w.log_text().splitlines() if '"deletion rejected' in line]
-    assert len(warnings) == 4 and all(x["level"] == "warning" and "payload" in x for x in warnings)
+    assert len(warnings) == 5 and all(x["level"] == "warning" and "payload" in x for x in warnings)
+
+
+async def _cursor_ledger(admin: PulsarAdmin, topic: str) -> int | None:
+    """The ledger of a cursor of ``topic`` (a subscription's first acknowledgement creates it)."""
+    stats = await admin.internal_stats(TopicName.parse(topic))
+    for c in (stats.get("cursors") or {}).values():
+        if int(c.get("cursorLedger", -1)) >= 0:
+            return int(c["cursorLedger"])
+    return None
 
 
 async def test_duplicates_delete_once_and_ack_all(
@@ -252,15 +281,18 @@ async def test_sigterm_drains_and_metrics_match(
     log = w1.log_text()
     assert "draining" in log or "stop requested" in log
     assert "worker stopped" in log
-    deleted_by_w1 = sum(1 for line in log.splitlines() if '"ledger deleted"' in line)
-    acked_lines = sum(1 for line in log.splitlines() if '"outcome": "deleted"' in line)
-    assert deleted_by_w1 == acked_lines
+    by_w1 = _deleted_ids(log)
+    deleted_by_w1 = len(by_w1)
+    assert len(set(by_w1)) == deleted_by_w1 and set(by_w1) <= set(ids)
+    # Everything w1 counted before the signal was logged, and what it logged as deleted is gone.
     assert (
         deleted_by_w1
         >= before[
             ("ledger_deletion_deleted_total", (("ledger_type", "LEDGER"), ("result", "deleted"), ("route", "direct")))
         ]
     )
+    assert await gone(bookie, *by_w1)
+    assert deleted_by_w1 < len(ids), "SIGTERM landed after the whole batch: the drain was not exercised"
 
     # A second worker finishes the rest; together they deleted each ledger exactly once.
     w2 = new_worker(harnesses, stack, tmp_path, f"drain-{unique}")
@@ -276,7 +308,27 @@ async def test_sigterm_drains_and_metrics_match(
 
     await eventually(settled, timeout=30, what="w2's counters")
     assert w2.metric("ledger_deletion_deleted_total", result="deleted") + deleted_by_w1 == len(ids)
+    # Both workers write one log (same name): each ledger deleted exactly once, by one of them.
+    assert sorted(_deleted_ids(w2.log_text())) == sorted(ids)
     assert w2.metric("ledger_deletion_received_total") == w2.metric("ledger_deletion_acked_total")
+
+
+def _events(log: str) -> list[dict]:
+    """The worker's structlog JSON lines (the Pulsar client's own log lines are skipped)."""
+    return [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+
+
+def _deleted_ids(log: str) -> list[int]:
+    return [int(e["ledger_id"]) for e in _events(log) if e.get("event") == "ledger deleted"]
+
+
+def _in_use_ids(*logs: str) -> set[int]:
+    return {
+        int(e["ledger_id"])
+        for log in logs
+        for e in _events(log)
+        if e.get("event") == "retry scheduled" and e.get("reason") == "in_use"
+    }
 
 
 async def test_kill9_mid_batch_loses_nothing_and_spares_in_use(
@@ -314,10 +366,14 @@ async def test_kill9_mid_batch_loses_nothing_and_spares_in_use(
         return await gone(bookie, *orphans)
 
     await eventually(drained, timeout=120, what="every pending deletion completed after the crash")
-    await asyncio.sleep(2)
+
+    async def every_live_ledger_judged_in_use() -> bool:
+        return _in_use_ids(w1.log_text(), w2.log_text()) >= set(live)
+
+    # Every live ledger that was sent is judged in use (by w1 before the crash or by w2 after), not just one.
+    await eventually(every_live_ledger_judged_in_use, timeout=60, what="each live ledger judged in use")
     for lid in live:
         assert await bookie.get_metadata(lid) is not None, f"in-use ledger {lid} was deleted"
-    assert w2.metric("ledger_deletion_in_use_total") >= 1
     # The live topic still lists its ledgers and reads back every message.
     stats = await admin.internal_stats(TopicName.parse(live_topic))
     assert set(live) <= set(ml_ledger_ids(stats))

@@ -134,7 +134,7 @@ async def test_cursor_and_schema_ledgers_are_matched_and_deleted(
     cursor_ledger = int(stats["cursors"][sub]["cursorLedger"])
     schema_ledgers = [int(s["ledgerId"]) for s in stats["schemaLedgers"]]
     assert cursor_ledger >= 0 and schema_ledgers
-    schema_id = f"{t.tenant}/{t.namespace}/{t.local_name}"
+    schema_id = t.schema_name
     md = await bookie.get_metadata(schema_ledgers[0])
     assert md is not None and md.custom_metadata["pulsar/schemaId"] == schema_id
 
@@ -173,7 +173,7 @@ async def test_cursor_and_schema_ledgers_are_matched_and_deleted(
     zk = KazooClient(hosts=stack.zookeeper_hosts)
     zk.start(timeout=15)
     try:
-        zk.delete(f"/schemas/{t.tenant}/{t.namespace}/{t.local_name}", recursive=True)
+        zk.delete(f"/schemas/{t.schema_name}", recursive=True)
     finally:
         zk.stop()
         zk.close()

@@ -56,7 +56,9 @@ class WorkerHarness:
                 ]
             },
             "worker": {
-                "min_ledger_age_s": 0,
+                # Real enough to be exercised (ledgers made by a test are retried as too young first),
+                # short enough for a test; above snapshot_ttl_s, as the settings demand.
+                "min_ledger_age_s": 2,
                 "backoff_initial_s": 0.5,
                 "backoff_max_s": 2,
                 "in_use_retry_s": 1,
@@ -166,7 +168,6 @@ class WorkerHarness:
 
     def read_dlq(self, timeout_ms: int = 2000) -> list[pulsar.Message]:
         """Everything in the DLQ, read with a non-durable reader (does not consume)."""
-        assert self._client is not None or True
         client = self._client or pulsar.Client(self.stack.service_url, logger=quiet_logger())
         self._client = client
         reader = client.create_reader(self.topics["dlq"], pulsar.MessageId.earliest)
@@ -190,9 +191,11 @@ class WorkerHarness:
         self.close_client()
 
 
-def create_ledgers(stack: Stack, count: int, custom: dict[str, str], entries: int = 3) -> list[int]:
+def create_ledgers(
+    stack: Stack, count: int, custom: dict[str, str], entries: int = 3, *, leave_open: bool = False
+) -> list[int]:
     """Real BookKeeper ledgers with the given custom metadata, made with BookKeeper's own Java client
-    (one JVM for all of them: a JVM start costs seconds)."""
+    (one JVM for all of them: a JVM start costs seconds). ``leave_open``: never closed (state OPEN)."""
     lib = REPO / "deploy" / "local" / ".cache"
     dists = sorted(lib.glob("apache-pulsar-*/lib"))
     assert dists, "the Pulsar distribution is not unpacked (make stack-up)"
@@ -206,7 +209,8 @@ def create_ledgers(stack: Stack, count: int, custom: dict[str, str], entries: in
         str(entries),
         *(f"{k}={v}" for k, v in custom.items()),
     ]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "LEAVE_OPEN": "1" if leave_open else "0"}
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     ids = [int(line.split("=", 1)[1]) for line in out.stdout.splitlines() if line.startswith("LEDGER_ID=")]
     if len(ids) == count:
         return ids

@@ -36,3 +36,21 @@ def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]
         main([command, "--help"])
     assert e.value.code == 0
     assert "--config" in capsys.readouterr().out
+
+
+def test_config_resolution_never_looks_in_the_current_directory(tmp_path: Path) -> None:
+    from worker.cli import resolve_config
+
+    assert resolve_config("rel.yaml", {}) == (Path.cwd() / "rel.yaml", "--config")
+    assert resolve_config("a.yaml", {"LDW_CONFIG": "/etc/b.yaml"}) == (Path.cwd() / "a.yaml", "--config")
+    assert resolve_config(None, {"LDW_CONFIG": "/etc/b.yaml"}) == (Path("/etc/b.yaml"), "$LDW_CONFIG")
+    assert resolve_config(None, {}) == (None, "built-in defaults")
+
+
+def test_missing_ldw_config_names_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LDW_CONFIG", str(tmp_path / "gone.yaml"))
+    assert main(["inflight"]) == 2
+    err = capsys.readouterr().err
+    assert f"config file not found: {tmp_path / 'gone.yaml'} (from $LDW_CONFIG)" in err

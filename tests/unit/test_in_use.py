@@ -6,12 +6,13 @@ same surface (``admin.partitions``, ``fetch``, ``forget_owner``), so every rule 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from worker.in_use import LiveSet, LiveStateReader, SnapshotCache, TopicGone, in_use
+from worker.in_use import GoneUnconfirmed, LiveSet, LiveStateReader, SnapshotCache, TopicGone, in_use
 from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.pulsar_admin import NotOwner, TopicNotFound
 from worker.topic_name import TopicName
@@ -168,10 +169,31 @@ class Clock:
         return self.t
 
 
-def make(ttl: float = 60, size: int = 16) -> tuple[SnapshotCache, FakeReader, Clock]:
+class FakeMetadataStore:
+    """The metadata store's half of "gone": the managed ledgers it still has."""
+
+    def __init__(self, managed_ledgers: set[str] | None = None) -> None:
+        self.managed_ledgers = managed_ledgers or set()
+        self.asked: list[str] = []
+
+    async def managed_ledger_exists(self, ml_name: str) -> bool:
+        self.asked.append(ml_name)
+        return ml_name in self.managed_ledgers
+
+
+def make(
+    ttl: float = 60, size: int = 16, store: FakeMetadataStore | None = None, **kw: Any
+) -> tuple[SnapshotCache, FakeReader, Clock]:
     reader = FakeReader()
     clock = Clock()
-    cache = SnapshotCache(reader, ttl_s=ttl, max_size=size, clock=clock)  # type: ignore[arg-type]
+    cache = SnapshotCache(
+        reader,  # type: ignore[arg-type]
+        ttl_s=ttl,
+        max_size=size,
+        clock=clock,
+        metadata_store=store if store is not None else FakeMetadataStore(),
+        **kw,
+    )
     return cache, reader, clock
 
 
@@ -571,3 +593,133 @@ async def test_reader_forgets_the_owner_on_error() -> None:
         await r.fetch(T)
     got = await r.fetch(T)
     assert got is not None and got[1] == B
+
+
+async def test_reader_lookup_not_found_is_none() -> None:
+    """A lookup that Pulsar answers "not found" (no namespace; no topic where auto-creation is off) is the
+    admin API's "does not exist": the reader says so, and the snapshot cache asks the metadata store."""
+
+    class NoLookup(ScriptedAdmin):
+        async def lookup(self, topic: TopicName) -> str:
+            raise TopicNotFound("Namespace not found")
+
+    r, seen = reader_on(NoLookup([], []))
+    assert await r.fetch(T) is None
+    assert seen == [("lookup", "not_found")]
+
+
+# ---- "gone" needs both proofs (defect: a 404 alone was trusted, or a lookup 404 was never believed) -------------
+
+
+async def test_gone_needs_the_metadata_store_to_agree() -> None:
+    store = FakeMetadataStore({T.managed_ledger_name})
+    cache, reader, _ = make(store=store)
+    reader.set(T, None)
+    with pytest.raises(GoneUnconfirmed, match="managed ledger still exists"):
+        await cache.get(T)
+    assert store.asked == [T.managed_ledger_name]
+    store.managed_ledgers.clear()
+    assert isinstance(await cache.get(T), TopicGone)
+
+
+async def test_gone_without_a_metadata_store_is_never_believed() -> None:
+    reader = FakeReader()
+    cache = SnapshotCache(reader, ttl_s=60, max_size=4, metadata_store=None)  # type: ignore[arg-type]
+    reader.set(T, None)
+    with pytest.raises(GoneUnconfirmed, match="no metadata store"):
+        await cache.get(T)
+
+
+# ---- epoch discipline: taken before the read, single flight, bounded state -------------------------------------
+
+
+class GatedReader(FakeReader):
+    """A reader whose fetches wait for the test to release them: what happens while a read is in flight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def started(self, n: int = 1) -> None:
+        for _ in range(1000):
+            if len(self.fetches) >= n:
+                return
+            await asyncio.sleep(0)
+        raise AssertionError("the fetch never started")
+
+    async def fetch(self, topic: TopicName) -> tuple[dict[str, Any], str] | None:
+        self.fetches.append(str(topic))
+        a = self.answers.get(str(topic))  # the broker's state when the read started
+        await self.gate.wait()
+        if isinstance(a, Exception):
+            raise a
+        return a
+
+
+async def test_a_bump_during_the_read_makes_its_snapshot_stale_and_uncached() -> None:
+    reader = GatedReader()
+    cache = SnapshotCache(reader, ttl_s=60, max_size=4, metadata_store=FakeMetadataStore())  # type: ignore[arg-type]
+    reader.set(T, (stats([1, 2]), A))
+    pending = asyncio.ensure_future(cache.get(T, 2))
+    await reader.started()
+    cache.bump(T, "307 seen by another decision while this read was in flight")
+    reader.gate.set()
+    snap = await pending
+    assert not cache.is_current(snap)  # PIP-269: the read in flight must not absorb the bump
+    again = await cache.get(T, 2)
+    assert reader.count(T) == 2  # the stale read was not cached
+    assert cache.is_current(again)
+
+
+async def test_concurrent_reads_of_one_topic_share_one_fetch() -> None:
+    reader = GatedReader()
+    cache = SnapshotCache(reader, ttl_s=60, max_size=4, metadata_store=FakeMetadataStore())  # type: ignore[arg-type]
+    reader.set(T, (stats([1, 2, 3]), A))
+    calls = [asyncio.ensure_future(cache.get(T, i)) for i in (1, 2, 3) * 5]
+    await reader.started()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    reader.gate.set()
+    snaps = await asyncio.gather(*calls)
+    assert reader.count(T) == 1
+    assert all(s is snaps[0] for s in snaps)
+
+
+async def test_a_joined_read_that_does_not_cover_the_ledger_is_read_again() -> None:
+    reader = GatedReader()
+    cache = SnapshotCache(reader, ttl_s=60, max_size=4, metadata_store=FakeMetadataStore())  # type: ignore[arg-type]
+    reader.set(T, (stats([1, 2]), A))
+    first = asyncio.ensure_future(cache.get(T, 2))
+    await reader.started()
+    newer = asyncio.ensure_future(cache.get(T, 9))  # created after the shared read started
+    for _ in range(5):
+        await asyncio.sleep(0)
+    reader.set(T, (stats([1, 2, 9]), A))
+    reader.gate.set()
+    await first
+    assert (await newer).covers(9)
+    assert reader.count(T) == 2
+
+
+async def test_per_topic_state_is_bounded_and_eviction_never_revives_an_old_epoch() -> None:
+    cache, reader, _ = make(size=2, max_topics=4)
+    topics = [TopicName.parse(f"persistent://t/ns/x{i}") for i in range(50)]
+    for t in topics:
+        reader.set(t, (stats([1]), A))
+    first = await cache.get(topics[0])
+    cache.bump(topics[0], "owner moved")
+    old = await cache.get(topics[0])
+    assert cache.is_current(old)
+    for t in topics[1:]:
+        await cache.get(t)
+    assert len(cache._states) <= 4 and len(cache._entries) <= 2
+    # topics[0]'s state was evicted: snapshots taken before are never current again.
+    assert not cache.is_current(old) and not cache.is_current(first)
+
+
+async def test_owner_cache_is_bounded() -> None:
+    admin = ScriptedAdmin([A] * 20, [stats([1])] * 20)
+    r = LiveStateReader(admin, max_owners=3)  # type: ignore[arg-type]
+    for i in range(10):
+        await r.fetch(TopicName.parse(f"persistent://t/ns/o{i}"))
+    assert len(r._owners) == 3

@@ -22,10 +22,9 @@ from worker.managed_ledger_metadata import (
     without_ledgers,
 )
 from worker.message import OffloadContext
-from worker.topic_name import TopicName
+from worker.topic_name import TopicName, java_url_encode
 from worker.zookeeper import (
     UnsupportedLedgerLayout,
-    encode_local_name,
     hierarchical_ledger_path,
     long_hierarchical_ledger_path,
     managed_ledger_path,
@@ -286,6 +285,6 @@ def test_ledger_layout() -> None:
 
 def test_managed_ledger_path_encodes_like_java() -> None:
     # Java's URLEncoder: space -> '+', '*' kept, '~' and every other byte percent-encoded (UTF-8).
-    assert encode_local_name("a b~c*d.e-f_g/é") == "a+b%7Ec*d.e-f_g%2F%C3%A9"
+    assert java_url_encode("a b~c*d.e-f_g/é") == "a+b%7Ec*d.e-f_g%2F%C3%A9"
     topic = TopicName.parse("persistent://t/ns/my topic")
     assert managed_ledger_path(topic) == "/managed-ledgers/t/ns/persistent/my+topic"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import uuid
+from typing import Any
 
 import fastavro
 import pytest
@@ -17,9 +18,11 @@ from worker.message import (
     LedgerComponent,
     LedgerType,
     OffloadContext,
+    PartialInfo,
     PendingDeleteLedgerInfo,
     PendingDeleteSchema,
     decode,
+    decode_lenient,
     encode,
 )
 from worker.topic_name import TopicName
@@ -298,3 +301,43 @@ def test_from_uuid_copies_driver_metadata() -> None:
     ctx = OffloadContext.from_uuid(uuid.uuid4(), "s3", md)
     md["bucket"] = "other"
     assert ctx.driver_metadata == {"bucket": "b"}
+
+
+def _raw(**fields: Any) -> bytes:
+    rec = {
+        "topicName": "persistent://t/ns/x",
+        "ledgerComponent": "MANAGED_CURSOR",
+        "cursorName": None,
+        "schemaId": None,
+        "ledgerType": "OFFLOAD_LEDGER",
+        "ledgerId": 2**40 + 7,
+        "offloadContext": None,
+        "properties": {},
+        **fields,
+    }
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(AVRO_SCHEMA), rec)
+    return buf.getvalue()
+
+
+def test_lenient_decode_reads_what_validation_refuses() -> None:
+    data = _raw()  # a cursor without its name, an offloaded copy without its context: invalid twice
+    with pytest.raises(InvalidMessage):
+        decode(data)
+    want = PartialInfo("persistent://t/ns/x", "MANAGED_CURSOR", None, None, "OFFLOAD_LEDGER", 2**40 + 7)
+    assert decode_lenient(data) == want
+    assert decode_lenient(data + b"trailing") == want
+    # Cut after the ledger id (the null offload context and empty properties are one byte each).
+    assert decode_lenient(data[:-2]) == want
+    # Cut inside the ledger id: everything before it.
+    cut = decode_lenient(data[: len(data) - 5])
+    assert cut.ledger_type == "OFFLOAD_LEDGER" and cut.ledger_id is None
+    assert decode_lenient(_raw(topicName="persistent://t/ns/a/b", ledgerId=-3)).ledger_id == -3
+
+
+def test_lenient_decode_of_garbage_reads_nothing_plausible() -> None:
+    assert decode_lenient(b"") == PartialInfo()
+    assert decode_lenient(b"\x00garbage") == PartialInfo()
+    assert decode_lenient(b"\x06ab\xff") == PartialInfo()  # not UTF-8
+    # An enum index out of range stops the reading: nothing after it is trusted.
+    assert decode_lenient(b"\x02x\x7e\x00\x00\x00\x02") == PartialInfo(topic_name="x")

@@ -8,6 +8,7 @@ tests/integration/test_phase1.py runs the same helper against the real broker.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import uuid
 from typing import Any
 
@@ -168,3 +169,52 @@ def test_send_builds_the_message_it_validated() -> None:
 def test_send_rejects(kw: dict[str, Any], why: str) -> None:
     with pytest.raises(InvalidMessage, match=why):
         build_info(args(**kw))
+
+
+class CountingProducer:
+    """Counts the sends in flight at once; each send yields to the loop so unbounded sends would overlap."""
+
+    def __init__(self) -> None:
+        self.outstanding = 0
+        self.peak = 0
+        self.sent = 0
+
+    async def send(self, content: PendingDeleteLedgerInfo, deliver_after: Any = None) -> str:
+        self.outstanding += 1
+        self.peak = max(self.peak, self.outstanding)
+        try:
+            for _ in range(3):
+                await asyncio.sleep(0)
+            if content.ledger_id % 97 == 0:
+                raise RuntimeError("broker said no")
+            self.sent += 1
+            return f"id-{content.ledger_id}"
+        finally:
+            self.outstanding -= 1
+
+
+async def test_batch_bounds_outstanding_sends_and_keeps_the_pip_semantics() -> None:
+    s = PendingDeleteSender(load_settings(None), metrics=Metrics(), max_outstanding_sends=8)
+    producer = CountingProducer()
+    s._producer = producer  # type: ignore[assignment]
+    ids = list(range(1, 501))
+    calls: list[list[int]] = []
+    result = await s.send_batch(ids, [info(i) for i in ids], calls.append)
+    assert producer.peak == 8, f"{producer.peak} sends in flight at once"
+    failed = [97 * k for k in range(1, 6)]
+    assert calls == [failed], "one callback, with exactly the ids whose send failed"
+    assert result.kept == tuple(failed) and len(result.removed) == 500 - 5
+    assert [i.ledger_id for i in result.sent] == [i for i in ids if i not in failed]  # input order
+
+
+async def test_concurrent_single_sends_share_the_bound() -> None:
+    s = PendingDeleteSender(load_settings(None), metrics=Metrics(), max_outstanding_sends=4)
+    producer = CountingProducer()
+    s._producer = producer  # type: ignore[assignment]
+    await asyncio.gather(*(s.send_pending_delete(info(i)) for i in range(1, 51)))
+    assert producer.peak == 4 and producer.sent == 50
+
+
+def test_the_bound_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_outstanding_sends"):
+        PendingDeleteSender(load_settings(None), metrics=Metrics(), max_outstanding_sends=0)

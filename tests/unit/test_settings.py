@@ -195,3 +195,25 @@ def test_settings_are_frozen() -> None:
 def test_topic_names_are_normalised(tmp_path: Path) -> None:
     s = load_settings(write(tmp_path, "topics:\n  pending: pulsar/system/pending\n"))
     assert s.topics.pending == "persistent://pulsar/system/pending"
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "named"),
+    [
+        ("worker: {min_ledger_age_s: 0}\n", "worker.min_ledger_age_s"),
+        ("worker: {min_ledger_age_s: 30, snapshot_ttl_s: 60}\n", "snapshot_ttl_s"),
+        ("worker: {min_ledger_age_s: 60, snapshot_ttl_s: 60}\n", "snapshot_ttl_s"),
+    ],
+)
+def test_an_age_guard_that_lets_a_ledger_being_created_look_deletable_is_refused(
+    tmp_path: Path, yaml_text: str, named: str
+) -> None:
+    # Defect: min_ledger_age_s: 0 was accepted (and every integration test ran with it).
+    with pytest.raises(ConfigError) as e:
+        load_settings(write(tmp_path, yaml_text))
+    assert named in str(e.value) and "min_ledger_age_s" in str(e.value)
+
+
+def test_a_safe_age_guard_is_accepted(tmp_path: Path) -> None:
+    s = load_settings(write(tmp_path, "worker: {min_ledger_age_s: 2, snapshot_ttl_s: 0.5}\n"))
+    assert (s.worker.min_ledger_age_s, s.worker.snapshot_ttl_s) == (2, 0.5)

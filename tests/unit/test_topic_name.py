@@ -226,6 +226,19 @@ def test_schema_name_follows_pulsar(topic: str, schema: str) -> None:
     assert TopicName.parse(topic).schema_name == schema
 
 
+@given(topic_names)
+def test_schema_name_round_trip(t: TopicName) -> None:
+    sid = t.schema_name
+    assert sid.count("/") == 2
+    assert TopicName.from_schema_name(sid) == t.partitioned_base
+
+
+@pytest.mark.parametrize("bad", ["t/ns", "t/ns/a/b", "t/ns/x%2F..%2Fy", "t//x"])
+def test_from_schema_name_rejects(bad: str) -> None:
+    with pytest.raises(InvalidTopicName):
+        TopicName.from_schema_name(bad)
+
+
 # ---- REST path ------------------------------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ import json
 import sys
 from dataclasses import asdict
 
+from worker.cli import config_help
 from worker.settings import Settings
 
 
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
         "--config",
         "-c",
         default=argparse.SUPPRESS,
-        help="YAML settings file (default: config/worker.example.yaml if present); LDW_* variables override it",
+        help=config_help(),
     )
     ls.set_defaults(handler=handle_list)
     return p

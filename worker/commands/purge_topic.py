@@ -54,14 +54,14 @@ async def _run(args: argparse.Namespace, settings: Settings, topic: object) -> i
     from worker.http import new_session
     from worker.pulsar_admin import PulsarAdmin
     from worker.purge import purge_topic
-    from worker.scanner import zookeeper_view
     from worker.topic_name import TopicName
+    from worker.zookeeper import optional_zookeeper
 
     assert isinstance(topic, TopicName)
     s = settings
     async with (
         new_session(s.pulsar.request_timeout_s) as session,
-        zookeeper_view(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
+        optional_zookeeper(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
     ):
         admin = PulsarAdmin(str(s.pulsar.admin_url), session, s.pulsar.auth_token)
         res = await purge_topic(

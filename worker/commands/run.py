@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 
 from worker.settings import Settings
 
@@ -16,5 +17,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
     from worker.daemon import run_daemon
+
+    if not settings.zookeeper.hosts:
+        # The metadata store is half of every "topic gone" proof and settles the bookie's ambiguous
+        # answers: without it the worker could only ever retry orphans of deleted topics.
+        print("ledger-deletion-worker run: zookeeper.hosts: the worker needs the metadata store", file=sys.stderr)
+        return 2
 
     return int(asyncio.run(run_daemon(settings)))

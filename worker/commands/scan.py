@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 
 def _validate(args: argparse.Namespace, settings: Settings) -> tuple[float, list[str]] | str:
-    from worker.scanner import parse_duration
+    from worker.commands.terminal import parse_duration
 
     if args.min_age is None:
         min_age = settings.worker.min_ledger_age_s
@@ -88,11 +88,13 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, namespaces: list[str]) -> int:
     from worker.bookkeeper import BookieClient
+    from worker.commands.terminal import Progress, render_table
     from worker.http import BackendError, new_session
     from worker.in_use import LiveStateReader, SnapshotCache
     from worker.logs import get_logger
     from worker.pulsar_admin import PulsarAdmin
-    from worker.scanner import Decision, Progress, Scanner, Verdict, render_table, zookeeper_view
+    from worker.scanner import Decision, Scanner, Verdict
+    from worker.zookeeper import optional_zookeeper
 
     log = get_logger(command="scan")
     s = settings
@@ -105,12 +107,15 @@ async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, na
     async with (
         new_session(s.pulsar.request_timeout_s) as admin_session,
         new_session(s.bookkeeper.request_timeout_s, limit=max(32, args.concurrency)) as bk_session,
-        zookeeper_view(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
+        optional_zookeeper(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
     ):
         admin = PulsarAdmin(str(s.pulsar.admin_url), admin_session, s.pulsar.auth_token)
-        bookie = BookieClient(str(s.bookkeeper.http_url), bk_session)
+        bookie = BookieClient(str(s.bookkeeper.http_url), bk_session, zk.ledger_metadata_exists if zk else None)
         snapshots = SnapshotCache(
-            LiveStateReader(admin), ttl_s=s.worker.snapshot_ttl_s, max_size=s.worker.snapshot_cache_size
+            LiveStateReader(admin),
+            ttl_s=s.worker.snapshot_ttl_s,
+            max_size=s.worker.snapshot_cache_size,
+            metadata_store=zk,
         )
         scanner = Scanner(
             bookie,

@@ -79,7 +79,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
         help="LEDGER (BookKeeper, default) | OFFLOAD_LEDGER (tiered storage copy)",
     )
     p.add_argument("--cursor", help="cursor (subscription) name; required for MANAGED_CURSOR")
-    p.add_argument("--schema-id", help="schema id tenant/ns/topic; required for SCHEMA_STORAGE")
+    p.add_argument(
+        "--schema-id",
+        help="schema id tenant/ns/topic (the base topic's local name URL-encoded, as Pulsar keys it);"
+        " required for SCHEMA_STORAGE",
+    )
     p.add_argument("--offload-uuid", help="OFFLOAD_LEDGER: the offload attempt's uuid")
     p.add_argument("--offload-driver", help="OFFLOAD_LEDGER: offload driver name, e.g. aws-s3")
     p.add_argument(
@@ -127,11 +131,14 @@ def build_info(args: argparse.Namespace) -> PendingDeleteLedgerInfo:
         properties=props,
     )
     if component is LedgerComponent.SCHEMA_STORAGE:
-        base = info.topic.partitioned_base
-        expected = f"{base.tenant}/{base.namespace}/{base.local_name}"
+        expected = info.topic.schema_name
         if args.schema_id != expected:
             # The worker rejects a schema id that is not its topic's: say so now.
-            raise InvalidMessage(f"--schema-id must be the topic's schema id {expected!r}, got {args.schema_id!r}")
+            raise InvalidMessage(
+                f"--schema-id must be the topic's schema id {expected!r}, got {args.schema_id!r}"
+                " (Pulsar's schema id: tenant/namespace/topic of the partitioned base topic, the topic's"
+                " local name URL-encoded)"
+            )
     return info
 
 

@@ -1,7 +1,8 @@
 // Creates a real BookKeeper ledger with chosen custom metadata, for tests that need a ledger Pulsar did
 // not make (a non-Pulsar ledger, or a forged one). Run with the Pulsar distribution's jars:
 //   java -cp 'apache-pulsar-X/lib/*' CreateLedger.java <zk-hosts> <count> <entries> [key=value ...]
-// Prints one LEDGER_ID=<id> line per ledger created.
+// Prints one LEDGER_ID=<id> line per ledger created. With LEAVE_OPEN=1 in the environment the ledgers are
+// never closed (their metadata stays OPEN, as a writer's that is still running or that died).
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.Map;
@@ -20,6 +21,7 @@ public class CreateLedger {
             String[] kv = args[i].split("=", 2);
             custom.put(kv[0], kv[1].getBytes(StandardCharsets.UTF_8));
         }
+        boolean leaveOpen = "1".equals(System.getenv("LEAVE_OPEN"));
         BookKeeper bk = new BookKeeper(conf);
         try {
             for (int n = 0; n < count; n++) {
@@ -27,8 +29,14 @@ public class CreateLedger {
                 for (int i = 0; i < entries; i++) {
                     lh.addEntry(("entry-" + i).getBytes(StandardCharsets.UTF_8));
                 }
-                lh.close();
+                if (!leaveOpen) {
+                    lh.close();
+                }
                 System.out.println("LEDGER_ID=" + lh.getId());
+            }
+            if (leaveOpen) {
+                System.out.flush();
+                Runtime.getRuntime().halt(0);  // no orderly shutdown: nothing may close the ledgers
             }
         } finally {
             bk.close();

@@ -1,0 +1,328 @@
+"""The decision core's hard cases on the real stack: when a topic is gone, what an unforeseen failure
+does, what an ambiguous bookie answer costs, and open ledgers.
+
+Where a broker or bookie must answer something it would not answer by itself (a 404 that is not
+Pulsar's, a lookup that is not JSON), a loopback HTTP proxy sits in front of the real server and replaces
+exactly that answer; everything else is the real server's.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Stack
+from tests.integration.helpers import HttpProxy, count_from_earliest, eventually, ml_ledger_ids, produce
+from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
+from worker.bookkeeper import BookieClient
+from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.pulsar_admin import PulsarAdmin
+from worker.topic_name import TopicName
+
+pytestmark = pytest.mark.integration
+
+
+def ml_info(topic: str, ledger_id: int) -> PendingDeleteLedgerInfo:
+    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, ledger_id)
+
+
+def worker(harnesses: list[WorkerHarness], stack: Stack, tmp_path: Path, name: str, **kw: dict) -> WorkerHarness:
+    h = WorkerHarness(stack, tmp_path, name, **kw)
+    harnesses.append(h)
+    return h.start()
+
+
+def admin_call(stack: Stack, method: str, path: str, body: object | None = None) -> None:
+    req = urllib.request.Request(
+        f"{stack.admin_url}{path}",
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(req, timeout=30).close()
+
+
+@pytest.fixture
+def admin_proxy(stack: Stack) -> Iterator[HttpProxy]:
+    p = HttpProxy(stack.admin_url)
+    yield p
+    p.close()
+
+
+# ---- "gone" = the admin API says so AND the metadata store confirms it ---------------------------------------
+
+
+async def test_ledgers_of_a_deleted_namespace_are_deleted(
+    stack: Stack, unique: str, bookie: BookieClient, tmp_path: Path, harnesses: list[WorkerHarness]
+) -> None:
+    # Defect: the lookup's "Namespace not found" was TRANSIENT: never cleaned, dead-lettered after 10 tries.
+    topic = f"persistent://public/deleted-ns-{unique}/t"
+    ids = create_ledgers(stack, 3, pulsar_ml_metadata(topic))
+    w = worker(harnesses, stack, tmp_path, f"nons-{unique}")
+    for lid in ids:
+        w.send(ml_info(topic, lid))
+
+    async def all_deleted() -> bool:
+        return w.metric("ledger_deletion_deleted_total", result="deleted", route="direct") == 3
+
+    await eventually(all_deleted, timeout=60, what="the deleted namespace's ledgers deleted")
+    for lid in ids:
+        assert await bookie.get_metadata(lid) is None
+    assert w.metric("ledger_deletion_dlq_total") == 0
+    assert w.metric("ledger_deletion_failed_total") == 0
+
+
+async def test_deleted_topic_is_cleaned_where_auto_creation_is_off(
+    stack: Stack, unique: str, bookie: BookieClient, tmp_path: Path, harnesses: list[WorkerHarness]
+) -> None:
+    # allowAutoTopicCreation=false (common in production) makes the lookup of a deleted topic a 404 too.
+    ns = f"public/noauto-{unique}"
+    admin_call(stack, "PUT", f"/admin/v2/namespaces/{ns}")
+    admin_call(stack, "POST", f"/admin/v2/namespaces/{ns}/autoTopicCreation", {"allowAutoTopicCreation": False})
+    topic = f"persistent://{ns}/deleted-{unique}"
+    ids = create_ledgers(stack, 2, pulsar_ml_metadata(topic))
+    w = worker(harnesses, stack, tmp_path, f"noauto-{unique}")
+    for lid in ids:
+        w.send(ml_info(topic, lid))
+
+    async def all_deleted() -> bool:
+        return w.metric("ledger_deletion_deleted_total", result="deleted", route="direct") == 2
+
+    await eventually(all_deleted, timeout=60, what="the deleted topic's ledgers deleted")
+    assert w.metric("ledger_deletion_admin_requests_total", endpoint="lookup", outcome="not_found") >= 1
+    for lid in ids:
+        assert await bookie.get_metadata(lid) is None
+
+
+async def test_a_404_without_pulsars_reason_deletes_nothing(
+    stack: Stack,
+    unique: str,
+    test_namespace: str,
+    bookie: BookieClient,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+    admin_proxy: HttpProxy,
+) -> None:
+    # Defect: any 404 made a topic "gone", and the direct route then deleted on identity and age alone.
+    topic = f"persistent://{test_namespace}/html404-{unique}"
+    [lid] = create_ledgers(stack, 1, pulsar_ml_metadata(topic))
+    admin_proxy.fault(
+        lambda method, path: (404, "<html><body>Not Found</body></html>") if f"html404-{unique}" in path else None
+    )
+    w = worker(
+        harnesses,
+        stack,
+        tmp_path,
+        f"w-h404-{unique}",
+        pulsar={"admin_url": admin_proxy.url},
+        worker={"max_attempts": 2, "backoff_initial_s": 0.5, "backoff_max_s": 1},
+    )
+    w.send(ml_info(topic, lid))
+
+    async def parked() -> bool:
+        return w.metric("ledger_deletion_dlq_total", reason="transient") == 1
+
+    await eventually(parked, timeout=60, what="the dead letter")
+    assert await bookie.get_metadata(lid) is not None
+    assert w.metric("ledger_deletion_failed_total", stage="route") == 2
+    [dead] = w.read_dlq()
+    assert "without Pulsar's reason" in dead.properties()["last_error"]
+
+
+async def test_a_not_found_that_the_metadata_store_contradicts_deletes_nothing(
+    stack: Stack,
+    unique: str,
+    test_namespace: str,
+    admin: PulsarAdmin,
+    bookie: BookieClient,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+    admin_proxy: HttpProxy,
+) -> None:
+    # A live topic that the admin API (wrongly, here through the proxy) calls "not found": its managed
+    # ledger in ZooKeeper says otherwise, so its old ledger, which identity and age alone would let go,
+    # stays.
+    topic = f"persistent://{test_namespace}/lying-{unique}"
+    produce(stack.service_url, topic, 12)
+    old = ml_ledger_ids(await admin.internal_stats(TopicName.parse(topic)))[0]
+    reason = json.dumps({"reason": f"Topic {topic} not found"})
+    admin_proxy.fault(lambda method, path: (404, reason) if f"lying-{unique}" in path else None)
+    w = worker(
+        harnesses,
+        stack,
+        tmp_path,
+        f"w-lie-{unique}",
+        pulsar={"admin_url": admin_proxy.url},
+        worker={"max_attempts": 2, "backoff_initial_s": 0.5, "backoff_max_s": 1},
+    )
+    w.send(ml_info(topic, old))
+
+    async def parked() -> bool:
+        return w.metric("ledger_deletion_dlq_total", reason="transient") == 1
+
+    await eventually(parked, timeout=60, what="the dead letter")
+    assert await bookie.get_metadata(old) is not None
+    assert w.metric("ledger_deletion_deleted_total") == 0
+    [dead] = w.read_dlq()
+    assert "managed ledger still exists" in dead.properties()["last_error"]
+    assert count_from_earliest(stack.service_url, topic) == 12
+
+
+# ---- every failure is an attempt: counted, retried, dead-lettered ---------------------------------------------
+
+
+async def test_unforeseen_admin_answers_are_counted_retried_and_dead_lettered(
+    stack: Stack,
+    unique: str,
+    test_namespace: str,
+    admin: PulsarAdmin,
+    bookie: BookieClient,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+    admin_proxy: HttpProxy,
+) -> None:
+    # Defect: an exception the pipeline did not map (a lookup answered in plain text, an odd internalStats
+    # value) reached the daemon, whose un-awaited negative_acknowledge parked the message forever.
+    plain, odd = f"persistent://{test_namespace}/plain-{unique}", f"persistent://{test_namespace}/odd-{unique}"
+    for t in (plain, odd):
+        produce(stack.service_url, t, 6)
+    plain_ledger = ml_ledger_ids(await admin.internal_stats(TopicName.parse(plain)))[0]
+    odd_ledger = ml_ledger_ids(await admin.internal_stats(TopicName.parse(odd)))[0]
+
+    def faults(method: str, path: str) -> tuple[int, str] | None:
+        if path.startswith("/lookup/") and f"plain-{unique}" in path:
+            return 200, "the owner is broker-1"
+        if path.startswith("/lookup/") and f"odd-{unique}" in path:
+            # The owner is "the proxy", so that the owner's internalStats passes through it too.
+            return 200, json.dumps({"httpUrl": admin_proxy.url, "brokerUrl": stack.service_url})
+        if "/internalStats" in path and f"odd-{unique}" in path:
+            return 200, json.dumps({"ledgers": [{"ledgerId": "not-a-number"}]})
+        return None
+
+    admin_proxy.fault(faults)
+    w = worker(
+        harnesses,
+        stack,
+        tmp_path,
+        f"poison-{unique}",
+        pulsar={"admin_url": admin_proxy.url},
+        worker={"max_attempts": 3, "backoff_initial_s": 0.5, "backoff_max_s": 1},
+    )
+    w.send(ml_info(plain, plain_ledger))
+    w.send(ml_info(odd, odd_ledger))
+
+    async def parked() -> bool:
+        return w.metric("ledger_deletion_dlq_total", reason="transient") == 2
+
+    await eventually(parked, timeout=90, what="both messages dead-lettered")
+    assert w.metric("ledger_deletion_failed_total", stage="route") == 6  # 3 attempts each
+    assert w.metric("ledger_deletion_retried_total") == 4
+    assert w.metric("ledger_deletion_received_total") == 6
+    assert {m.properties()["RECONSUMETIMES"] for m in w.read_dlq()} == {"3"}
+    for lid in (plain_ledger, odd_ledger):
+        assert await bookie.get_metadata(lid) is not None
+    assert "was never awaited" not in w.log_text()
+
+
+# ---- an ambiguous bookie answer is settled per ledger, never by listing the cluster -----------------------------
+
+
+async def test_an_already_gone_ledger_costs_no_listing_of_every_ledger(
+    stack: Stack, unique: str, test_namespace: str, bookie: BookieClient, tmp_path: Path, harnesses: list[WorkerHarness]
+) -> None:
+    ghost = f"persistent://{test_namespace}/ghost-{unique}"
+    ids = create_ledgers(stack, 3, pulsar_ml_metadata(ghost))
+    for lid in ids:
+        await bookie.delete_ledger(lid)
+    proxy = HttpProxy(stack.bookie_http_url)
+    try:
+        w = worker(harnesses, stack, tmp_path, f"ambig-{unique}", bookkeeper={"http_url": proxy.url})
+        for lid in ids:
+            w.send(ml_info(ghost, lid))
+
+        async def settled() -> bool:
+            return w.metric("ledger_deletion_deleted_total", result="already_gone") == 3
+
+        await eventually(settled, timeout=60, what="three already-gone ledgers settled")
+        # The bookie answered 500 for each missing ledger; the metadata store settled it, one ledger each.
+        assert len(proxy.paths("/api/v1/ledger/metadata/")) == 3
+        assert proxy.paths("/api/v1/ledger/list") == []
+    finally:
+        proxy.close()
+
+
+# ---- an open ledger is never deleted -----------------------------------------------------------------------------
+
+
+async def test_an_open_ledger_of_a_live_topic_is_never_deleted_and_one_of_a_gone_topic_is(
+    stack: Stack,
+    unique: str,
+    test_namespace: str,
+    admin: PulsarAdmin,
+    bookie: BookieClient,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+) -> None:
+    # Defect: verification ignored the ledger's state. A compaction running longer than min_ledger_age_s
+    # has an OPEN ledger of a live topic that is old enough, not yet its compacted ledger, and below the
+    # snapshot's largest id. While the topic exists such a ledger is never deleted; once the topic is proven
+    # gone (no managed ledger left to write for), its open ledgers are what a dead writer left behind.
+    live_topic = f"persistent://{test_namespace}/compacting-{unique}"
+    produce(stack.service_url, live_topic, 6)
+    compacted_md = {"application": "pulsar", "component": "compacted-ledger", "pulsar/compactedTopic": live_topic}
+    [compacting] = create_ledgers(stack, 1, compacted_md, leave_open=True)
+    ghost = f"persistent://{test_namespace}/crashed-{unique}"
+    [left_open] = create_ledgers(stack, 1, pulsar_ml_metadata(ghost), leave_open=True)
+    for lid in (compacting, left_open):
+        md = await bookie.get_metadata(lid)
+        assert md is not None and md.state == "OPEN"
+    assert max(ml_ledger_ids(await admin.internal_stats(TopicName.parse(live_topic)))) < compacting
+    produce(stack.service_url, live_topic, 6)  # the topic's ledger ids now pass the compaction's
+    assert max(ml_ledger_ids(await admin.internal_stats(TopicName.parse(live_topic)))) > compacting
+
+    w = worker(harnesses, stack, tmp_path, f"open-{unique}", worker={"max_attempts": 3, "in_use_retry_s": 0.5})
+    w.send(PendingDeleteLedgerInfo(live_topic, LedgerComponent.COMPACTED_LEDGER, LedgerType.LEDGER, compacting))
+    w.send(ml_info(ghost, left_open))
+
+    async def settled() -> bool:
+        return (
+            w.metric("ledger_deletion_dlq_total", reason="in_use") == 1 and await bookie.get_metadata(left_open) is None
+        )
+
+    await eventually(settled, timeout=60, what="the live topic's open ledger parked, the gone topic's deleted")
+    assert await bookie.get_metadata(compacting) is not None
+    assert w.metric("ledger_deletion_deleted_total", route="direct", result="deleted") == 1
+    [dead] = w.read_dlq()
+    assert "ledger_open" in dead.properties()["last_error"]
+
+
+# ---- the age guard, exercised ---------------------------------------------------------------------------------
+
+
+async def test_a_young_ledger_waits_for_the_minimum_age_then_is_deleted(
+    stack: Stack, unique: str, test_namespace: str, bookie: BookieClient, tmp_path: Path, harnesses: list[WorkerHarness]
+) -> None:
+    # Every integration test used to run with min_ledger_age_s: 0, so the guard itself was never exercised.
+    ghost = f"persistent://{test_namespace}/young-{unique}"
+    w = worker(harnesses, stack, tmp_path, f"young-{unique}", worker={"min_ledger_age_s": 6, "snapshot_ttl_s": 1})
+    [lid] = create_ledgers(stack, 1, pulsar_ml_metadata(ghost))
+    md = await bookie.get_metadata(lid)
+    assert md is not None and md.ctime_ms is not None
+    w.send(ml_info(ghost, lid))
+
+    async def deleted() -> bool:
+        return await bookie.get_metadata(lid) is None
+
+    await eventually(deleted, timeout=60, what="the ledger deleted once old enough")
+    events = [json.loads(line) for line in w.log_text().splitlines() if line.startswith("{")]
+    young = [e for e in events if e.get("event") == "retry scheduled" and e.get("reason") == "too_young"]
+    assert young, "the ledger was never judged too young"
+    [done] = [e for e in events if e.get("event") == "ledger deleted"]
+    from datetime import datetime
+
+    deleted_ms = datetime.fromisoformat(done["timestamp"]).timestamp() * 1000
+    assert deleted_ms - md.ctime_ms >= 6000, "deleted before it reached the minimum age"

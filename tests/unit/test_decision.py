@@ -1,0 +1,399 @@
+"""The decision core without I/O: ``decide(message, facts)`` for every combination of facts, and the
+settle table. The integration tests drive the same function through the real stack."""
+
+from __future__ import annotations
+
+import uuid
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from worker.backoff import Backoff
+from worker.bookkeeper import LedgerMetadata
+from worker.decision import FINAL, Facts, Outcome, Route, Rules, decide
+from worker.in_use import LiveSet, TopicGone
+from worker.managed_ledger_metadata import OffloadInfo
+from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
+from worker.pipeline import SETTLE, Action, retry_delay
+from worker.settings import WorkerSettings
+from worker.storage_copy import Missing, Refused, StoredLedger, StoredObjects
+from worker.topic_name import TopicName
+from worker.verification import Verdict, verify_bookkeeper
+
+NOW = 1_800_000_000_000
+RULES = Rules(min_ledger_age_ms=600_000, offload_deletion_lag_ms=14_400_000)
+TOPIC = "persistent://t/ns/x"
+T = TopicName.parse(TOPIC)
+ML = T.managed_ledger_name
+U1 = uuid.UUID("2e5c4ca4-e0a2-448e-b586-2c30268e1b3b")
+U2 = uuid.UUID("fab46231-621c-4a30-b193-54e322bd6dce")
+CTX = OffloadContext.from_uuid(U1, "aws-s3", {"bucket": "b"})
+
+ML_CM = {"application": "pulsar", "component": "managed-ledger", "pulsar/managed-ledger": ML}
+CUSTOMS = [
+    ML_CM,
+    {**ML_CM, "pulsar/cursor": "sub"},
+    {**ML_CM, "pulsar/cursor": "other"},
+    {**ML_CM, "pulsar/managed-ledger": "t/ns/persistent/y"},
+    {"application": "pulsar", "component": "schema", "pulsar/schemaId": "t/ns/x"},
+    {"application": "pulsar", "component": "compacted-ledger", "pulsar/compactedTopic": TOPIC},
+    {"application": "other"},
+    {},
+]
+
+
+def live(
+    ml: set[int],
+    *,
+    cursors: dict[str, int] | None = None,
+    schema: frozenset[int] = frozenset(),
+    compacted: int | None = None,
+    offloaded: frozenset[int] = frozenset(),
+    epoch: int = 0,
+) -> LiveSet:
+    return LiveSet(
+        T, frozenset(ml), cursors or {}, frozenset(schema), compacted, frozenset(offloaded), "http://a", epoch, 0.0
+    )
+
+
+def ledger_info(component: LedgerComponent, lid: int = 7) -> PendingDeleteLedgerInfo:
+    return PendingDeleteLedgerInfo(
+        TOPIC,
+        component,
+        LedgerType.LEDGER,
+        lid,
+        cursor_name="sub" if component is LedgerComponent.MANAGED_CURSOR else None,
+        schema_id="t/ns/x" if component is LedgerComponent.SCHEMA_STORAGE else None,
+    )
+
+
+def stored(
+    cm: dict[str, str], *, lid: int = 7, state: str = "CLOSED", ctime: int | None = NOW - 3_600_000
+) -> StoredLedger:
+    return StoredLedger(LedgerMetadata(lid, dict(cm), ctime, 100, state), token=3)
+
+
+# ---- the rules that defects broke ------------------------------------------------------------------------
+
+
+def test_a_forged_component_is_rejected_at_once_not_retried_as_in_use() -> None:
+    # Defect: a cursor ledger announced as a MANAGED_LEDGER ledger of the same topic waited 10 x 600 s as
+    # "in use" before the DLQ. Identity is judged before use: rejected, with the reason.
+    cursor_md = stored({**ML_CM, "pulsar/cursor": "sub"})
+    res = decide(
+        ledger_info(LedgerComponent.MANAGED_LEDGER),
+        Facts(live({1}, cursors={"sub": 7}), cursor_md),
+        now_ms=NOW,
+        rules=RULES,
+    )
+    assert (res.outcome, res.reason) == (Outcome.REJECTED, "component_mismatch")
+
+
+def test_an_open_ledger_is_never_deleted() -> None:
+    # Defect: a compaction longer than the minimum age has an OPEN, old enough, unlisted ledger.
+    md = stored(
+        {"application": "pulsar", "component": "compacted-ledger", "pulsar/compactedTopic": TOPIC}, state="OPEN"
+    )
+    res = decide(
+        ledger_info(LedgerComponent.COMPACTED_LEDGER), Facts(live({1, 2, 9}, compacted=5), md), now_ms=NOW, rules=RULES
+    )
+    assert res.outcome is Outcome.IN_USE and res.reason == "ledger_open"
+    in_recovery = stored(ML_CM, state="IN_RECOVERY")
+    res = decide(
+        ledger_info(LedgerComponent.MANAGED_LEDGER), Facts(live({1, 2, 9}), in_recovery), now_ms=NOW, rules=RULES
+    )
+    assert res.outcome is Outcome.IN_USE
+
+
+def test_an_open_ledger_of_a_gone_topic_is_deleted() -> None:
+    # The topic is proven gone (no managed ledger in the metadata store): nothing writes for it, and its
+    # open ledgers (the current ledger, every cursor ledger of a deleted topic) are what its writer left.
+    for state in ("OPEN", "IN_RECOVERY"):
+        res = decide(
+            ledger_info(LedgerComponent.MANAGED_CURSOR),
+            Facts(TopicGone(T, 0), stored({**ML_CM, "pulsar/cursor": "sub"}, state=state)),
+            now_ms=NOW,
+            rules=RULES,
+        )
+        assert res.outcome is Outcome.DELETED
+
+
+def test_the_bookkeeper_copy_of_an_offloaded_ledger_is_reclaimed_after_the_lag() -> None:
+    # Defect: a LEDGER message for a ledger its topic lists as offloaded was "in use" forever.
+    i = ledger_info(LedgerComponent.MANAGED_LEDGER)
+    snap = live({7, 8}, offloaded=frozenset({7}))
+    done_long_ago = OffloadInfo(U1.int >> 64, 0, complete=True, timestamp=NOW - RULES.offload_deletion_lag_ms)
+    assert (
+        decide(i, Facts(snap, stored(ML_CM), offload=done_long_ago), now_ms=NOW, rules=RULES).outcome is Outcome.DELETED
+    )
+    deleted_flag = OffloadInfo(1, 2, complete=True, bookkeeper_deleted=True, timestamp=NOW)
+    assert (
+        decide(i, Facts(snap, stored(ML_CM), offload=deleted_flag), now_ms=NOW, rules=RULES).outcome is Outcome.DELETED
+    )
+    for still_needed in (
+        None,  # the topic records no offload
+        OffloadInfo(1, 2, complete=False, timestamp=NOW - 10 * RULES.offload_deletion_lag_ms),  # not complete
+        OffloadInfo(1, 2, complete=True, timestamp=NOW - RULES.offload_deletion_lag_ms + 1),  # within the lag
+        OffloadInfo(1, 2, complete=True, timestamp=None),
+    ):
+        res = decide(i, Facts(snap, stored(ML_CM), offload=still_needed), now_ms=NOW, rules=RULES)
+        assert res.outcome is Outcome.IN_USE, still_needed
+    # Only a managed-ledger ledger listed as offloaded qualifies: the current ledger never does.
+    assert (
+        decide(i, Facts(live({7, 8}), stored(ML_CM), offload=done_long_ago), now_ms=NOW, rules=RULES).outcome
+        is Outcome.IN_USE
+    )
+
+
+def test_offloaded_copy_in_use_unless_the_topic_records_another_uuid() -> None:
+    i = PendingDeleteLedgerInfo(
+        TOPIC, LedgerComponent.MANAGED_LEDGER, LedgerType.OFFLOAD_LEDGER, 7, offload_context=CTX
+    )
+    objs = StoredObjects("s3", None, ({"ManagedLedgerName": ML}, {"managedledgername": ML}))
+    same = OffloadInfo(*_halves(U1), complete=True)
+    other = OffloadInfo(*_halves(U2), complete=True)
+    assert decide(i, Facts(live({7}), objs, offload=same), now_ms=NOW, rules=RULES).outcome is Outcome.IN_USE
+    assert decide(i, Facts(live({7}), objs, offload=None), now_ms=NOW, rules=RULES).outcome is Outcome.IN_USE
+    assert decide(i, Facts(live({7}), objs, offload=other), now_ms=NOW, rules=RULES).outcome is Outcome.DELETED
+    assert decide(i, Facts(live({8}), objs), now_ms=NOW, rules=RULES).outcome is Outcome.DELETED
+    assert decide(i, Facts(TopicGone(T, 0), objs), now_ms=NOW, rules=RULES).outcome is Outcome.DELETED
+    forged = StoredObjects("s3", None, ({"ManagedLedgerName": "t/ns/persistent/y"},))
+    assert decide(i, Facts(live({7}), forged, offload=other), now_ms=NOW, rules=RULES).reason == "topic_mismatch"
+    assert (
+        decide(i, Facts(live({7}), Refused("unknown_offload_target")), now_ms=NOW, rules=RULES).outcome
+        is Outcome.REJECTED
+    )
+
+
+def _halves(u: uuid.UUID) -> tuple[int, int]:
+    ctx = OffloadContext.from_uuid(u, "aws-s3", {})
+    return ctx.uid_msb, ctx.uid_lsb
+
+
+def test_a_gone_topics_schema_stays_while_the_registry_holds_it() -> None:
+    i = ledger_info(LedgerComponent.SCHEMA_STORAGE)
+    md = stored({"application": "pulsar", "component": "schema", "pulsar/schemaId": "t/ns/x"})
+    assert (
+        decide(i, Facts(TopicGone(T, 0), md, schema_registered=True), now_ms=NOW, rules=RULES).outcome is Outcome.IN_USE
+    )
+    assert decide(i, Facts(TopicGone(T, 0), md), now_ms=NOW, rules=RULES).outcome is Outcome.DELETED
+
+
+def test_routes() -> None:
+    i = ledger_info(LedgerComponent.MANAGED_LEDGER)
+    assert decide(i, Facts(live({1}), stored(ML_CM)), now_ms=NOW, rules=RULES).route is Route.OWNER
+    assert decide(i, Facts(TopicGone(T, 0), Missing()), now_ms=NOW, rules=RULES).route is Route.DIRECT
+
+
+# ---- every combination of facts: the safety invariants ---------------------------------------------------
+
+ids = st.integers(min_value=1, max_value=9)
+id_sets = st.frozensets(ids, max_size=4)
+
+
+@st.composite
+def bookkeeper_cases(draw: st.DrawFn) -> tuple[PendingDeleteLedgerInfo, Facts]:
+    component = draw(st.sampled_from(list(LedgerComponent)))
+    lid = draw(ids)
+    info = ledger_info(component, lid)
+    snap: LiveSet | TopicGone
+    if draw(st.booleans()):
+        snap = TopicGone(T, 0)
+    else:
+        snap = live(
+            set(draw(id_sets)),
+            cursors=draw(st.dictionaries(st.sampled_from(["sub", "other"]), ids, max_size=2)),
+            schema=draw(id_sets),
+            compacted=draw(st.none() | ids),
+            offloaded=draw(id_sets),
+        )
+    s = draw(st.sampled_from(["missing", "refused", "stored"]))
+    if s == "missing":
+        fact: Missing | Refused | StoredLedger = Missing()
+    elif s == "refused":
+        fact = Refused("unknown_offload_target")
+    else:
+        fact = stored(
+            draw(st.sampled_from(CUSTOMS)),
+            lid=lid,
+            state=draw(st.sampled_from(["CLOSED", "OPEN", "IN_RECOVERY"])),
+            ctime=draw(st.none() | st.integers(min_value=NOW - 10 * RULES.offload_deletion_lag_ms, max_value=NOW)),
+        )
+    offload = draw(
+        st.none()
+        | st.builds(
+            OffloadInfo,
+            st.integers(-(2**63), 2**63 - 1),
+            st.integers(-(2**63), 2**63 - 1),
+            st.booleans(),
+            st.booleans(),
+            st.none() | st.integers(min_value=NOW - 2 * RULES.offload_deletion_lag_ms, max_value=NOW),
+        )
+    )
+    return info, Facts(snap, fact, schema_registered=draw(st.booleans()), offload=offload)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(bookkeeper_cases())
+def test_bookkeeper_decisions_are_safe(case: tuple[PendingDeleteLedgerInfo, Facts]) -> None:
+    info, facts = case
+    res = decide(info, facts, now_ms=NOW, rules=RULES)
+    assert res.outcome in (set(Outcome) - {Outcome.WOULD_DELETE, Outcome.TRANSIENT, Outcome.INVALID})
+    if isinstance(facts.stored, Missing):
+        assert res.outcome is Outcome.ALREADY_GONE
+        return
+    if isinstance(facts.stored, Refused):
+        assert res.outcome is Outcome.REJECTED
+        return
+    assert isinstance(facts.stored, StoredLedger)
+    v = verify_bookkeeper(info, facts.stored.metadata, now_ms=NOW, min_age_ms=RULES.min_ledger_age_ms)
+    # Identity first: a rejection never hides behind "in use", and nothing unproven is deleted.
+    assert (res.outcome is Outcome.REJECTED) == (v.verdict is Verdict.REJECTED)
+    if res.outcome is not Outcome.DELETED:
+        return
+    md = facts.stored.metadata
+    assert md.state == "CLOSED" or isinstance(facts.live, TopicGone), "an open ledger of a live topic was deleted"
+    assert md.ctime_ms is not None and NOW - md.ctime_ms >= RULES.min_ledger_age_ms, "a young ledger was deleted"
+    if isinstance(facts.live, TopicGone):
+        assert not (info.ledger_component is LedgerComponent.SCHEMA_STORAGE and facts.schema_registered)
+    else:
+        snap = facts.live
+        if snap.references(info.ledger_id):
+            # The one exception: the BookKeeper copy of a listed ledger whose offload is complete and old.
+            o = facts.offload
+            assert info.ledger_component is LedgerComponent.MANAGED_LEDGER
+            assert info.ledger_id in snap.offloaded_ledgers and info.ledger_id in snap.ml_ledgers
+            assert o is not None and o.complete
+            assert o.bookkeeper_deleted or (
+                o.timestamp is not None and NOW - o.timestamp >= RULES.offload_deletion_lag_ms
+            )
+
+
+# ---- step 6 in one table ---------------------------------------------------------------------------------
+
+
+def test_every_outcome_the_daemon_can_meet_has_a_settle_action() -> None:
+    assert set(SETTLE) == set(Outcome) - {Outcome.WOULD_DELETE}  # the daemon never runs dry
+    assert {o for o, a in SETTLE.items() if a is not Action.RETRY} == FINAL
+    # Rejections leave a trace in the DLQ instead of a bare ack.
+    assert SETTLE[Outcome.REJECTED] is Action.DEAD_LETTER
+
+
+def test_retry_delays() -> None:
+    s = WorkerSettings(min_ledger_age_s=20, snapshot_ttl_s=10, in_use_retry_s=600, backoff_initial_s=60)
+    b = Backoff(60, 3600, 2, jitter=0)
+    assert retry_delay(Outcome.IN_USE, 1, s, b) == 600
+    assert retry_delay(Outcome.TOO_YOUNG, 1, s, b) == 10
+    assert retry_delay(Outcome.TRANSIENT, 1, s, b) == 60
+    assert retry_delay(Outcome.TRANSIENT, 3, s, b) == 240
+
+
+# ---- the Decider's I/O discipline, on scripted collaborators -------------------------------------------------
+
+
+class _Snapshots:
+    """One topic's live state; ``bump`` moves the epoch the way a 307 seen elsewhere would."""
+
+    def __init__(self, snap: LiveSet | TopicGone) -> None:
+        self.snap = snap
+        self.current = snap.epoch
+        self.reads = 0
+
+    async def get(self, topic: TopicName, ledger_id: int | None = None) -> LiveSet | TopicGone:
+        self.reads += 1
+        return self.snap if self.reads == 1 else _reepoch(self.snap, self.current)
+
+    def is_current(self, snap: LiveSet | TopicGone) -> bool:
+        return snap.epoch == self.current
+
+
+def _reepoch(snap: LiveSet | TopicGone, epoch: int) -> LiveSet | TopicGone:
+    import dataclasses
+
+    return TopicGone(snap.topic, epoch) if isinstance(snap, TopicGone) else dataclasses.replace(snap, epoch=epoch)
+
+
+class _Copy:
+    stage = "bookkeeper"
+
+    def __init__(self, fact: StoredLedger | Missing) -> None:
+        self.fact = fact
+        self.deleted: list[int] = []
+
+    async def inspect(self, info: PendingDeleteLedgerInfo) -> StoredLedger | Missing:
+        return self.fact
+
+    async def delete(self, info: PendingDeleteLedgerInfo, stored: object) -> bool:
+        self.deleted.append(info.ledger_id)
+        return True
+
+
+class _BumpingLimiter:
+    """The storage rate limit; while a decision waits for its token, another decision sees a 307."""
+
+    def __init__(self, snapshots: _Snapshots, bumps: int) -> None:
+        self.snapshots = snapshots
+        self.bumps = bumps
+
+    async def acquire(self) -> None:
+        if self.bumps > 0:
+            self.bumps -= 1
+            self.snapshots.current += 1
+
+
+def _decider(snapshots: _Snapshots, copy: _Copy, limiter: object, **kw: object):  # type: ignore[no-untyped-def]
+    from worker.decision import Decider
+    from worker.metrics import Metrics
+
+    return Decider(
+        admin=None,  # type: ignore[arg-type]
+        snapshots=snapshots,  # type: ignore[arg-type]
+        copies={LedgerType.LEDGER: copy},  # type: ignore[dict-item]
+        metadata=None,  # type: ignore[arg-type]
+        limiter=limiter,  # type: ignore[arg-type]
+        settings=WorkerSettings(min_ledger_age_s=600, snapshot_ttl_s=60),
+        metrics=Metrics(),
+        wall_clock_ms=lambda: NOW,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+async def test_the_epoch_is_checked_after_the_rate_limit_wait_right_before_the_delete() -> None:
+    # Defect: the epoch was checked before the rate-limiter wait; a 307 during the wait went unnoticed.
+    snapshots = _Snapshots(TopicGone(T, 0))
+    copy = _Copy(stored(ML_CM))
+    d = _decider(snapshots, copy, _BumpingLimiter(snapshots, bumps=1))
+    res = await d.decide_info(ledger_info(LedgerComponent.MANAGED_LEDGER))
+    assert res.outcome is Outcome.DELETED
+    assert snapshots.reads == 2  # re-taken from step 2 after the bump, then deleted on the current epoch
+    assert copy.deleted == [7]
+    assert d.metrics.reevaluations._value.get() == 1
+
+
+async def test_an_epoch_that_keeps_moving_is_transient_and_deletes_nothing() -> None:
+    snapshots = _Snapshots(TopicGone(T, 0))
+    copy = _Copy(stored(ML_CM))
+    d = _decider(snapshots, copy, _BumpingLimiter(snapshots, bumps=100))
+    res = await d.decide_info(ledger_info(LedgerComponent.MANAGED_LEDGER))
+    assert (res.outcome, res.stage) == (Outcome.TRANSIENT, "route")
+    assert copy.deleted == []
+
+
+async def test_dry_run_decides_and_deletes_nothing() -> None:
+    snapshots = _Snapshots(TopicGone(T, 0))
+    copy = _Copy(stored(ML_CM))
+    d = _decider(snapshots, copy, _BumpingLimiter(snapshots, bumps=0), dry_run=True)
+    res = await d.decide_info(ledger_info(LedgerComponent.MANAGED_LEDGER))
+    assert res.outcome is Outcome.WOULD_DELETE and copy.deleted == []
+
+
+async def test_an_unforeseen_exception_is_a_transient_outcome_with_its_stage() -> None:
+    class Broken(_Copy):
+        async def inspect(self, info: PendingDeleteLedgerInfo) -> StoredLedger | Missing:
+            raise AttributeError("'str' object has no attribute 'get'")
+
+    snapshots = _Snapshots(TopicGone(T, 0))
+    d = _decider(snapshots, Broken(Missing()), _BumpingLimiter(snapshots, bumps=0))
+    res = await d.decide_info(ledger_info(LedgerComponent.MANAGED_LEDGER))
+    assert (res.outcome, res.stage) == (Outcome.TRANSIENT, "bookkeeper")
+    assert "AttributeError" in res.reason

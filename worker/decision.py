@@ -1,0 +1,369 @@
+"""The decision core: steps 1-5 of DESIGN's pipeline (decode, route, in use, verify, delete).
+
+The shape is "gather, then decide":
+- :class:`Decider` gathers every fact a decision needs in one I/O step (:class:`Facts`: the topic's live
+  state with its epoch, what storage holds, what the topic's metadata records about an offload);
+- :func:`decide` is a pure function ``(message, facts) -> Result``: all the rules, no I/O, unit-tested
+  exhaustively;
+- only a "delete" verdict does more I/O: the storage rate limit, then the epoch check (last, right before
+  the delete: PIP-269's lesson), then the delete of exactly what was inspected.
+
+The daemon (``worker.pipeline``) adds step 6, settle; the nightly DLQ replay calls the same core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+
+from worker.bookkeeper import BookieClient, BookieLedgerStore, CountedLedgerStore, LedgerStore
+from worker.http import BackendError, new_session
+from worker.in_use import LiveSet, LiveStateReader, Snapshot, SnapshotCache, TopicGone, in_use
+from worker.managed_ledger_metadata import OffloadInfo
+from worker.message import InvalidMessage, LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
+from worker.metrics import Metrics
+from worker.pulsar_admin import NotOwner, PulsarAdmin, TopicNotFound
+from worker.rate_limit import TokenBucket
+from worker.settings import Settings, WorkerSettings
+from worker.storage_copy import Missing, Refused, StorageCopy, Stored, StoredLedger, StoredObjects, copies
+from worker.tiered_storage import TieredStorage
+from worker.verification import Verdict, verify_bookkeeper, verify_offload_object_metadata
+from worker.zookeeper import ZooKeeper, ZooKeeperLedgerStore
+
+# A decision whose snapshot epoch moved is re-taken; this many times before it counts as transient.
+MAX_REEVALUATIONS = 3
+
+
+class Outcome(enum.StrEnum):
+    DELETED = "deleted"  # this worker removed it
+    ALREADY_GONE = "already_gone"  # storage had nothing: success, idempotently
+    REJECTED = "rejected"  # identity not proven: never deleted, dead-lettered with the reason
+    IN_USE = "in_use"  # referenced by its topic, or open: retry later
+    TOO_YOUNG = "too_young"  # may be a ledger being created: retry later
+    TRANSIENT = "transient"  # a backend (or this worker) failed: retry with backoff
+    INVALID = "invalid"  # undecodable: dead letter at once
+    WOULD_DELETE = "would_delete"  # dry run: every check passed, nothing was deleted
+
+
+FINAL = frozenset({Outcome.DELETED, Outcome.ALREADY_GONE, Outcome.REJECTED, Outcome.INVALID})
+
+
+class Route(enum.StrEnum):
+    OWNER = "owner"
+    DIRECT = "direct"
+    NONE = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    outcome: Outcome
+    route: Route = Route.NONE
+    reason: str = ""
+    stage: str = ""
+
+    @property
+    def final(self) -> bool:
+        """Nothing more will ever happen to this ledger: the message can be acknowledged for good."""
+        return self.outcome in FINAL
+
+
+# ---- the facts and the pure decision ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    live: Snapshot  # the owner's live state, or the proven absence of the topic
+    stored: Stored  # what storage holds of the announced copy
+    # A gone topic's schema ledgers stay in use while the registry still holds its schema: a topic
+    # re-created under the same name takes it back.
+    schema_registered: bool = False
+    # What the topic's managed-ledger metadata records about the offload of this ledger (None: nothing).
+    offload: OffloadInfo | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    min_ledger_age_ms: int
+    # Pulsar deletes the BookKeeper copy of an offloaded ledger this long after the offload completed
+    # (``managedLedgerOffloadDeletionLagMs``); past it, that copy is garbage the broker failed to remove.
+    offload_deletion_lag_ms: int
+
+    @classmethod
+    def of(cls, s: WorkerSettings) -> Rules:
+        return cls(int(s.min_ledger_age_s * 1000), int(s.offload_deletion_lag_s * 1000))
+
+
+def decide(info: PendingDeleteLedgerInfo, facts: Facts, *, now_ms: int, rules: Rules) -> Result:
+    """Every rule of steps 2-5, pure. ``DELETED`` here means "delete it": the caller carries it out.
+
+    Order matters: nothing to delete beats everything; a failed identity proof beats "in use" (a forged
+    message must not wait for retries, and must not learn whether its target is live); then in use,
+    open (while its topic exists: a compaction or the owner may be writing it), too young; only then
+    delete.
+    """
+    live = facts.live
+    route = Route.OWNER if isinstance(live, LiveSet) else Route.DIRECT
+    stored = facts.stored
+    if isinstance(stored, Missing):
+        return Result(Outcome.ALREADY_GONE, route)
+    if isinstance(stored, Refused):
+        return Result(Outcome.REJECTED, route, stored.reason)
+
+    if isinstance(stored, StoredLedger):
+        v = verify_bookkeeper(
+            info,
+            stored.metadata,
+            now_ms=now_ms,
+            min_age_ms=rules.min_ledger_age_ms,
+            writer_possible=isinstance(live, LiveSet),
+        )
+        if v.verdict is Verdict.REJECTED:
+            return Result(Outcome.REJECTED, route, v.reason)
+        if isinstance(live, LiveSet) and _bookkeeper_copy_in_use(info, live, facts.offload, now_ms, rules):
+            return Result(Outcome.IN_USE, route, "referenced by its topic")
+        if _schema_held(info, facts):
+            return Result(Outcome.IN_USE, route, "the schema registry still holds the topic's schema")
+        if v.verdict is Verdict.OPEN:
+            return Result(Outcome.IN_USE, route, v.reason)
+        if v.verdict is Verdict.TOO_YOUNG:
+            return Result(Outcome.TOO_YOUNG, route, v.reason)
+        return Result(Outcome.DELETED, route)
+
+    assert isinstance(stored, StoredObjects)
+    for md in stored.user_metadata or ():
+        v = verify_offload_object_metadata(info, md)
+        if v.verdict is Verdict.REJECTED:
+            return Result(Outcome.REJECTED, route, v.reason)
+    if isinstance(live, LiveSet) and _offloaded_copy_in_use(info, live, facts.offload):
+        return Result(Outcome.IN_USE, route, "its ledger is listed with this offload")
+    return Result(Outcome.DELETED, route)
+
+
+def _bookkeeper_copy_in_use(
+    info: PendingDeleteLedgerInfo, live: LiveSet, offload: OffloadInfo | None, now_ms: int, rules: Rules
+) -> bool:
+    if not in_use(live, info):
+        return False
+    # A listed ledger whose offload completed long enough ago is read from tiered storage: its BookKeeper
+    # copy is Pulsar's to delete, and when Pulsar failed to, it is a leak this worker closes.
+    return not (
+        info.ledger_component is LedgerComponent.MANAGED_LEDGER
+        and info.ledger_id in live.offloaded_ledgers
+        and offload is not None
+        and offload.complete
+        and (
+            offload.bookkeeper_deleted
+            or (offload.timestamp is not None and now_ms - offload.timestamp >= rules.offload_deletion_lag_ms)
+        )
+    )
+
+
+def _offloaded_copy_in_use(info: PendingDeleteLedgerInfo, live: LiveSet, offload: OffloadInfo | None) -> bool:
+    # The offloaded copy is in use while its ledger is listed, unless the topic records another offload
+    # uuid for it: then this copy is a failed earlier offload attempt, garbage.
+    if info.ledger_id not in live.ml_ledgers:
+        return False
+    recorded = offload.uuid if offload is not None else None
+    ctx = info.offload_context
+    return recorded is None or ctx is None or recorded == ctx.uuid
+
+
+def _schema_held(info: PendingDeleteLedgerInfo, facts: Facts) -> bool:
+    return (
+        isinstance(facts.live, TopicGone)
+        and info.ledger_component is LedgerComponent.SCHEMA_STORAGE
+        and facts.schema_registered
+    )
+
+
+# ---- gathering the facts, and carrying out a delete ------------------------------------------------
+
+
+class _Failed(Exception):
+    def __init__(self, stage: str, cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.stage = stage
+
+
+_BACKEND_STAGES = {"admin": "route", "bookie": "bookkeeper", "s3": "tiered_storage", "filesystem": "tiered_storage"}
+
+
+@contextlib.contextmanager
+def _stage(name: str) -> Iterator[None]:
+    """Any failure inside becomes a TRANSIENT outcome counted under ``name`` (or its backend's stage)."""
+    try:
+        yield
+    except (asyncio.CancelledError, _Failed):
+        raise
+    except BackendError as e:
+        raise _Failed(_BACKEND_STAGES.get(e.backend, e.backend), e) from e
+    except (NotOwner, TopicNotFound) as e:
+        raise _Failed("route", e) from e
+    except Exception as e:
+        # Anything unforeseen (an odd admin answer, a parser bug) is a failed attempt like any other:
+        # retried, counted, and dead-lettered when it persists. Never a message parked forever.
+        raise _Failed(name, e) from e
+
+
+class Decider:
+    def __init__(
+        self,
+        *,
+        admin: PulsarAdmin,
+        snapshots: SnapshotCache,
+        copies: dict[LedgerType, StorageCopy],
+        metadata: ZooKeeper,
+        limiter: TokenBucket,
+        settings: WorkerSettings,
+        metrics: Metrics,
+        dry_run: bool = False,
+        wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self.admin = admin
+        self.snapshots = snapshots
+        self.copies = copies
+        self.metadata = metadata
+        self.limiter = limiter
+        self.rules = Rules.of(settings)
+        self.metrics = metrics
+        self.dry_run = dry_run
+        self.now_ms = wall_clock_ms
+        # Per-ledger locks with their holder+waiter counts, dropped when the last user leaves.
+        self._locks: dict[tuple[str, int], tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def _ledger_lock(self, key: tuple[str, int]) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+    async def decide(self, data: bytes) -> tuple[PendingDeleteLedgerInfo | None, Result]:
+        # 1. Decode: garbage is a dead letter, never an exception in the receive loop.
+        try:
+            info = decode(data)
+        except InvalidMessage as e:
+            return None, Result(Outcome.INVALID, reason=str(e), stage="decode")
+        return info, await self.decide_info(info)
+
+    async def decide_info(self, info: PendingDeleteLedgerInfo) -> Result:
+        """Steps 2-5 for a decoded message. Never raises (but for cancellation): failures are TRANSIENT."""
+        try:
+            # Duplicates of one ledger are decided one after the other, so exactly one deletes it and
+            # the others find it already gone.
+            async with self._ledger_lock(info.dedupe_key):
+                return await self._decide(info)
+        except _Failed as e:
+            return Result(Outcome.TRANSIENT, reason=str(e), stage=e.stage)
+
+    async def _decide(self, info: PendingDeleteLedgerInfo) -> Result:
+        copy = self.copies[info.ledger_type]
+        for _ in range(MAX_REEVALUATIONS):
+            facts = await self._gather(info, copy)
+            res = decide(info, facts, now_ms=self.now_ms(), rules=self.rules)
+            if res.outcome is not Outcome.DELETED:
+                return res
+            if self.dry_run:
+                return Result(Outcome.WOULD_DELETE, res.route, res.reason)
+            await self.limiter.acquire()
+            # The epoch is checked last, with nothing awaited between it and the delete: a 307, an owner
+            # change or a re-creation seen since the facts were read re-takes the decision from step 2.
+            if not self.snapshots.is_current(facts.live):
+                self.metrics.reevaluations.inc()
+                continue
+            with _stage(copy.stage):
+                removed = await copy.delete(info, facts.stored)
+            return Result(Outcome.DELETED if removed else Outcome.ALREADY_GONE, res.route)
+        return Result(Outcome.TRANSIENT, Route.OWNER, "live state kept changing (epoch)", stage="route")
+
+    async def _gather(self, info: PendingDeleteLedgerInfo, copy: StorageCopy) -> Facts:
+        # 2. Route: the owner's live state, or the proven absence of the topic.
+        with _stage("route"):
+            live = await self.snapshots.get(info.topic, info.ledger_id)
+        # 4. What storage holds (identity is judged by ``decide``).
+        with _stage(copy.stage):
+            stored = await copy.inspect(info)
+        if isinstance(stored, Missing | Refused):
+            return Facts(live, stored)
+        with _stage("route"):
+            schema_registered = (
+                isinstance(live, TopicGone)
+                and info.ledger_component is LedgerComponent.SCHEMA_STORAGE
+                and await self.admin.schema_info(info.topic) is not None
+            )
+        offload = None
+        if isinstance(live, LiveSet) and _offload_matters(info, live):
+            with _stage("zookeeper"):
+                ml = await self.metadata.read_managed_ledger(info.topic)
+                ledger = ml.ledger(info.ledger_id) if ml is not None else None
+                offload = ledger.offload if ledger is not None else None
+        return Facts(live, stored, schema_registered, offload)
+
+
+def _offload_matters(info: PendingDeleteLedgerInfo, live: LiveSet) -> bool:
+    if info.ledger_type is LedgerType.OFFLOAD_LEDGER:
+        return info.ledger_id in live.ml_ledgers
+    return info.ledger_component is LedgerComponent.MANAGED_LEDGER and info.ledger_id in live.offloaded_ledgers
+
+
+@contextlib.asynccontextmanager
+async def open_decider(
+    settings: Settings, metrics: Metrics | None = None, *, dry_run: bool = False
+) -> AsyncIterator[Decider]:
+    """Everything a :class:`Decider` talks to, opened from the settings and closed on exit: one admin
+    session, one bookie session, the offload targets' S3 clients, one ZooKeeper client."""
+    s = settings
+    m = metrics or Metrics()
+    if not s.zookeeper.hosts:
+        raise ValueError("zookeeper.hosts: the worker needs the metadata store (it proves topics gone)")
+    async with contextlib.AsyncExitStack() as stack:
+        admin_session = await stack.enter_async_context(new_session(s.pulsar.request_timeout_s))
+        admin = PulsarAdmin(str(s.pulsar.admin_url), admin_session, s.pulsar.auth_token)
+        zk = ZooKeeper(s.zookeeper.hosts, timeout_s=s.zookeeper.timeout_s, ledgers_root=s.zookeeper.ledgers_root)
+        await zk.start()
+        stack.push_async_callback(zk.close)
+        # Fail at start, not on the first message, when the ledgers root or its layout is unusable.
+        await zk.ledger_path(0)
+        ledgers: LedgerStore
+        if s.bookkeeper.delete_via == "zookeeper":
+            ledgers, ledger_stage = ZooKeeperLedgerStore(zk), "zookeeper"
+        else:
+            bk_session = await stack.enter_async_context(new_session(s.bookkeeper.request_timeout_s))
+            bookie = BookieClient(str(s.bookkeeper.http_url), bk_session, zk.ledger_metadata_exists)
+            ledgers, ledger_stage = BookieLedgerStore(bookie), "bookkeeper"
+        backend = "zookeeper" if ledger_stage == "zookeeper" else "bookie"
+        ledgers = CountedLedgerStore(ledgers, lambda op, outcome: m.storage_requests.labels(backend, op, outcome).inc())
+        tiered = await stack.enter_async_context(TieredStorage(s.offload, m))
+        reader = LiveStateReader(
+            admin,
+            lambda ep, outcome: m.admin_requests.labels(endpoint=ep, outcome=outcome).inc(),
+            max_owners=10 * s.worker.snapshot_cache_size,
+        )
+        snapshots = SnapshotCache(
+            reader,
+            ttl_s=s.worker.snapshot_ttl_s,
+            max_size=s.worker.snapshot_cache_size,
+            metadata_store=zk,
+            on_bump=lambda topic, why: m.epoch_bumps.inc(),
+        )
+        yield Decider(
+            admin=admin,
+            snapshots=snapshots,
+            copies=copies(ledgers, ledger_stage, tiered),
+            metadata=zk,
+            limiter=TokenBucket(s.worker.deletes_per_second, s.worker.delete_burst),
+            settings=s.worker,
+            metrics=m,
+            dry_run=dry_run,
+        )
