@@ -10,7 +10,7 @@ CONFIG ?= config/worker.example.yaml
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,ops,spark]'
+	$(PY) -m pip install -q -e '.[test,ops]'
 	touch $@
 
 venv: $(VENV)/.installed

@@ -273,8 +273,10 @@ def test_nightly_cronjobs(objs: dict[str, dict[str, Any]], config: Settings, nam
     [c] = pod["containers"]
     assert c["args"][0] == command
     assert "nightly" in c["image"], "the nightly image (Dockerfile target `nightly`) carries Spark and Java"
-    assert config.nightly.pushgateway_url, "the nightly jobs push their results (alerts NightlyMissed/Failed)"
-    assert config.nightly.report_dir.startswith((*(m["mountPath"] for m in c["volumeMounts"]), "s3a://"))
+    args = c["args"]
+    assert args[args.index("--pushgateway") + 1], "the nightly jobs push their results (alerts NightlyMissed/Failed)"
+    report_dir = args[args.index("--report-dir") + 1]
+    assert report_dir.startswith((*(m["mountPath"] for m in c["volumeMounts"]), "s3a://"))
     _check_secrets_and_config(pod, c, config)
 
 
