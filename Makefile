@@ -5,15 +5,28 @@ PY := $(VENV)/bin/python
 STACK := deploy/local/stack.sh
 CONFIG ?= config/worker.example.yaml
 
-.PHONY: venv stack-up stack-down stack-status test unit integration lint run demo bench clean
+.PHONY: venv ops-tools dashboards stack-up stack-down stack-status test unit integration lint run demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,ops]'
 	touch $@
 
 venv: $(VENV)/.installed
+
+# Debian's Prometheus, promtool and Pushgateway for the alert-rule and scrape tests; installed only when missing.
+ops-tools:
+	@if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null \
+	    || ! command -v prometheus-pushgateway >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    prometheus prometheus-pushgateway; \
+	fi
+
+# deploy/grafana/ledger-deletion.json and deploy/k8s/prometheusrule.yaml from worker/dashboard.py and the
+# alert rules (tests fail when a committed file is stale).
+dashboards: venv
+	$(PY) -m worker.dashboard
 
 stack-up: venv
 	bash $(STACK) up
@@ -32,7 +45,7 @@ unit: venv
 	$(VENV)/bin/pytest -q tests/unit
 
 # The whole suite (unit + integration) against the real local stack, started here if it is not up.
-test: venv stack-up
+test: venv ops-tools stack-up
 	$(VENV)/bin/ruff check worker tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q -rfEs tests

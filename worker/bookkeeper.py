@@ -122,6 +122,34 @@ class LedgerStore(Protocol):
     async def delete(self, ledger_id: int, token: object) -> bool: ...
 
 
+class CountedLedgerStore:
+    """A :class:`LedgerStore` that reports every call's outcome (``ok``, ``not_found``, ``error``) to
+    ``on_request(operation, outcome)``: the operators' request and error rates for BookKeeper, whichever
+    store is configured."""
+
+    def __init__(self, inner: LedgerStore, on_request: Callable[[str, str], None]) -> None:
+        self.inner = inner
+        self._on_request = on_request
+
+    async def read(self, ledger_id: int) -> tuple[LedgerMetadata, object] | None:
+        try:
+            found = await self.inner.read(ledger_id)
+        except Exception:
+            self._on_request("read", "error")
+            raise
+        self._on_request("read", "ok" if found is not None else "not_found")
+        return found
+
+    async def delete(self, ledger_id: int, token: object) -> bool:
+        try:
+            deleted = await self.inner.delete(ledger_id, token)
+        except Exception:
+            self._on_request("delete", "error")
+            raise
+        self._on_request("delete", "ok" if deleted else "not_found")
+        return deleted
+
+
 class BookieClient:
     def __init__(
         self,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import time
 from typing import Any
 
 import pulsar
@@ -21,7 +22,7 @@ import pulsar.asyncio as pulsar_asyncio
 from worker import http_server
 from worker.decision import open_decider
 from worker.logs import configure, get_logger
-from worker.metrics import Metrics
+from worker.metrics import Metrics, oldest_backlog_age_s
 from worker.pipeline import Pipeline
 from worker.pulsar_admin import PulsarAdmin
 from worker.pulsar_client import async_client, close_client
@@ -190,10 +191,13 @@ class Daemon:
         if topic not in self._partitioned:
             # Fixed once the topology exists: asked once per topic, not on every poll.
             self._partitioned[topic] = await admin.partitions(tn) > 0
-        st = await (admin.partitioned_stats(tn) if self._partitioned[topic] else admin.stats(tn))
+        get = admin.partitioned_stats if self._partitioned[topic] else admin.stats
+        st = await get(tn, earliest_time_in_backlog=True)
         self.metrics.topic_published.labels(role=role).set(float(st.get("msgInCounter", 0)))
-        subs = st.get("subscriptions") or {}
-        self.metrics.topic_backlog.labels(role=role).set(float((subs.get(sub) or {}).get("msgBacklog", 0)))
+        sub_stats = (st.get("subscriptions") or {}).get(sub) or {}
+        self.metrics.topic_backlog.labels(role=role).set(float(sub_stats.get("msgBacklog", 0)))
+        age = oldest_backlog_age_s(sub_stats, int(time.time() * 1000))
+        self.metrics.topic_oldest_backlog_age.labels(role=role).set(age)
 
 
 async def run_daemon(settings: Settings) -> int:

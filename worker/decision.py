@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
-from worker.bookkeeper import BookieClient, BookieLedgerStore, LedgerStore
+from worker.bookkeeper import BookieClient, BookieLedgerStore, CountedLedgerStore, LedgerStore
 from worker.http import BackendError, new_session
 from worker.in_use import LiveSet, LiveStateReader, Snapshot, SnapshotCache, TopicGone, in_use
 from worker.managed_ledger_metadata import OffloadInfo
@@ -342,6 +342,8 @@ async def open_decider(
             bk_session = await stack.enter_async_context(new_session(s.bookkeeper.request_timeout_s))
             bookie = BookieClient(str(s.bookkeeper.http_url), bk_session, zk.ledger_metadata_exists)
             ledgers, ledger_stage = BookieLedgerStore(bookie), "bookkeeper"
+        backend = "zookeeper" if ledger_stage == "zookeeper" else "bookie"
+        ledgers = CountedLedgerStore(ledgers, lambda op, outcome: m.storage_requests.labels(backend, op, outcome).inc())
         tiered = await stack.enter_async_context(TieredStorage(s.offload, m))
         reader = LiveStateReader(
             admin,

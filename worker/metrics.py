@@ -6,6 +6,9 @@ several workers in one process, and the phase-1 library can count ``sent`` witho
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -65,6 +68,12 @@ class Metrics:
             ["role"],
             registry=r,
         )
+        self.topic_oldest_backlog_age = Gauge(
+            f"{p}topic_oldest_backlog_age_seconds",
+            "Age of the oldest message in that subscription's backlog (0 when empty)",
+            ["role"],
+            registry=r,
+        )
         # PIP-269's lesson, made visible: how often a topic's live state was invalidated (307, owner
         # change, topic gone or re-created) and how often a delete decision was re-taken because of it.
         self.epoch_bumps = Counter(f"{p}epoch_bumps", "Topic live-state invalidations (epoch bumps)", registry=r)
@@ -72,3 +81,16 @@ class Metrics:
             f"{p}reevaluations", "Delete decisions re-taken because the topic's epoch moved", registry=r
         )
         self.ready = Gauge(f"{p}ready", "1 when the worker is subscribed and processing", registry=r)
+
+
+def oldest_backlog_age_s(subscription_stats: Mapping[str, Any], now_ms: int) -> float:
+    """Age of a subscription's oldest unacknowledged message from its admin stats (asked with
+    ``getEarliestTimeInBacklog=true``); 0 when the backlog is empty or the broker did not compute it.
+
+    Pending deletions are sent with ``deliver_after``, so a message counts from its publication, not from
+    when it became deliverable: the phase-1 delay is part of the age an operator sees.
+    """
+    earliest = int(subscription_stats.get("earliestMsgPublishTimeInBacklog") or 0)
+    if earliest <= 0 or not subscription_stats.get("msgBacklog"):
+        return 0.0
+    return max(0.0, (now_ms - earliest) / 1000)

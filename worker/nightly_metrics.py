@@ -31,9 +31,10 @@ AUDIT_ORPHANS = "ledger_deletion_audit_orphans"  # {class}
 AUDIT_ORPHAN_BYTES = "ledger_deletion_audit_orphan_bytes"  # {class}
 
 # Values of the `outcome` label of ROWS. Replay: the decision core's outcomes. Audit: orphan / in_use / skipped.
-REPLAY_OUTCOMES = ("deleted", "already_gone", "rejected", "in_use", "too_young", "transient", "invalid")
+REPLAY_OUTCOMES = ("deleted", "already_gone", "rejected", "in_use", "too_young", "still_failing", "invalid")
 AUDIT_OUTCOMES = ("orphan", "in_use", "skipped")
-# Values of the `class` label: BookKeeper ledgers vs offloaded objects ({uuid}-ledger-{id}[-index]).
+# Values of the `class` label always pushed (0 when none): BookKeeper ledgers vs offloaded objects
+# ({uuid}-ledger-{id}[-index]). Finer classes (e.g. "tiered_other_uuid") may be pushed too: panels sum by class.
 ORPHAN_CLASSES = ("bookkeeper", "tiered")
 
 
@@ -63,7 +64,8 @@ def run_registry(
     if orphans is not None:
         count = Gauge(AUDIT_ORPHANS, "Orphans the last audit found, by storage class", ["class"], registry=r)
         size = Gauge(AUDIT_ORPHAN_BYTES, "Bytes of the orphans the last audit found", ["class"], registry=r)
-        for cls in ORPHAN_CLASSES:  # a zero is a finding too: the panel shows it rather than "no data"
+        # A zero is a finding too: the panel shows it rather than "no data".
+        for cls in dict.fromkeys([*ORPHAN_CLASSES, *orphans]):
             n, nbytes = orphans.get(cls, (0, 0))
             count.labels(**{"class": cls}).set(n)
             size.labels(**{"class": cls}).set(nbytes)

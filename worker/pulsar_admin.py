@@ -202,13 +202,17 @@ class PulsarAdmin:
             if ld.get("offloadedContextUuid")
         }
 
-    async def stats(self, topic: TopicName) -> dict[str, Any]:
-        return dict(await self._call("GET", f"/admin/v2/{topic.rest_path}/stats", follow_redirect=True))
-
-    async def partitioned_stats(self, topic: TopicName) -> dict[str, Any]:
+    async def stats(self, topic: TopicName, earliest_time_in_backlog: bool = False) -> dict[str, Any]:
+        params = {"getEarliestTimeInBacklog": "true"} if earliest_time_in_backlog else None
         return dict(
-            await self._call("GET", f"/admin/v2/{topic.rest_path}/partitioned-stats", params={"perPartition": "false"})
+            await self._call("GET", f"/admin/v2/{topic.rest_path}/stats", params=params, follow_redirect=True)
         )
+
+    async def partitioned_stats(self, topic: TopicName, earliest_time_in_backlog: bool = False) -> dict[str, Any]:
+        params = {"perPartition": "false"}
+        if earliest_time_in_backlog:  # the broker reads the oldest backlog entry of every subscription for it
+            params["getEarliestTimeInBacklog"] = "true"
+        return dict(await self._call("GET", f"/admin/v2/{topic.rest_path}/partitioned-stats", params=params))
 
     async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
         await self._call("PUT", f"/admin/v2/{topic.rest_path}/partitions", body=partitions, ok=(200, 204, 409))

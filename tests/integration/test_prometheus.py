@@ -1,0 +1,351 @@
+"""Every dashboard query and every alert expression against a real Prometheus (Debian's, on loopback).
+
+Prometheus scrapes a running worker, the broker's own /metrics and a real Pushgateway to which the nightly
+jobs' metrics are pushed with :mod:`worker.nightly_metrics` (the nightly Spark jobs are another process:
+here their push is made the same way, from this test). Real deletions, a real forged message, a real
+dead S3 endpoint and too-young ledgers make every worker series the queries name exist. Then each query
+must evaluate without error, each series selector in it must match series, and the alert rules loaded
+by that Prometheus must evaluate healthy.
+
+The one exception, asserted rather than assumed: BookKeeper's own gauges (``bookie_*``). The local
+stack's standalone bookie runs with BookKeeper's null stats provider, so no process here exports them;
+the test checks that the bookie says so, and the names are BookKeeper's (its Prometheus provider's
+``bookie_ledgers_count``, ``bookie_entries_count``, ``bookie_ledger_dir_<path>_usage``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, Stack
+from tests.integration.helpers import eventually, ml_ledger_ids, produce
+from tests.integration.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata
+from tests.integration.worker_harness import WorkerHarness, free_port
+from tests.ops.promql import alert_rules, dashboard_queries
+from worker import nightly_metrics as nm
+from worker.bookkeeper import BookieClient
+from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
+from worker.pulsar_admin import PulsarAdmin
+from worker.topic_name import TopicName
+
+pytestmark = pytest.mark.integration
+
+RULES = REPO / "deploy" / "prometheus" / "ledger-deletion-rules.yml"
+DASHBOARD = REPO / "deploy" / "grafana" / "ledger-deletion.json"
+# Only BookKeeper's own exporter provides these; see the module docstring and test_bookie_exports_nothing.
+BOOKIE_ONLY = re.compile(r"bookie_")
+# A series selector: a metric name with or without matchers, or matchers alone ({__name__=~...}).
+SELECTOR = re.compile(r"\b((?:ledger_deletion|pulsar|bookie)_[a-zA-Z0-9_]+|up)\b(\{[^}]*\})?|(\{__name__[^}]*\})")
+
+
+def _wait_http(url: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer within {timeout}s")
+
+
+class Prom:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def get(self, path: str, **params: str) -> Any:
+        q = urllib.parse.urlencode(params)
+        try:
+            with urllib.request.urlopen(f"{self.url}{path}?{q}", timeout=30) as r:
+                return json.load(r)
+        except urllib.error.HTTPError as e:  # a bad query answers 400 with the parse error in the body
+            return json.load(e)
+
+    def query(self, expr: str) -> Any:
+        return self.get("/api/v1/query", query=expr)
+
+    def series(self, selector: str) -> list[dict[str, str]]:
+        body = self.get("/api/v1/series", **{"match[]": selector, "start": str(time.time() - 600)})
+        assert body["status"] == "success", (selector, body)
+        return list(body["data"])
+
+
+def _binary(name: str) -> str:
+    path = shutil.which(name)
+    assert path, f"{name} missing: `make ops-tools` installs Debian's prometheus and prometheus-pushgateway"
+    return path
+
+
+@pytest.fixture
+def pushgateway(tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    log = open(tmp_path / "pushgateway.log", "wb")
+    proc = subprocess.Popen(
+        [_binary("prometheus-pushgateway"), f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=log
+    )
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/-/ready")
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def start_prometheus(
+    tmp_path: Path, worker_port: int, pushgateway: str, stack: Stack
+) -> tuple[Prom, subprocess.Popen[bytes]]:
+    broker = urllib.parse.urlparse(stack.admin_url)
+    cfg = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(RULES)],
+        "scrape_configs": [
+            {"job_name": "ledger-deletion-worker", "static_configs": [{"targets": [f"127.0.0.1:{worker_port}"]}]},
+            {
+                # The shared broker's exposition is large: a gentler interval than the worker's.
+                "job_name": "pulsar",
+                "scrape_interval": "3s",
+                "scrape_timeout": "3s",
+                "metrics_path": "/metrics/",
+                "static_configs": [{"targets": [broker.netloc]}],
+            },
+            {"job_name": "pushgateway", "honor_labels": True, "static_configs": [{"targets": [pushgateway]}]},
+        ],
+    }
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(cfg))
+    port = free_port()
+    log = open(tmp_path / "prometheus.log", "wb")
+    proc = subprocess.Popen(
+        [
+            _binary("prometheus"),
+            f"--config.file={tmp_path / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=log,
+    )
+    _wait_http(f"http://127.0.0.1:{port}/-/ready", timeout=60)
+    return Prom(f"http://127.0.0.1:{port}"), proc
+
+
+def selectors(expr: str) -> list[str]:
+    out = []
+    for m in SELECTOR.finditer(expr):
+        if m.group(3):
+            out.append(m.group(3))
+        else:
+            out.append(m.group(1) + (m.group(2) or ""))
+    return out
+
+
+def test_selector_extraction() -> None:
+    assert selectors('sum(rate(ledger_deletion_x_total{job="a",outcome!="ok"}[1m])) / up{job="w"}') == [
+        'ledger_deletion_x_total{job="a",outcome!="ok"}',
+        'up{job="w"}',
+    ]
+    assert selectors('max by (instance) ({__name__=~"bookie_ledger_dir_.+_usage"})') == [
+        '{__name__=~"bookie_ledger_dir_.+_usage"}'
+    ]
+    assert selectors("sum(pulsar_storage_size)") == ["pulsar_storage_size"]
+
+
+def test_bookie_exports_nothing_on_the_local_stack(stack: Stack) -> None:
+    """The justification for BOOKIE_ONLY: if the stack's bookie ever exports metrics, this fails and the
+    bookie must be scraped too."""
+    try:
+        urllib.request.urlopen(f"{stack.bookie_http_url}/metrics", timeout=10)
+        raise AssertionError("the bookie exports /metrics now: scrape it and drop the BOOKIE_ONLY exception")
+    except urllib.error.HTTPError as e:
+        assert e.code == 500
+        assert "stats provider doesn't support exporting metrics" in e.read().decode()
+
+
+def ml(topic: str, lid: int) -> PendingDeleteLedgerInfo:
+    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid)
+
+
+async def test_dashboard_and_alerts_on_a_real_prometheus(
+    stack: Stack,
+    test_namespace: str,
+    unique: str,
+    admin: PulsarAdmin,
+    bookie: BookieClient,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+    pushgateway: str,
+) -> None:
+    dead_s3 = f"http://127.0.0.1:{free_port()}"  # an S3 target that is down: real connection refusals
+    w = WorkerHarness(
+        stack,
+        tmp_path,
+        f"prom-{unique}",
+        worker={"min_ledger_age_s": 8, "max_attempts": 3},
+        offload={
+            "s3_targets": [
+                {
+                    "bucket": stack.s3_bucket,
+                    "endpoint": stack.s3_endpoint,
+                    "region": "us-east-1",
+                    "access_key_id": "testing",
+                    "secret_access_key": "testing",
+                },
+                {
+                    "bucket": "ops-dead",
+                    "endpoint": dead_s3,
+                    "region": "us-east-1",
+                    "access_key_id": "testing",
+                    "secret_access_key": "testing",
+                },
+            ]
+        },
+    )
+    harnesses.append(w)
+    w.start()
+    prom, proc = start_prometheus(tmp_path, w.port, pushgateway, stack)
+    try:
+        await _drive_and_check(stack, test_namespace, unique, admin, bookie, w, prom, pushgateway, dead_s3)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+async def _drive_and_check(
+    stack: Stack,
+    ns: str,
+    unique: str,
+    admin: PulsarAdmin,
+    bookie: BookieClient,
+    w: WorkerHarness,
+    prom: Prom,
+    pushgateway: str,
+    dead_s3: str,
+) -> None:
+    # Owner route: a live topic forgets two of its ledgers. Direct route: a topic whose metadata is gone.
+    live = f"persistent://{ns}/prom-live-{unique}"
+    dead = f"persistent://{ns}/prom-dead-{unique}"
+    produce(stack.service_url, live, 16)
+    produce(stack.service_url, dead, 11)
+    live_ids = ml_ledger_ids(await admin.internal_stats(TopicName.parse(live)))
+    dropped = await drop_ledgers_from_metadata(admin, stack.zookeeper_hosts, live, live_ids[:2])
+    dead_ids = ml_ledger_ids(await admin.internal_stats(TopicName.parse(dead)))
+    await delete_topic_metadata_keep_ledgers(admin, stack.zookeeper_hosts, dead)
+    kept = [i for i in live_ids if i not in dropped]
+    for lid in dropped:
+        w.send(ml(live, lid))
+    for lid in dead_ids:
+        w.send(ml(dead, lid))
+    # A forged message: a ledger of the live topic announced as another topic's. Rejected, never deleted.
+    w.send(ml(f"persistent://{ns}/prom-victim-{unique}", kept[0]))
+    # An offloaded copy on a configured target that is down: transient failures, retries, then the DLQ.
+    ctx = OffloadContext.from_uuid(
+        uuid.uuid4(), "aws-s3", {"bucket": "ops-dead", "region": "us-east-1", "serviceEndpoint": dead_s3}
+    )
+    w.send(
+        PendingDeleteLedgerInfo(dead, LedgerComponent.MANAGED_LEDGER, LedgerType.OFFLOAD_LEDGER, 1, offload_context=ctx)
+    )
+
+    async def deleted() -> bool:
+        return all([await bookie.get_metadata(i) is None for i in [*dropped, *dead_ids]])
+
+    await eventually(deleted, timeout=120, what="the orphans deleted by the worker")
+
+    async def settled() -> bool:
+        return w.metric("ledger_deletion_dlq_total", reason="transient") >= 1 and (
+            w.metric("ledger_deletion_rejected_total", reason="topic_mismatch") >= 1
+        )
+
+    await eventually(settled, timeout=120, what="the forged message rejected and the dead-S3 copy dead-lettered")
+    assert await bookie.get_metadata(kept[0]) is not None, "a forged message deleted a live ledger"
+
+    # The nightly jobs' pushes, as the Spark jobs make them: a successful replay, then a failed one (the
+    # success time must survive it), and a successful audit with its orphans.
+    nm.push(pushgateway, nm.JOB_REPLAY, nm.run_registry(failed=False, duration_s=42, rows={"deleted": 3, "in_use": 1}))
+    nm.push(pushgateway, nm.JOB_REPLAY, nm.run_registry(failed=True, duration_s=7))
+    nm.push(
+        pushgateway,
+        nm.JOB_AUDIT,
+        nm.run_registry(
+            failed=False, duration_s=99, rows={"orphan": 5, "in_use": 40}, orphans={"bookkeeper": (5, 3475)}
+        ),
+    )
+
+    exprs = [(f"panel {t!r}", q) for t, q in dashboard_queries(json.loads(DASHBOARD.read_text()))]
+    exprs += [(f"alert {r['alert']}", str(r["expr"])) for r in alert_rules(RULES)]
+
+    missing: list[str] = []
+
+    async def all_series_present() -> bool:
+        missing.clear()
+        for where, expr in exprs:
+            for sel in selectors(expr):
+                if BOOKIE_ONLY.search(sel):
+                    continue
+                if not prom.series(sel):
+                    missing.append(f"{where}: {sel}")
+        return not missing
+
+    try:
+        await eventually(all_series_present, timeout=90, interval=2, what="every selector's series scraped")
+    except AssertionError:
+        raise AssertionError("selectors matching no series:\n" + "\n".join(missing)) from None
+
+    # Rates need two samples of a series born during the run: poll until every panel shows data.
+    empty: list[str] = []
+    checked_bookie = 0
+
+    async def every_query_answers() -> bool:
+        nonlocal checked_bookie
+        empty.clear()
+        checked_bookie = 0
+        for where, expr in exprs:
+            body = prom.query(expr)
+            assert body["status"] == "success", f"{where}: {expr}: {body.get('error')}"
+            if any(BOOKIE_ONLY.search(s) for s in selectors(expr)):
+                checked_bookie += 1
+            elif where.startswith("panel") and not body["data"]["result"]:
+                empty.append(f"{where}: {expr}")
+        return not empty
+
+    try:
+        await eventually(every_query_answers, timeout=60, interval=2, what="every panel query returning data")
+    except AssertionError:
+        raise AssertionError("panel queries returning nothing:\n" + "\n".join(empty)) from None
+    assert checked_bookie == 3  # the leak panels' BookKeeper queries parse and run; their data is the bookies'
+
+    # The worker numbers seen through Prometheus are the worker's own.
+    deleted_via_prom = prom.query('sum(ledger_deletion_deleted_total{job="ledger-deletion-worker",result="deleted"})')
+    assert float(deleted_via_prom["data"]["result"][0]["value"][1]) == len(dropped) + len(dead_ids)
+    success = prom.query(f'{nm.LAST_SUCCESS}{{job="{nm.JOB_REPLAY}"}}')["data"]["result"]
+    failed = prom.query(f'{nm.FAILED}{{job="{nm.JOB_REPLAY}"}}')["data"]["result"]
+    assert success and float(failed[0]["value"][1]) == 1.0, "pushadd must keep the last success beside a failure"
+
+    # The rules Prometheus loaded evaluate cleanly; the ones this run provokes are firing or pending.
+    async def rules_evaluated() -> dict[str, str]:
+        groups = prom.get("/api/v1/rules")["data"]["groups"]
+        rules = [r for g in groups for r in g["rules"]]
+        if len(rules) != len(alert_rules(RULES)) or any(not r.get("lastEvaluation", "").startswith("2") for r in rules):
+            return {}
+        bad = {r["name"]: r.get("lastError", "") for r in rules if r["health"] != "ok"}
+        assert not bad, bad
+        return {r["name"]: r["state"] for r in rules}
+
+    states = await eventually(rules_evaluated, timeout=30, what="every alert rule evaluated")
+    for name in ("LedgerDeletionRejectedMessages", "LedgerDeletionDLQGrowing", "LedgerDeletionNightlyFailed"):
+        assert states[name] in ("pending", "firing"), (name, states)
+    assert states["LedgerDeletionWorkerDown"] == "inactive", states

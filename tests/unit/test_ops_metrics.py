@@ -1,0 +1,97 @@
+"""Pure pieces behind the operators' metrics: backlog age, BookKeeper request counting, nightly pushes."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import generate_latest
+
+from worker import nightly_metrics as nm
+from worker.bookkeeper import CountedLedgerStore, LedgerMetadata
+from worker.http import BackendError
+from worker.metrics import oldest_backlog_age_s
+
+
+def test_backlog_age_from_earliest_publish_time() -> None:
+    sub = {"msgBacklog": 3, "earliestMsgPublishTimeInBacklog": 1_000_000}
+    assert oldest_backlog_age_s(sub, now_ms=1_090_500) == 90.5
+
+
+@pytest.mark.parametrize(
+    "sub",
+    [
+        {},
+        {"msgBacklog": 0, "earliestMsgPublishTimeInBacklog": 1_000_000},  # stale field of an empty backlog
+        {"msgBacklog": 5, "earliestMsgPublishTimeInBacklog": 0},  # broker did not compute it
+        {"msgBacklog": 5, "earliestMsgPublishTimeInBacklog": None},
+    ],
+)
+def test_backlog_age_is_zero_when_unknown_or_empty(sub: dict[str, object]) -> None:
+    assert oldest_backlog_age_s(sub, now_ms=2_000_000) == 0.0
+
+
+def test_backlog_age_never_negative_on_clock_skew() -> None:
+    assert oldest_backlog_age_s({"msgBacklog": 1, "earliestMsgPublishTimeInBacklog": 5_000}, now_ms=4_000) == 0.0
+
+
+class _Store:
+    def __init__(self, found: bool, fail: bool = False) -> None:
+        self.found, self.fail = found, fail
+
+    async def read(self, ledger_id: int) -> tuple[LedgerMetadata, object] | None:
+        if self.fail:
+            raise BackendError("bookie", "down")
+        md = LedgerMetadata(ledger_id=ledger_id, custom_metadata={}, ctime_ms=None, length=0, state="CLOSED")
+        return (md, None) if self.found else None
+
+    async def delete(self, ledger_id: int, token: object) -> bool:
+        if self.fail:
+            raise BackendError("bookie", "down")
+        return self.found
+
+
+async def test_counted_ledger_store_reports_each_outcome() -> None:
+    seen: list[tuple[str, str]] = []
+    record = lambda op, outcome: seen.append((op, outcome))  # noqa: E731
+    assert await CountedLedgerStore(_Store(found=True), record).read(1) is not None
+    assert await CountedLedgerStore(_Store(found=True), record).delete(1, None) is True
+    assert await CountedLedgerStore(_Store(found=False), record).read(2) is None
+    assert await CountedLedgerStore(_Store(found=False), record).delete(2, None) is False
+    with pytest.raises(BackendError):
+        await CountedLedgerStore(_Store(True, fail=True), record).read(3)
+    with pytest.raises(BackendError):
+        await CountedLedgerStore(_Store(True, fail=True), record).delete(3, None)
+    assert seen == [
+        ("read", "ok"),
+        ("delete", "ok"),
+        ("read", "not_found"),
+        ("delete", "not_found"),
+        ("read", "error"),
+        ("delete", "error"),
+    ]
+
+
+def test_successful_audit_run_carries_rows_orphans_and_success_time() -> None:
+    reg = nm.run_registry(
+        failed=False,
+        duration_s=12.5,
+        rows={"orphan": 4, "in_use": 9},
+        orphans={"bookkeeper": (4, 2780)},
+        finished_at=1e9,
+    )
+    text = generate_latest(reg).decode()
+    assert f"{nm.FAILED} 0.0" in text
+    assert f"{nm.LAST_SUCCESS} 1e+09" in text
+    assert f'{nm.ROWS}{{outcome="orphan"}} 4.0' in text
+    assert f'{nm.AUDIT_ORPHAN_BYTES}{{class="bookkeeper"}} 2780.0' in text
+    assert f'{nm.AUDIT_ORPHAN_BYTES}{{class="tiered"}} 0.0' in text  # a zero is reported, not omitted
+
+
+def test_failed_run_carries_no_success_time_and_no_rows() -> None:
+    text = generate_latest(nm.run_registry(failed=True, duration_s=3, rows={"deleted": 1})).decode()
+    assert f"{nm.FAILED} 1.0" in text
+    assert nm.LAST_SUCCESS not in text and nm.ROWS not in text
+
+
+def test_push_refuses_an_unknown_job_name() -> None:
+    with pytest.raises(ValueError, match="unknown nightly job"):
+        nm.push("127.0.0.1:1", "ledger_deletion_other", nm.run_registry(failed=True, duration_s=0))
