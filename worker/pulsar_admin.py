@@ -54,6 +54,10 @@ class NotOwner(Exception):
         self.location = location
 
 
+# Redirects a lookup follows before giving up (a transient failure for the caller).
+_LOOKUP_HOPS = 5
+
+
 def _q(s: str) -> str:
     return quote(s, safe="")
 
@@ -159,8 +163,25 @@ class PulsarAdmin:
 
     # ---- topics -----------------------------------------------------------------------------------
     async def lookup(self, topic: TopicName) -> str:
-        """The owning broker's admin base URL."""
-        d = await self._call("GET", f"/lookup/v2/topic/{topic.rest_path}")
+        """The owning broker's admin base URL.
+
+        In a cluster a broker answers a lookup for a bundle nobody owns yet (after an unload, a broker's
+        death) with a 307 to the broker that decides (the load manager's leader), which may redirect
+        once more to the broker it assigns the bundle to: a lookup follows those hops, as Pulsar's own
+        clients do. A lookup answer only names the owner; the owner's internalStats, not followed, stays
+        the proof of ownership."""
+        path = f"/lookup/v2/topic/{topic.rest_path}"
+        ask = f"{self.admin_url}{path}"
+        for _ in range(_LOOKUP_HOPS):
+            try:
+                d = await self._request("GET", ask, path, None, None, (200,), False, False)
+                break
+            except NotOwner as e:
+                if not e.location or not e.location.startswith(("http://", "https://")):
+                    raise
+                ask = e.location
+        else:
+            raise NotOwner(ask)
         url = d.get("httpUrl") or d.get("httpUrlTls") if isinstance(d, dict) else None
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise BackendError("admin", f"lookup of {topic} returned no http url: {d}")

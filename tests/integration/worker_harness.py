@@ -196,7 +196,7 @@ def create_ledgers(
 ) -> list[int]:
     """Real BookKeeper ledgers with the given custom metadata, made with BookKeeper's own Java client
     (one JVM for all of them: a JVM start costs seconds). ``leave_open``: never closed (state OPEN)."""
-    lib = REPO / "deploy" / "local" / ".cache"
+    lib = Path(os.environ.get("STACK_CACHE") or REPO / "deploy" / "local" / ".cache")
     dists = sorted(lib.glob("apache-pulsar-*/lib"))
     assert dists, "the Pulsar distribution is not unpacked (make stack-up)"
     cmd = [
