@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import STACK, Stack
+from tests.integration.conftest import harnesses  # noqa: F401  (the same fixture for cluster tests)
 from worker.bookkeeper import BookieClient
 from worker.http import new_session
 from worker.pulsar_admin import PulsarAdmin
@@ -86,9 +87,7 @@ def cluster() -> Iterator[Cluster]:
     was_up = _run("status", timeout=60).returncode == 0
     r = _run("up", timeout=900)
     assert r.returncode == 0, f"PROFILE=cluster stack.sh up failed:\n{r.stderr[-5000:]}"
-    env = dict(
-        line.split("=", 1) for line in _run("env", timeout=60).stdout.splitlines() if "=" in line
-    )
+    env = dict(line.split("=", 1) for line in _run("env", timeout=60).stdout.splitlines() if "=" in line)
     c = Cluster(
         admin_url=env["PULSAR_ADMIN_URL"],
         service_url=env["PULSAR_SERVICE_URL"],
@@ -158,5 +157,8 @@ async def cadmin(cluster: Cluster) -> AsyncIterator[PulsarAdmin]:
 
 @pytest.fixture
 async def cbookie(cluster: Cluster) -> AsyncIterator[BookieClient]:
-    async with new_session(30) as s:
-        yield BookieClient(cluster.bookie_http_url, s)
+    """Bookie 1's HTTP API (it answers for ledgers on either bookie), ambiguous 500s settled by ZooKeeper."""
+    from worker.zookeeper import ZooKeeper
+
+    async with new_session(30) as s, ZooKeeper(cluster.zookeeper_hosts) as zk:
+        yield BookieClient(cluster.bookie_http_url, s, zk.ledger_metadata_exists)
