@@ -124,6 +124,20 @@ class WorkerHarness:
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def log_events(self) -> list[dict[str, Any]]:
+        """The daemon's JSON log lines, parsed (other lines skipped)."""
+        import json
+
+        out = []
+        for line in self.log_text().splitlines():
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(d, dict):
+                out.append(d)
+        return out
+
     def _get(self, path: str) -> int:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
