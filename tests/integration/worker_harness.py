@@ -211,7 +211,10 @@ def create_ledgers(
     """Real BookKeeper ledgers with the given custom metadata, made with BookKeeper's own Java client
     (one JVM for all of them: a JVM start costs seconds). ``leave_open``: never closed (state OPEN)."""
     lib = Path(os.environ.get("STACK_CACHE") or REPO / "deploy" / "local" / ".cache")
-    dists = sorted(lib.glob("apache-pulsar-*/lib"))
+    # The distribution of the stack under test (PULSAR_VERSION), else the newest one unpacked.
+    dists = sorted(lib.glob(f"apache-pulsar-{os.environ.get('PULSAR_VERSION') or '*'}/lib")) or sorted(
+        lib.glob("apache-pulsar-*/lib")
+    )
     assert dists, "the Pulsar distribution is not unpacked (make stack-up)"
     cmd = [
         "java",
