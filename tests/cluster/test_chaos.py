@@ -13,6 +13,7 @@ Invariants asserted at the end:
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import threading
 import time
@@ -35,7 +36,8 @@ from worker.pulsar_admin import PulsarAdmin
 from worker.topic_name import TopicName
 from worker.zookeeper import ZooKeeper
 
-pytestmark = pytest.mark.chaos
+# Setup alone (12 JVM runs of CreateLedger, two offloads) takes minutes on 2 shared cores.
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(3600)]
 
 TOPICS = 10
 ENTRIES = 30  # 6 ledgers a topic (5 entries each)
@@ -102,6 +104,9 @@ async def test_chaos_run(
     cluster: Cluster, cluster_namespace: str, unique: str, cbookie: BookieClient, tmp_path: Path
 ) -> None:
     t_setup = time.monotonic()
+    # The worker's log (every incarnation) is the run's record: keep it where LDW_CHAOS_DIR says.
+    workdir = Path(os.environ.get("LDW_CHAOS_DIR") or tmp_path)
+    os.makedirs(workdir, exist_ok=True)
     topics = [f"persistent://{cluster_namespace}/chaos-{unique}-{i}" for i in range(TOPICS)]
     for t in topics:
         produce(cluster.service_url, t, ENTRIES)
@@ -163,7 +168,7 @@ async def test_chaos_run(
     proxy.stall(plan.stall)
     w = WorkerHarness(
         cluster,
-        tmp_path,
+        workdir,
         f"chaos-{unique}",
         bookkeeper={"http_url": proxy.url},
         offload={
@@ -187,6 +192,7 @@ async def test_chaos_run(
             "backoff_max_s": 3,
         },
     )
+    print(f"\nchaos run: worker log {w.log_path}", flush=True)
     try:
         w.start()
         sent = 0
