@@ -4,8 +4,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STACK := deploy/local/stack.sh
 CONFIG ?= config/worker.example.yaml
+# standalone (the default stack) or cluster (ZooKeeper, two bookies, two brokers: deploy/local/stack.sh)
+PROFILE ?= standalone
 
-.PHONY: venv ops-tools dashboards stack-up stack-down stack-status test unit integration lint run demo bench clean
+.PHONY: venv ops-tools dashboards stack-up stack-down stack-status test test-cluster chaos unit integration lint run demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -29,13 +31,13 @@ dashboards: venv
 	$(PY) -m worker.dashboard
 
 stack-up: venv
-	bash $(STACK) up
+	PROFILE=$(PROFILE) bash $(STACK) up
 
 stack-down:
-	bash $(STACK) down
+	PROFILE=$(PROFILE) bash $(STACK) down
 
 stack-status:
-	bash $(STACK) status
+	PROFILE=$(PROFILE) bash $(STACK) status
 
 lint: venv
 	$(VENV)/bin/ruff check worker tests bench
@@ -44,11 +46,20 @@ lint: venv
 unit: venv
 	$(VENV)/bin/pytest -q tests/unit
 
-# The whole suite (unit + integration) against the real local stack, started here if it is not up.
+# The whole suite (unit + integration + the cluster tests, which start and stop the cluster profile
+# themselves) against the real local stacks; the chaos run is its own target.
 test: venv ops-tools stack-up
 	$(VENV)/bin/ruff check worker tests bench
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest -q -rfEs tests
+	$(VENV)/bin/pytest -q -rfEs -m "not chaos" tests
+
+# Only the tests on the cluster profile (started if it is not up, left up: LDW_CLUSTER_KEEP=1).
+test-cluster: venv
+	LDW_CLUSTER_KEEP=1 $(VENV)/bin/pytest -q -rfEs -m "cluster and not chaos" tests/cluster
+
+# The chaos run on the cluster profile: >= 1,000 ledgers, worker kill -9s, a broker restart, storage faults.
+chaos: venv
+	$(VENV)/bin/pytest -q -rfEs -s -m chaos tests/cluster
 
 run: stack-up
 	$(VENV)/bin/ledger-deletion-worker run --config $(CONFIG)

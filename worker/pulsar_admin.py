@@ -54,6 +54,10 @@ class NotOwner(Exception):
         self.location = location
 
 
+# Redirects a lookup follows before giving up (a transient failure for the caller).
+_LOOKUP_HOPS = 5
+
+
 def _q(s: str) -> str:
     return quote(s, safe="")
 
@@ -89,6 +93,7 @@ class PulsarAdmin:
         ok: tuple[int, ...],
         not_found_ok: bool,
         follow_redirect: bool,
+        hops: int = 0,
     ) -> Any:
         # Jersey answers 415 to a PUT/POST without a JSON content type, even with no body.
         headers = {**self._headers, "Content-Type": "application/json"}
@@ -110,10 +115,11 @@ class PulsarAdmin:
             except ValueError:
                 return text  # a few endpoints (health) answer plain text
         if status in (301, 302, 307, 308):
-            if follow_redirect and location:
-                # Read-only calls whose answer does not feed an in-use decision may simply ask the
-                # owner; the Location already carries the query string.
-                return await self._request(method, location, path, body, None, ok, not_found_ok, False)
+            if follow_redirect and location and hops < _LOOKUP_HOPS and location.startswith(("http://", "https://")):
+                # Calls whose answer does not feed an in-use decision (read-outs, idempotent topology
+                # writes) simply ask the owner, as Pulsar's admin client does; an unowned bundle may take
+                # two hops (the leader, then the broker it assigns). The Location carries the query string.
+                return await self._request(method, location, path, body, None, ok, not_found_ok, True, hops + 1)
             raise NotOwner(location)
         if status == 404:
             reason = pulsar_not_found_reason(text)
@@ -162,8 +168,25 @@ class PulsarAdmin:
 
     # ---- topics -----------------------------------------------------------------------------------
     async def lookup(self, topic: TopicName) -> str:
-        """The owning broker's admin base URL."""
-        d = await self._call("GET", f"/lookup/v2/topic/{topic.rest_path}")
+        """The owning broker's admin base URL.
+
+        In a cluster a broker answers a lookup for a bundle nobody owns yet (after an unload, a broker's
+        death) with a 307 to the broker that decides (the load manager's leader), which may redirect
+        once more to the broker it assigns the bundle to: a lookup follows those hops, as Pulsar's own
+        clients do. A lookup answer only names the owner; the owner's internalStats, not followed, stays
+        the proof of ownership."""
+        path = f"/lookup/v2/topic/{topic.rest_path}"
+        ask = f"{self.admin_url}{path}"
+        for _ in range(_LOOKUP_HOPS):
+            try:
+                d = await self._request("GET", ask, path, None, None, (200,), False, False)
+                break
+            except NotOwner as e:
+                if not e.location or not e.location.startswith(("http://", "https://")):
+                    raise
+                ask = e.location
+        else:
+            raise NotOwner(ask)
         url = d.get("httpUrl") or d.get("httpUrlTls") if isinstance(d, dict) else None
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise BackendError("admin", f"lookup of {topic} returned no http url: {d}")
@@ -218,23 +241,29 @@ class PulsarAdmin:
         await self._call("PUT", f"/admin/v2/{topic.rest_path}/partitions", body=partitions, ok=(200, 204, 409))
 
     async def create_topic(self, topic: TopicName) -> None:
-        await self._call("PUT", f"/admin/v2/{topic.rest_path}", ok=(200, 204, 409))
+        await self._call("PUT", f"/admin/v2/{topic.rest_path}", ok=(200, 204, 409), follow_redirect=True)
 
     async def create_subscription(self, topic: TopicName, subscription: str) -> None:
         """Idempotent; on a partitioned topic the broker creates it on every partition."""
         earliest = {"ledgerId": -1, "entryId": -1, "partitionIndex": -1}
         await self._call(
-            "PUT", f"/admin/v2/{topic.rest_path}/subscription/{_q(subscription)}", body=earliest, ok=(200, 204, 409)
+            "PUT",
+            f"/admin/v2/{topic.rest_path}/subscription/{_q(subscription)}",
+            body=earliest,
+            ok=(200, 204, 409),
+            follow_redirect=True,
         )
 
     async def subscriptions(self, topic: TopicName) -> list[str]:
-        return list(await self._call("GET", f"/admin/v2/{topic.rest_path}/subscriptions"))
+        return list(await self._call("GET", f"/admin/v2/{topic.rest_path}/subscriptions", follow_redirect=True))
 
     async def delete_topic(self, topic: TopicName, *, force: bool = True) -> bool:
         """True if the topic existed and is deleted, False if the broker answered 404 (topic or namespace
         not found). A success carries no body, so the status is the only evidence: hence no not_found_ok."""
         try:
-            await self._call("DELETE", f"/admin/v2/{topic.rest_path}", params={"force": str(force).lower()})
+            await self._call(
+                "DELETE", f"/admin/v2/{topic.rest_path}", params={"force": str(force).lower()}, follow_redirect=True
+            )
         except TopicNotFound:
             return False
         return True
@@ -245,16 +274,17 @@ class PulsarAdmin:
         )
 
     async def unload(self, topic: TopicName) -> None:
-        await self._call("PUT", f"/admin/v2/{topic.rest_path}/unload")
+        await self._call("PUT", f"/admin/v2/{topic.rest_path}/unload", follow_redirect=True)
 
     async def trim(self, topic: TopicName) -> None:
-        await self._call("POST", f"/admin/v2/{topic.rest_path}/trim")
+        await self._call("POST", f"/admin/v2/{topic.rest_path}/trim", follow_redirect=True)
 
     async def schema_info(self, topic: TopicName) -> dict[str, Any] | None:
         d = await self._call(
             "GET",
             f"/admin/v2/schemas/{_q(topic.tenant)}/{_q(topic.namespace)}/{_q(topic.local_name)}/schema",
             not_found_ok=True,
+            follow_redirect=True,
         )
         return dict(d) if d else None
 
@@ -265,6 +295,7 @@ class PulsarAdmin:
             "POST",
             f"/admin/v2/schemas/{_q(base.tenant)}/{_q(base.namespace)}/{_q(base.local_name)}/schema",
             body={"type": schema_type, "schema": definition, "properties": {}},
+            follow_redirect=True,
         )
 
     async def trigger_offload(self, topic: TopicName, ledger_id: int, entry_id: int = 0) -> None:
@@ -273,8 +304,9 @@ class PulsarAdmin:
             "PUT",
             f"/admin/v2/{topic.rest_path}/offload",
             body={"ledgerId": ledger_id, "entryId": entry_id, "partitionIndex": -1},
+            follow_redirect=True,
         )
 
     async def offload_status(self, topic: TopicName) -> dict[str, Any]:
         """``{"status": NOT_RUN|RUNNING|SUCCESS|ERROR, "lastError": ...}``."""
-        return dict(await self._call("GET", f"/admin/v2/{topic.rest_path}/offload"))
+        return dict(await self._call("GET", f"/admin/v2/{topic.rest_path}/offload", follow_redirect=True))

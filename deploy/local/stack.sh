@@ -2,6 +2,12 @@
 # The real local stack: Apache Pulsar standalone (ZooKeeper metadata, bookie HTTP admin on) and moto's
 # S3 server, both on loopback.  `stack.sh up|down|status|env|restart-pulsar`.
 #
+# PROFILE=cluster (`make stack-up PROFILE=cluster`) runs a production-shaped cluster instead, beside the
+# standalone stack: one ZooKeeper (2191), two bookies (3182/3183, HTTP admin 8001/8002), two brokers
+# (web 8081/8082, binary 6651/6652), its own moto S3 (5010, bucket pulsar-offload-cluster), data in
+# deploy/local/.data-cluster; extra verbs kill9|stop|start <component> for fault tests.  See the
+# cluster section below for its variables.
+#
 # Everything is configurable through the environment (defaults in brackets):
 #   STACK_DIR [deploy/local/.data]  data, logs and pid files
 #   STACK_CACHE [deploy/local/.cache]  the unpacked Pulsar distribution (the tarball itself stays in ~/.m2)
@@ -17,6 +23,28 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+
+PROFILE=${PROFILE:-standalone}
+case $PROFILE in
+  standalone) ;;
+  cluster)
+    # A production-shaped cluster beside the standalone stack: its own ports, data and S3, so both run at once.
+    STACK_DIR=${STACK_DIR:-$here/.data-cluster}
+    ZK_PORT=${ZK_PORT:-2191}
+    WEB_PORT=${WEB_PORT:-8081} WEB_PORT_2=${WEB_PORT_2:-8082}
+    BROKER_PORT=${BROKER_PORT:-6651} BROKER_PORT_2=${BROKER_PORT_2:-6652}
+    BOOKIE_PORT=${BOOKIE_PORT:-3182} BOOKIE_PORT_2=${BOOKIE_PORT_2:-3183}
+    BOOKIE_HTTP_PORT=${BOOKIE_HTTP_PORT:-8001} BOOKIE_HTTP_PORT_2=${BOOKIE_HTTP_PORT_2:-8002}
+    S3_PORT=${S3_PORT:-5010}
+    S3_BUCKET=${S3_BUCKET:-pulsar-offload-cluster}
+    CLUSTER_NAME=${CLUSTER_NAME:-ldw-cluster}
+    # Four JVMs plus ZooKeeper on a 2-core machine: small heaps, G1 (ZGC's RSS overhead is large at this size).
+    PULSAR_MEM=${PULSAR_MEM:--Xms128m -Xmx512m -XX:MaxDirectMemorySize=256m}
+    ZK_MEM=${ZK_MEM:--Xms64m -Xmx256m}
+    export PULSAR_GC=${PULSAR_GC:--XX:+UseG1GC -XX:+PerfDisableSharedMem}
+    ;;
+  *) echo "stack: unknown PROFILE=$PROFILE (standalone|cluster)" >&2; exit 2 ;;
+esac
 
 PULSAR_VERSION=${PULSAR_VERSION:-4.0.8}
 STACK_DIR=${STACK_DIR:-$here/.data}
@@ -236,6 +264,261 @@ status() {
   else echo "s3: down"; rc=1; fi
   return $rc
 }
+
+# ---------------------------------------------------------------------------------------------------
+# PROFILE=cluster: one ZooKeeper, two bookies (each with its HTTP admin API), two brokers of one cluster,
+# moto S3 with the jcloud offloader on both brokers.  Every process is a plain foreground `bin/pulsar X`
+# under setsid with its own pid file, config, data dir and log; configs are the distribution's own files
+# with this profile's keys set (conf_set), so a 3.0 and a 4.0 distribution both work.
+
+conf_set() {  # conf_set FILE KEY VALUE: replace KEY=... or append it
+  local f=$1 k=$2 v=$3
+  if grep -q "^$k=" "$f"; then
+    sed -i "s|^$k=.*|$k=${v//|/\\|}|" "$f"
+  else
+    echo "$k=$v" >>"$f"
+  fi
+}
+
+tcp_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+component_ready() {  # component_ready NAME
+  case $1 in
+    zookeeper) tcp_open "$ZK_PORT" ;;
+    bookie1) http_ok "http://127.0.0.1:$BOOKIE_HTTP_PORT/heartbeat" ;;
+    bookie2) http_ok "http://127.0.0.1:$BOOKIE_HTTP_PORT_2/heartbeat" ;;
+    broker1) http_ok "http://127.0.0.1:$WEB_PORT/admin/v2/brokers/health" ;;
+    broker2) http_ok "http://127.0.0.1:$WEB_PORT_2/admin/v2/brokers/health" ;;
+    *) return 1 ;;
+  esac
+}
+
+render_cluster_conf() {
+  local c=$pulsar_home/conf n f
+  # ZooKeeper: no admin server (it would take 8080) and no Prometheus endpoint (it would take 8000).
+  f=$run/zookeeper.conf
+  cp "$c/zookeeper.conf" "$f"
+  conf_set "$f" dataDir "$STACK_DIR/zookeeper"
+  conf_set "$f" clientPort "$ZK_PORT"
+  conf_set "$f" clientPortAddress 127.0.0.1
+  conf_set "$f" admin.enableServer false
+  sed -i 's/^metricsProvider\./#metricsProvider./' "$f"
+
+  for n in 1 2; do
+    local port=$BOOKIE_PORT http=$BOOKIE_HTTP_PORT dir=$STACK_DIR/bookie$n
+    [[ $n == 2 ]] && port=$BOOKIE_PORT_2 http=$BOOKIE_HTTP_PORT_2
+    f=$run/bookie$n.conf
+    cp "$c/bookkeeper.conf" "$f"
+    conf_set "$f" bookiePort "$port"
+    conf_set "$f" advertisedAddress 127.0.0.1
+    conf_set "$f" allowLoopback true
+    conf_set "$f" journalDirectory "$dir/journal"
+    conf_set "$f" journalDirectories "$dir/journal"
+    conf_set "$f" ledgerDirectories "$dir/ledgers"
+    conf_set "$f" metadataServiceUri "zk+hierarchical://127.0.0.1:$ZK_PORT/ledgers"
+    conf_set "$f" zkServers "127.0.0.1:$ZK_PORT"
+    conf_set "$f" httpServerEnabled true
+    conf_set "$f" httpServerPort "$http"
+    conf_set "$f" httpServerHost 127.0.0.1
+    conf_set "$f" httpServerClass org.apache.bookkeeper.http.vertx.VertxHttpServer
+    # Its own Prometheus endpoint defaults to 8000, the standalone bookie's HTTP port.
+    conf_set "$f" prometheusStatsHttpEnable false
+    conf_set "$f" prometheusStatsHttpPort "$((http + 100))"
+    conf_set "$f" autoRecoveryDaemonEnabled false
+    conf_set "$f" journalSyncData false
+    conf_set "$f" diskUsageThreshold 0.99
+    conf_set "$f" diskUsageWarnThreshold 0.99
+    conf_set "$f" dbStorage_writeCacheMaxSizeMb 32
+    conf_set "$f" dbStorage_readAheadCacheMaxSizeMb 32
+    conf_set "$f" dbStorage_rocksDB_blockCacheSize 16777216
+    conf_set "$f" dbStorage_rocksDB_writeBufferSizeMB 4
+    conf_set "$f" dbStorage_rocksDB_sstSizeInMB 4
+  done
+
+  for n in 1 2; do
+    local web=$WEB_PORT bin=$BROKER_PORT
+    [[ $n == 2 ]] && web=$WEB_PORT_2 bin=$BROKER_PORT_2
+    f=$run/broker$n.conf
+    cp "$c/broker.conf" "$f"
+    conf_set "$f" metadataStoreUrl "zk:127.0.0.1:$ZK_PORT"
+    conf_set "$f" configurationMetadataStoreUrl "zk:127.0.0.1:$ZK_PORT"
+    conf_set "$f" clusterName "$CLUSTER_NAME"
+    conf_set "$f" brokerServicePort "$bin"
+    conf_set "$f" webServicePort "$web"
+    conf_set "$f" bindAddress 127.0.0.1
+    conf_set "$f" advertisedAddress 127.0.0.1
+    conf_set "$f" managedLedgerDefaultEnsembleSize 1
+    conf_set "$f" managedLedgerDefaultWriteQuorum 1
+    conf_set "$f" managedLedgerDefaultAckQuorum 1
+    # The standalone profile's choices that tests rely on: many small ledgers, strict delayed delivery,
+    # topics never deleted behind a test's back.
+    conf_set "$f" managedLedgerMaxEntriesPerLedger 5
+    conf_set "$f" managedLedgerMinLedgerRolloverTimeMinutes 0
+    conf_set "$f" managedLedgerCursorMaxEntriesPerLedger 5
+    conf_set "$f" managedLedgerCursorRolloverTimeInSeconds 0
+    conf_set "$f" isDelayedDeliveryDeliverAtTimeStrict true
+    conf_set "$f" brokerDeleteInactiveTopicsEnabled false
+    # A killed broker's bundles move to the other one when its ZooKeeper session expires: 10 s, not 30.
+    conf_set "$f" metadataStoreSessionTimeoutMillis 10000
+    conf_set "$f" managedLedgerCacheSizeMB 32
+    # Tests move bundles themselves; the load manager must not shed or split them meanwhile.
+    conf_set "$f" loadBalancerSheddingEnabled false
+    conf_set "$f" loadBalancerAutoBundleSplitEnabled false
+    conf_set "$f" offloadersDirectory "$offloaders_dir"
+    conf_set "$f" managedLedgerOffloadDriver aws-s3
+    conf_set "$f" s3ManagedLedgerOffloadBucket "$S3_BUCKET"
+    conf_set "$f" s3ManagedLedgerOffloadRegion "$S3_REGION"
+    conf_set "$f" s3ManagedLedgerOffloadServiceEndpoint "http://127.0.0.1:$S3_PORT"
+  done
+}
+
+init_cluster_metadata() {
+  [[ -f $STACK_DIR/cluster-initialized ]] && return 0
+  log "initialising cluster metadata ($CLUSTER_NAME in zk 127.0.0.1:$ZK_PORT)"
+  local mlog=$logs/initialize-cluster-metadata.log
+  PULSAR_MEM="-Xmx256m" PULSAR_LOG_DIR=$logs "$pulsar_home/bin/pulsar" initialize-cluster-metadata \
+    --cluster "$CLUSTER_NAME" \
+    --metadata-store "zk:127.0.0.1:$ZK_PORT" \
+    --configuration-metadata-store "zk:127.0.0.1:$ZK_PORT" \
+    --web-service-url "http://127.0.0.1:$WEB_PORT" \
+    --broker-service-url "pulsar://127.0.0.1:$BROKER_PORT" >"$mlog" 2>&1 ||
+    fail initialize-cluster-metadata "$mlog" "could not initialise the cluster metadata"
+  touch "$STACK_DIR/cluster-initialized"
+}
+
+launch() {  # launch NAME COMMAND CONF_VAR CONF_FILE MEM: `bin/pulsar COMMAND` in its own session
+  local name=$1 cmd=$2 confvar=$3 conf=$4 mem=$5
+  log "starting $name"
+  (
+    cd "$STACK_DIR"
+    export "$confvar=$conf"
+    export PULSAR_LOG_DIR=$logs PULSAR_LOG_FILE=$name.log
+    export PULSAR_MEM=$mem BOOKIE_MEM=$mem
+    export PULSAR_GC_LOG="-Xlog:gc:$logs/$name-gc.log:time,uptime:filecount=2,filesize=5M"
+    export BOOKIE_GC_LOG=$PULSAR_GC_LOG
+    export AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-testing}
+    export AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-testing}
+    export AWS_JAVA_V1_DISABLE_DEPRECATION_ANNOUNCEMENT=true
+    # See start_pulsar for why jclouds gets a single region.
+    export PULSAR_EXTRA_OPTS="${PULSAR_EXTRA_OPTS:- -Dpulsar.allocator.exit_on_oom=true -Dio.netty.recycler.maxCapacityPerThread=4096} -Djclouds.regions=$S3_REGION"
+    setsid nohup "$pulsar_home/bin/pulsar" "$cmd" >"$logs/$name.out" 2>&1 </dev/null &
+    echo $! >"$run/$name.pid"
+  )
+}
+
+wait_ready() {  # wait_ready NAME...
+  local deadline=$((SECONDS + STACK_START_TIMEOUT)) name pending
+  while :; do
+    pending=()
+    for name in "$@"; do
+      component_ready "$name" && continue
+      pid_alive "$name" || fail "$name" "$logs/$name.log" "process exited during start-up (stdout: $logs/$name.out)"
+      pending+=("$name")
+    done
+    [[ ${#pending[@]} -eq 0 ]] && break
+    ((SECONDS < deadline)) || fail "${pending[0]}" "$logs/${pending[0]}.log" "not ready after ${STACK_START_TIMEOUT}s"
+    sleep 1
+  done
+  log "ready: $*"
+}
+
+start_component() {  # idempotent; a component that died (kill -9) starts again on its data
+  local name=$1
+  component_ready "$name" && return 0
+  if pid_alive "$name"; then log "$name is starting (pid $(cat "$run/$name.pid"))"; return 0; fi
+  case $name in
+    zookeeper) launch zookeeper zookeeper PULSAR_ZK_CONF "$run/zookeeper.conf" "$ZK_MEM" ;;
+    bookie1 | bookie2) launch "$name" bookie PULSAR_BOOKKEEPER_CONF "$run/$name.conf" "$PULSAR_MEM" ;;
+    broker1 | broker2) launch "$name" broker PULSAR_BROKER_CONF "$run/$name.conf" "$PULSAR_MEM" ;;
+    *) echo "stack: unknown component $name" >&2; exit 2 ;;
+  esac
+}
+
+cluster_up() {
+  local t0=$SECONDS
+  start_s3
+  fetch_pulsar
+  build_offloader
+  render_cluster_conf
+  start_component zookeeper
+  wait_ready zookeeper
+  init_cluster_metadata
+  start_component bookie1
+  start_component bookie2
+  wait_ready bookie1 bookie2
+  start_component broker1
+  start_component broker2
+  wait_ready broker1 broker2
+  log "cluster $CLUSTER_NAME (pulsar $PULSAR_VERSION) ready; up took $((SECONDS - t0)) s"
+}
+
+cluster_ports() {
+  echo "$WEB_PORT $WEB_PORT_2 $BROKER_PORT $BROKER_PORT_2 $BOOKIE_PORT $BOOKIE_PORT_2" \
+    "$BOOKIE_HTTP_PORT $BOOKIE_HTTP_PORT_2 $ZK_PORT $S3_PORT"
+}
+
+cluster_down() {
+  local n
+  for n in broker1 broker2 bookie1 bookie2 zookeeper s3; do stop_one "$n"; done
+  # shellcheck disable=SC2046
+  ports_free $(cluster_ports) || { sleep 3; ports_free $(cluster_ports); }
+}
+
+cluster_status() {
+  local rc=0 n
+  for n in zookeeper bookie1 bookie2 broker1 broker2; do
+    if component_ready "$n"; then echo "$n: up"; else echo "$n: down"; rc=1; fi
+  done
+  if s3_ready; then echo "s3: up (http://127.0.0.1:$S3_PORT, bucket $S3_BUCKET)"; else echo "s3: down"; rc=1; fi
+  return $rc
+}
+
+cluster_env() {
+  cat <<EOF
+PROFILE=cluster
+PULSAR_VERSION=$PULSAR_VERSION
+CLUSTER_NAME=$CLUSTER_NAME
+PULSAR_ADMIN_URL=http://127.0.0.1:$WEB_PORT
+PULSAR_ADMIN_URL_2=http://127.0.0.1:$WEB_PORT_2
+PULSAR_SERVICE_URL=pulsar://127.0.0.1:$BROKER_PORT,127.0.0.1:$BROKER_PORT_2
+PULSAR_SERVICE_URL_1=pulsar://127.0.0.1:$BROKER_PORT
+PULSAR_SERVICE_URL_2=pulsar://127.0.0.1:$BROKER_PORT_2
+BOOKIE_HTTP_URL=http://127.0.0.1:$BOOKIE_HTTP_PORT
+BOOKIE_HTTP_URL_2=http://127.0.0.1:$BOOKIE_HTTP_PORT_2
+ZOOKEEPER_HOSTS=127.0.0.1:$ZK_PORT
+S3_ENDPOINT=http://127.0.0.1:$S3_PORT
+S3_BUCKET=$S3_BUCKET
+S3_REGION=$S3_REGION
+STACK_DIR=$STACK_DIR
+PULSAR_HOME=$pulsar_home
+EOF
+}
+
+if [[ $PROFILE == cluster ]]; then
+  case ${1:-} in
+    up) cluster_up ;;
+    down) cluster_down ;;
+    status) cluster_status ;;
+    env) cluster_env ;;
+    # Fault tests: `kill9 broker2` (no shutdown at all), `stop broker2` (graceful), `start broker2`.
+    kill9)
+      if [[ -f $run/${2:?component}.pid ]]; then kill -KILL -- "-$(cat "$run/$2.pid")" 2>/dev/null || true; fi
+      rm -f "$run/$2.pid"
+      ;;
+    stop) stop_one "${2:?component}" ;;
+    start)
+      render_cluster_conf
+      start_component "${2:?component}"
+      wait_ready "$2"
+      ;;
+    *)
+      echo "usage: PROFILE=cluster $0 up|down|status|env|kill9 C|stop C|start C" \
+        "(C: zookeeper bookie1 bookie2 broker1 broker2)" >&2
+      exit 2
+      ;;
+  esac
+  exit 0
+fi
 
 case ${1:-} in
   up)

@@ -164,6 +164,7 @@ class HttpProxy:
         self.upstream = upstream.rstrip("/")
         self.requests: list[tuple[str, str]] = []
         self._faults: list[Callable[[str, str], tuple[int, str] | None]] = []
+        self._stalls: list[Callable[[str, str], float | None]] = []
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self.port = 0
@@ -176,6 +177,10 @@ class HttpProxy:
                 if answer is not None:
                     status, body = answer
                     return web.Response(status=status, text=body, content_type="text/plain")
+            for stall in list(self._stalls):
+                seconds = stall(request.method, path_qs)
+                if seconds:
+                    await asyncio.sleep(seconds)
             assert self._session is not None
             async with self._session.request(
                 request.method,
@@ -218,8 +223,13 @@ class HttpProxy:
     def fault(self, f: Callable[[str, str], tuple[int, str] | None]) -> None:
         self._faults.append(f)
 
+    def stall(self, f: Callable[[str, str], float | None]) -> None:
+        """Hold matching requests for the seconds ``f`` answers before forwarding them (a slow backend)."""
+        self._stalls.append(f)
+
     def clear_faults(self) -> None:
         self._faults.clear()
+        self._stalls.clear()
 
     def paths(self, contains: str) -> list[str]:
         return [p for _, p in self.requests if contains in p]

@@ -124,6 +124,20 @@ class WorkerHarness:
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def log_events(self) -> list[dict[str, Any]]:
+        """The daemon's JSON log lines, parsed (other lines skipped)."""
+        import json
+
+        out = []
+        for line in self.log_text().splitlines():
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(d, dict):
+                out.append(d)
+        return out
+
     def _get(self, path: str) -> int:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=2) as r:
@@ -196,8 +210,11 @@ def create_ledgers(
 ) -> list[int]:
     """Real BookKeeper ledgers with the given custom metadata, made with BookKeeper's own Java client
     (one JVM for all of them: a JVM start costs seconds). ``leave_open``: never closed (state OPEN)."""
-    lib = REPO / "deploy" / "local" / ".cache"
-    dists = sorted(lib.glob("apache-pulsar-*/lib"))
+    lib = Path(os.environ.get("STACK_CACHE") or REPO / "deploy" / "local" / ".cache")
+    # The distribution of the stack under test (PULSAR_VERSION), else the newest one unpacked.
+    dists = sorted(lib.glob(f"apache-pulsar-{os.environ.get('PULSAR_VERSION') or '*'}/lib")) or sorted(
+        lib.glob("apache-pulsar-*/lib")
+    )
     assert dists, "the Pulsar distribution is not unpacked (make stack-up)"
     cmd = [
         "java",

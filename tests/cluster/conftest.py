@@ -1,0 +1,164 @@
+"""The cluster profile of the local stack (deploy/local/stack.sh, PROFILE=cluster): one ZooKeeper, two
+bookies, two brokers, moto S3, all real processes on loopback beside the standalone stack.
+
+Every test in this directory is marked ``cluster`` (and ``integration``). The session fixture starts the
+profile if it is not up (about 100 s, ~1.5 GiB RSS) and stops it afterwards unless it was already up or
+``LDW_CLUSTER_KEEP=1``; ``LDW_CLUSTER=0`` skips these tests, saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
+
+from tests.conftest import STACK, Stack
+from tests.integration.conftest import harnesses  # noqa: F401  (the same fixture for cluster tests)
+from worker.bookkeeper import BookieClient
+from worker.http import new_session
+from worker.pulsar_admin import PulsarAdmin
+
+BROKERS = ("broker1", "broker2")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = os.path.dirname(__file__)
+    for item in items:
+        if str(item.fspath).startswith(here):
+            item.add_marker(pytest.mark.cluster)
+            item.add_marker(pytest.mark.integration)
+
+
+def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PROFILE": "cluster"}
+    return subprocess.run(["bash", str(STACK), *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@dataclass(frozen=True)
+class Cluster(Stack):
+    admin_url_2: str
+    service_url_1: str
+    service_url_2: str
+    bookie_http_url_2: str
+    stack_dir: str
+
+    @property
+    def admin_urls(self) -> tuple[str, str]:
+        return (self.admin_url, self.admin_url_2)
+
+    def broker_of(self, admin_url: str) -> str:
+        """The stack.sh component name of the broker serving ``admin_url``."""
+        return BROKERS[self.admin_urls.index(admin_url.rstrip("/"))]
+
+    def broker_id(self, admin_url: str) -> str:
+        """Pulsar's id of that broker (host:webPort), as /admin/v2/brokers lists it."""
+        return admin_url.rstrip("/").removeprefix("http://")
+
+    def other(self, admin_url: str) -> str:
+        a, b = self.admin_urls
+        return b if admin_url.rstrip("/") == a else a
+
+    def via(self, admin_url: str) -> Stack:
+        """The stack as a worker sees it when its configured admin URL is ``admin_url``."""
+        return replace(self, admin_url=admin_url)
+
+    def kill9(self, component: str) -> None:
+        _run("kill9", component, timeout=60).check_returncode()
+
+    def start(self, component: str) -> None:
+        r = _run("start", component)
+        assert r.returncode == 0, f"could not start {component}: {r.stderr[-3000:]}"
+
+    def stop(self, component: str) -> None:
+        _run("stop", component, timeout=120).check_returncode()
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    if os.environ.get("LDW_CLUSTER") == "0":
+        pytest.skip("cluster profile disabled by LDW_CLUSTER=0 (run make test-cluster)")
+    was_up = _run("status", timeout=60).returncode == 0
+    r = _run("up", timeout=900)
+    assert r.returncode == 0, f"PROFILE=cluster stack.sh up failed:\n{r.stderr[-5000:]}"
+    env = dict(line.split("=", 1) for line in _run("env", timeout=60).stdout.splitlines() if "=" in line)
+    c = Cluster(
+        admin_url=env["PULSAR_ADMIN_URL"],
+        service_url=env["PULSAR_SERVICE_URL"],
+        bookie_http_url=env["BOOKIE_HTTP_URL"],
+        zookeeper_hosts=env["ZOOKEEPER_HOSTS"],
+        s3_endpoint=env["S3_ENDPOINT"],
+        s3_bucket=env["S3_BUCKET"],
+        admin_url_2=env["PULSAR_ADMIN_URL_2"],
+        service_url_1=env["PULSAR_SERVICE_URL_1"],
+        service_url_2=env["PULSAR_SERVICE_URL_2"],
+        bookie_http_url_2=env["BOOKIE_HTTP_URL_2"],
+        stack_dir=env["STACK_DIR"],
+    )
+    yield c
+    # A test that killed a broker restarts it; make sure nothing is left half-down for the next session.
+    if was_up or os.environ.get("LDW_CLUSTER_KEEP") == "1":
+        _run("up", timeout=900)
+    else:
+        _run("down", timeout=300)
+
+
+def rest(method: str, url: str, body: Any = None, *, ok: tuple[int, ...] = (200, 204)) -> Any:
+    """One admin REST call, no redirects followed (a 307 is an answer here)."""
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *a: Any, **k: Any) -> None:
+            return None
+
+    req = urllib.request.Request(
+        url,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(req, timeout=60) as r:
+            status, text = r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        status, text = e.code, e.read().decode(errors="replace")
+    if status not in ok:
+        raise AssertionError(f"{method} {url} answered {status}: {text[:500]}")
+    try:
+        return json.loads(text) if text.strip() else None
+    except ValueError:
+        return text
+
+
+@pytest.fixture(scope="session")
+def cluster_namespace(cluster: Cluster) -> str:
+    """Infinite retention, 4 bundles: room to place topics on either broker."""
+    ns = f"public/ldw-cl-{os.getpid()}"
+    rest("PUT", f"{cluster.admin_url}/admin/v2/namespaces/{ns}", {"bundles": {"numBundles": 4}}, ok=(200, 204, 409))
+    rest(
+        "POST",
+        f"{cluster.admin_url}/admin/v2/namespaces/{ns}/retention",
+        {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1},
+    )
+    return ns
+
+
+@pytest.fixture
+async def cadmin(cluster: Cluster) -> AsyncIterator[PulsarAdmin]:
+    async with new_session(30) as s:
+        yield PulsarAdmin(cluster.admin_url, s)
+
+
+@pytest.fixture
+async def cbookie(cluster: Cluster) -> AsyncIterator[BookieClient]:
+    """Bookie 1's HTTP API (it answers for ledgers on either bookie), ambiguous 500s settled by ZooKeeper."""
+    from worker.zookeeper import ZooKeeper
+
+    async with new_session(30) as s, ZooKeeper(cluster.zookeeper_hosts) as zk:
+        yield BookieClient(cluster.bookie_http_url, s, zk.ledger_metadata_exists)
