@@ -5,15 +5,20 @@ PY := $(VENV)/bin/python
 STACK := deploy/local/stack.sh
 CONFIG ?= config/worker.example.yaml
 
-.PHONY: venv stack-up stack-down stack-status test unit integration lint run demo bench clean
+.PHONY: venv pushgateway stack-up stack-down stack-status test unit integration lint run demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,spark]'
 	touch $@
 
 venv: $(VENV)/.installed
+
+# Debian's Prometheus Pushgateway for the nightly jobs' push test; installed only when missing.
+pushgateway:
+	@command -v prometheus-pushgateway >/dev/null || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus-pushgateway; }
 
 stack-up: venv
 	bash $(STACK) up
@@ -32,7 +37,7 @@ unit: venv
 	$(VENV)/bin/pytest -q tests/unit
 
 # The whole suite (unit + integration) against the real local stack, started here if it is not up.
-test: venv stack-up
+test: venv pushgateway stack-up
 	$(VENV)/bin/ruff check worker tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q -rfEs tests

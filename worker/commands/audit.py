@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
 import uuid
 
-from worker.commands.replay_dlq import add_spark_options
+from worker.commands.replay_dlq import add_spark_options, report_dir
 from worker.settings import Settings
 
 
@@ -46,7 +45,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
     )
     p.add_argument("--no-buckets", action="store_true", help="skip the offload bucket audit")
     p.add_argument("--ledgers-root", default=None, help="BookKeeper metadata root (default zookeeper.ledgers_root)")
-    add_spark_options(p, "nightly-reports/audit")
+    add_spark_options(p, "audit")
     p.set_defaults(handler=handle)
     return p
 
@@ -61,19 +60,23 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     min_age, namespaces = v
     from worker import nightly_metrics as nm
     from worker.nightly.audit import run_audit
-    from worker.nightly.spark import session
+    from worker.nightly.spark import session, spark_running
 
+    gateway = args.pushgateway or settings.nightly.pushgateway_url
+    reports = report_dir(args.report_dir, settings, "audit")
     t0 = time.monotonic()
     spark = None
+    owned = False
     failed = True
     summary = None
     try:
+        owned = not spark_running()
         spark = session(args.master, "ledger-deletion-audit")
         run_id = uuid.uuid4().hex[:12]
         summary = run_audit(
             spark,
             settings,
-            report_dir=os.path.abspath(args.report_dir),
+            report_dir=reports,
             run_id=run_id,
             min_age_s=min_age,
             namespaces=namespaces,
@@ -86,7 +89,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         if args.send:
             from worker.nightly.send import orphan_infos, send_orphans
 
-            infos = orphan_infos(spark, settings, os.path.abspath(args.report_dir), run_id)
+            infos = orphan_infos(spark, settings, reports, run_id)
             sent, failures = asyncio.run(send_orphans(settings, infos))
             print(f"\nqueued {sent} orphans for deletion ({failures} failed)")
             rc = 1 if failures else 0
@@ -96,9 +99,9 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         print(f"ledger-deletion-worker audit: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     finally:
-        if spark is not None:
+        if spark is not None and owned:
             spark.stop()
-        if args.pushgateway:
+        if gateway:
             rows: dict[str, int] | None = None
             if summary and not failed:
                 # The shared contract's audit outcomes: orphan, in_use, skipped (every other verdict).
@@ -109,6 +112,6 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
             by_class = summary.by_class() if summary and not failed else None
             reg = nm.run_registry(failed=failed, duration_s=time.monotonic() - t0, rows=rows, orphans=by_class)
             try:
-                nm.push(args.pushgateway, nm.JOB_AUDIT, reg)
+                nm.push(gateway, nm.JOB_AUDIT, reg)
             except OSError as e:
-                print(f"ledger-deletion-worker audit: push to {args.pushgateway} failed: {e}", file=sys.stderr)
+                print(f"ledger-deletion-worker audit: push to {gateway} failed: {e}", file=sys.stderr)

@@ -18,19 +18,22 @@ import time
 
 from worker.settings import Settings
 
-PUSHGATEWAY_ENV = "LDW_PUSHGATEWAY"
 
-
-def add_spark_options(p: argparse.ArgumentParser, report_default: str) -> None:
+def add_spark_options(p: argparse.ArgumentParser, subdir: str) -> None:
     p.add_argument("--master", default=None, help="Spark master URL (default: spark.master, else local[*])")
-    p.add_argument("--report-dir", default=report_default, help=f"Parquet report root (default {report_default})")
+    p.add_argument("--report-dir", default=None, help=f"Parquet report root (default: nightly.report_dir + /{subdir})")
     p.add_argument("--partitions", type=int, default=None, help="Spark partitions (default: default parallelism)")
     p.add_argument(
         "--pushgateway",
-        default=os.environ.get(PUSHGATEWAY_ENV),
+        default=None,
         metavar="HOST:PORT",
-        help=f"push the run's metrics to this Prometheus Pushgateway (default ${PUSHGATEWAY_ENV})",
+        help="push the run's metrics to this Prometheus Pushgateway (default: nightly.pushgateway_url)",
     )
+
+
+def report_dir(arg: str | None, settings: Settings, subdir: str) -> str:
+    path = arg or f"{settings.nightly.report_dir.rstrip('/')}/{subdir}"
+    return path if "://" in path else os.path.abspath(path)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -41,8 +44,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--dry-run", action="store_true", help="decide and report; delete and acknowledge nothing")
-    p.add_argument("--concurrency", type=int, default=None, help="decisions in flight per partition")
-    add_spark_options(p, "nightly-reports/replay")
+    p.add_argument(
+        "--concurrency", type=int, default=None, help="decisions in flight per partition (default nightly.concurrency)"
+    )
+    add_spark_options(p, "replay")
     p.set_defaults(handler=handle)
     return p
 
@@ -56,19 +61,22 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     from worker import nightly_metrics as nm
     from worker.nightly.replay import ReplayOptions, replay
-    from worker.nightly.spark import session
+    from worker.nightly.spark import session, spark_running
 
     opts = ReplayOptions(
-        report_dir=os.path.abspath(args.report_dir),
+        report_dir=report_dir(args.report_dir, settings, "replay"),
         dry_run=args.dry_run,
-        concurrency=args.concurrency,
+        concurrency=args.concurrency or settings.nightly.concurrency,
         partitions=args.partitions,
     )
+    gateway = args.pushgateway or settings.nightly.pushgateway_url
     t0 = time.monotonic()
     spark = None
+    owned = False
     failed = True
     rows: dict[str, int] = {}
     try:
+        owned = not spark_running()
         spark = session(args.master, "ledger-deletion-replay")
         summary = replay(spark, settings, opts)
         print(summary.table())
@@ -79,14 +87,14 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         print(f"ledger-deletion-worker replay-dlq: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     finally:
-        if spark is not None:
+        if spark is not None and owned:
             spark.stop()
-        if args.pushgateway:
+        if gateway:
             reg = nm.run_registry(failed=failed, duration_s=time.monotonic() - t0, rows=None if failed else rows)
             try:
-                nm.push(args.pushgateway, nm.JOB_REPLAY, reg)
+                nm.push(gateway, nm.JOB_REPLAY, reg)
             except OSError as e:
-                print(f"ledger-deletion-worker replay-dlq: push to {args.pushgateway} failed: {e}", file=sys.stderr)
+                print(f"ledger-deletion-worker replay-dlq: push to {gateway} failed: {e}", file=sys.stderr)
 
 
 def nm_outcome(outcome: str) -> str:

@@ -462,6 +462,8 @@ def run_audit(
         summary.orphans.append(("bookkeeper", _kind(r["why"]), r["namespace"] or "?", int(r["n"]), int(r["b"] or 0)))
     if buckets and settings.offload.s3_targets:
         objs = audit_buckets(spark, settings, min_age_s=min_age_s, partitions=partitions)
+        if namespaces:
+            objs = objs.where(F.col("namespace").isin(list(namespaces)))
         stamp(objs).write.mode("append").partitionBy("run_date").parquet(f"{report_dir}/objects")
         ob = spark.read.parquet(f"{report_dir}/objects").where(F.col("run_id") == run_id)
         summary.objects = {

@@ -28,3 +28,10 @@ def session(master: str | None = None, app_name: str = "ledger-deletion-worker",
     spark = b.getOrCreate()
     spark.dataSource.register(PulsarDataSource)
     return spark
+
+
+def spark_running() -> bool:
+    """A session already exists in this process (a notebook, a test): a command must not stop it."""
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
