@@ -209,10 +209,8 @@ def read_partition(
                 if pos > part.end:
                     return
                 if not part.skip(pos):
+                    # Not stopping at pos == end: the messages of one batch share that position.
                     yield row(msg, part.topic)
-                if pos == part.end:
-                    # Entries of one batch share a position; the producers of our topics do not batch.
-                    return
         finally:
             reader.close()
     finally:
