@@ -46,6 +46,21 @@ def admin_call(stack: Stack, method: str, path: str, body: object | None = None)
     urllib.request.urlopen(req, timeout=30).close()
 
 
+def answer_for(proxy: HttpProxy, stack: Stack, topic_part: str, answer: tuple[int, str]) -> None:
+    """The owner's internalStats of the topic answered with ``answer``: the lookup names the proxy as the
+    owner (so the owner's answer passes through it), and the proxy replaces that one answer."""
+    owner = json.dumps({"httpUrl": proxy.url, "brokerUrl": stack.service_url})
+
+    def fault(method: str, path: str) -> tuple[int, str] | None:
+        if topic_part not in path:
+            return None
+        if path.startswith("/lookup/"):
+            return 200, owner
+        return answer if "/internalStats" in path else None
+
+    proxy.fault(fault)
+
+
 @pytest.fixture
 def admin_proxy(stack: Stack) -> Iterator[HttpProxy]:
     p = HttpProxy(stack.admin_url)
@@ -110,9 +125,7 @@ async def test_a_404_without_pulsars_reason_deletes_nothing(
     # Defect: any 404 made a topic "gone", and the direct route then deleted on identity and age alone.
     topic = f"persistent://{test_namespace}/html404-{unique}"
     [lid] = create_ledgers(stack, 1, pulsar_ml_metadata(topic))
-    admin_proxy.fault(
-        lambda method, path: (404, "<html><body>Not Found</body></html>") if f"html404-{unique}" in path else None
-    )
+    answer_for(admin_proxy, stack, f"html404-{unique}", (404, "<html><body>Not Found</body></html>"))
     w = worker(
         harnesses,
         stack,
@@ -150,7 +163,7 @@ async def test_a_not_found_that_the_metadata_store_contradicts_deletes_nothing(
     produce(stack.service_url, topic, 12)
     old = ml_ledger_ids(await admin.internal_stats(TopicName.parse(topic)))[0]
     reason = json.dumps({"reason": f"Topic {topic} not found"})
-    admin_proxy.fault(lambda method, path: (404, reason) if f"lying-{unique}" in path else None)
+    answer_for(admin_proxy, stack, f"lying-{unique}", (404, reason))
     w = worker(
         harnesses,
         stack,
