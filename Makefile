@@ -49,8 +49,10 @@ run: stack-up
 demo: venv stack-up
 	bash deploy/local/demo.sh
 
+# BENCH_NIGHTLY_ARGS=--quick: 5k dead letters / 20k ledgers instead of 100k / 200k (bench/nightly.py).
 bench: venv stack-up
 	$(PY) -m bench
+	$(PY) -m bench.nightly $(BENCH_NIGHTLY_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
