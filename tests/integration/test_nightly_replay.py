@@ -32,7 +32,8 @@ from worker.nightly.replay import ReplayOptions, replay
 from worker.pulsar_admin import PulsarAdmin
 from worker.topic_name import TopicName
 
-pytestmark = pytest.mark.integration
+# Real Spark jobs on a shared 2-core machine: minutes each, more under load.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 
 
 def ml_info(topic: str, lid: int) -> PendingDeleteLedgerInfo:
@@ -155,7 +156,7 @@ async def test_replay_killed_midway_then_rerun_finishes_and_pushes_metrics(
             assert proc.poll() is None, (tmp_path / "killed.log").read_text()[-3000:]
             return len(await existing(stack, orphans)) < len(orphans)
 
-        await eventually(midway, timeout=300, interval=0.3, what="the first deletion")
+        await eventually(midway, timeout=600, interval=0.3, what="the first deletion")
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM, at once
         proc.wait(timeout=30)
