@@ -42,6 +42,7 @@ OFFLOAD_KEY = re.compile(
     r"^(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-ledger-(?P<id>\d+)(?P<index>-index)?$"
 )
 HEX = "0123456789abcdef"
+CONNECT_TIMEOUT_FACTOR = 6
 # Metadata rows from the bookie HTTP fallback carry the parsed metadata, marked so (BookKeeper's own
 # serialization starts with "BookieMetadataFormatVersion").
 PICKLED = b"\x00pickle:"
@@ -57,7 +58,8 @@ def ledger_subtrees(hosts: str, root: str, timeout_s: float = 10) -> list[str]:
     from kazoo.client import KazooClient
 
     zk = KazooClient(hosts=hosts, timeout=timeout_s)
-    zk.start(timeout_s)
+    # A batch job can wait for a busy ensemble; a task failing on a slow connect fails the whole run.
+    zk.start(CONNECT_TIMEOUT_FACTOR * timeout_s)
     try:
         out: list[str] = []
         for top in sorted(c for c in zk.get_children(root) if c.isdigit()):
@@ -79,7 +81,8 @@ def read_subtrees(hosts: str, root: str, paths: Iterator[str], timeout_s: float 
     from kazoo.exceptions import NoNodeError
 
     zk = KazooClient(hosts=hosts, timeout=timeout_s)
-    zk.start(timeout_s)
+    # A batch job can wait for a busy ensemble; a task failing on a slow connect fails the whole run.
+    zk.start(CONNECT_TIMEOUT_FACTOR * timeout_s)
     try:
         for base in paths:
             leaves: list[str] = []
