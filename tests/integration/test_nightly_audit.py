@@ -110,8 +110,10 @@ async def test_audit_equals_scan_and_finds_orphaned_offloaded_objects(
     reports = tmp_path / "audit"
     from worker.cli import main
 
-    rc = main(
-        ["audit", "--config", str(h.config_path), "--send", "-n", ns, "--min-age", "1s", "--report-dir", str(reports)]
+    # In a thread: the command runs its own event loop (phase 1's sender), as it does from a shell.
+    rc = await asyncio.to_thread(
+        main,
+        ["audit", "--config", str(h.config_path), "--send", "-n", ns, "--min-age", "1s", "--report-dir", str(reports)],
     )
     assert rc == 0
     ledgers = [r.asDict() for r in spark.read.parquet(str(reports / "ledgers")).collect()]
