@@ -116,8 +116,8 @@ async def test_audit_equals_scan_and_finds_orphaned_offloaded_objects(
         ["audit", "--config", str(h.config_path), "--send", "-n", ns, "--min-age", "1s", "--report-dir", str(reports)],
     )
     assert rc == 0
-    ledgers = [r.asDict() for r in spark.read.parquet(str(reports / "ledgers")).collect()]
-    objects = [r.asDict() for r in spark.read.parquet(str(reports / "objects")).collect()]
+    ledgers = [r.asDict() for r in spark.read.parquet(str(reports / "audit" / "ledgers")).collect()]
+    objects = [r.asDict() for r in spark.read.parquet(str(reports / "audit" / "objects")).collect()]
 
     # Ledger for ledger, the scanner's verdicts and reasons (scan --full lists orphans apart).
     by_scan = {d["ledger_id"]: (d["verdict"], d["why"]) for d in scan["decisions"] + scan["orphans"]}

@@ -182,13 +182,13 @@ async def test_replay_killed_midway_then_rerun_finishes_and_pushes_metrics(
     from pyspark.sql import functions as F
 
     last = (
-        spark.read.parquet(str(reports))
+        spark.read.parquet(str(reports / "replay"))
         .groupBy("run_id")
         .agg(F.max("decided_at").alias("t"))
         .orderBy(F.col("t").desc())
         .first()["run_id"]
     )
-    rows = rows_of(spark, reports, last)
+    rows = rows_of(spark, reports / "replay", last)
     outcomes = sorted(r["outcome"] for r in rows)
     assert outcomes.count("in_use") == 1
     assert outcomes.count("deleted") == len(left)

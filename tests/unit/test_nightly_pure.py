@@ -58,3 +58,13 @@ def test_summary_table_says_what_is_settled() -> None:
     assert "deleted               2         3  ack" in t
     assert "in_use                1         1  stays" in t
     assert "acknowledged 3" in t
+
+
+def test_report_dirs_of_both_jobs_stay_apart() -> None:
+    from worker.commands.replay_dlq import report_dir
+    from worker.settings import load_settings
+
+    s = load_settings(None, nightly={"report_dir": "s3a://bucket/reports/"})
+    assert report_dir(None, s, "replay") == "s3a://bucket/reports/replay"
+    assert report_dir("/tmp/r", s, "audit") == "/tmp/r/audit"
+    assert report_dir("/tmp/r/", s, "replay") == "/tmp/r/replay"

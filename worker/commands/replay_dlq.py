@@ -32,7 +32,10 @@ def add_spark_options(p: argparse.ArgumentParser, subdir: str) -> None:
 
 
 def report_dir(arg: str | None, settings: Settings, subdir: str) -> str:
-    path = arg or f"{settings.nightly.report_dir.rstrip('/')}/{subdir}"
+    """``<root>/<subdir>``: both jobs may be given the same root (the CronJobs are), and each keeps its own
+    Parquet tables apart."""
+    root = (arg or settings.nightly.report_dir).rstrip("/")
+    path = f"{root}/{subdir}"
     return path if "://" in path else os.path.abspath(path)
 
 
