@@ -12,7 +12,7 @@ PROFILE ?= standalone
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,ops]'
+	$(PY) -m pip install -q -e '.[test,ops,spark]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -68,8 +68,10 @@ run: stack-up
 demo: venv stack-up
 	bash deploy/local/demo.sh
 
+# BENCH_NIGHTLY_ARGS=--quick: 5k dead letters / 20k ledgers instead of 100k / 200k (bench/nightly.py).
 bench: venv stack-up
 	$(PY) -m bench
+	$(PY) -m bench.nightly $(BENCH_NIGHTLY_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from worker.bookkeeper import BookieClient, LedgerMetadata
+from worker.bookkeeper import LedgerMetadata
 from worker.in_use import GoneUnconfirmed, LiveSet, MetadataStore, SnapshotCache, TopicGone
 from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.topic_name import InvalidTopicName, TopicName
@@ -196,6 +196,15 @@ class MetadataStoreView(MetadataStore, Protocol):
 # ---- the scan ---------------------------------------------------------------------------------------
 
 
+class LedgerListing(Protocol):
+    """Where the scan gets BookKeeper's ledgers: the bookie HTTP API (``BookieClient``) for ``scan``,
+    ledger metadata already read from the metadata store for the Spark audit (``worker.nightly.audit``)."""
+
+    async def list_ledger_ids(self) -> list[int]: ...
+
+    async def get_metadata(self, ledger_id: int) -> LedgerMetadata | None: ...
+
+
 @dataclass
 class _Candidate:
     md: LedgerMetadata
@@ -206,7 +215,7 @@ class _Candidate:
 class Scanner:
     def __init__(
         self,
-        bookie: BookieClient,
+        bookie: LedgerListing,
         snapshots: SnapshotCache,
         metadata_store: MetadataStoreView | None,
         *,

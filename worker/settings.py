@@ -123,6 +123,17 @@ class WorkerSettings(_Section):
         return self
 
 
+class NightlySettings(_Section):
+    """The Spark jobs (``replay-dlq``, ``audit``)."""
+
+    # Where the Parquet reports go (a directory, or any URI Spark writes to: hdfs://, s3a://, ...).
+    report_dir: str = "ledger-deletion-reports"
+    # Decisions in flight per Spark task.
+    concurrency: int = Field(16, ge=1, le=1024)
+    # host:port or URL of a Prometheus Pushgateway; the run's results are pushed when set.
+    pushgateway_url: str | None = None
+
+
 class HttpSettings(_Section):
     host: str = "0.0.0.0"
     port: int = Field(8090, ge=0, le=65535)
@@ -144,6 +155,7 @@ class Settings(BaseSettings):
     zookeeper: ZooKeeperSettings = ZooKeeperSettings()
     offload: OffloadSettings = OffloadSettings()
     worker: WorkerSettings = WorkerSettings()
+    nightly: NightlySettings = NightlySettings()
     http: HttpSettings = HttpSettings()
     logging: LoggingSettings = LoggingSettings()
 

@@ -1,0 +1,198 @@
+"""The nightly DLQ replay on Spark local[2], against real dead letters a real worker parked while storage
+was unreachable: report rows, deletions in BookKeeper, acknowledged and remaining backlog (exact), a
+second run that is a no-op for resolved rows, a run killed with SIGKILL midway, and the pushed metrics."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, Stack
+from tests.integration.helpers import eventually, ml_ledger_ids, produce
+from tests.integration.nightly_fixtures import (
+    bookie_proxy,
+    dead_letter_worker,
+    existing,
+    pushed,
+    replay_backlog,
+    replay_settings,
+    start_in_own_group,
+    start_pushgateway,
+    wait_dlq,
+)
+from tests.integration.worker_harness import WorkerHarness, create_ledgers, free_port, pulsar_ml_metadata
+from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.nightly.replay import ReplayOptions, replay
+from worker.pulsar_admin import PulsarAdmin
+from worker.topic_name import TopicName
+
+# Real Spark jobs on a shared 2-core machine: minutes each, more under load.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
+
+
+def ml_info(topic: str, lid: int) -> PendingDeleteLedgerInfo:
+    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid)
+
+
+def rows_of(spark: Any, report_dir: Path, run_id: str) -> list[dict[str, Any]]:
+    from pyspark.sql import functions as F
+
+    df = spark.read.parquet(str(report_dir)).where(F.col("run_id") == run_id)
+    return [r.asDict() for r in df.collect()]
+
+
+async def live_ledger(stack: Stack, admin: PulsarAdmin, topic: str) -> int:
+    produce(stack.service_url, topic, 3)
+    return ml_ledger_ids(await admin.internal_stats(TopicName.parse(topic)))[-1]
+
+
+async def test_replay_decides_reports_and_acknowledges_exactly_the_final_ones(
+    stack: Stack,
+    test_namespace: str,
+    unique: str,
+    admin: PulsarAdmin,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+    spark: Any,
+) -> None:
+    ghost = f"persistent://{test_namespace}/ghost-{unique}"  # never existed: "gone" is provable
+    orphans = create_ledgers(stack, 4, pulsar_ml_metadata(ghost))
+    [foreign] = create_ledgers(stack, 1, pulsar_ml_metadata(f"persistent://{test_namespace}/other-{unique}"))
+    live = f"persistent://{test_namespace}/live-{unique}"
+    in_use = await live_ledger(stack, admin, live)
+
+    proxy = bookie_proxy(stack)
+    try:
+        w = dead_letter_worker(harnesses, stack, tmp_path, f"replay-{unique}", proxy)
+        for lid in orphans:
+            w.send(ml_info(ghost, lid))
+        w.send(ml_info(ghost, orphans[0]))  # a duplicate
+        w.send(ml_info(ghost, foreign))  # forged: the ledger belongs to another topic
+        w.send(ml_info(live, in_use))
+        w.send(ml_info(ghost, 0), raw=b"\x00not avro")
+        await wait_dlq(w, 8)
+        w.stop()
+    finally:
+        proxy.close()
+    settings = replay_settings(w, stack)
+    assert await replay_backlog(admin, settings) == 8
+    reports = tmp_path / "reports"
+
+    # Dry run: decided and reported; nothing deleted, nothing acknowledged.
+    dry = replay(spark, settings, ReplayOptions(str(reports), dry_run=True))
+    assert dry.read == 8
+    assert dry.rows == {"would_delete": 4, "rejected": 1, "in_use": 1, "invalid": 1}
+    assert dry.acknowledged == 0
+    assert await existing(stack, [*orphans, foreign, in_use]) == {*orphans, foreign, in_use}
+    assert await replay_backlog(admin, settings) == 8
+
+    s = replay(spark, settings, ReplayOptions(str(reports)))
+    assert s.read == 8
+    assert s.rows == {"deleted": 4, "rejected": 1, "in_use": 1, "invalid": 1}
+    assert s.messages == {"deleted": 5, "rejected": 1, "in_use": 1, "invalid": 1}
+    assert s.acknowledged == 7
+    rows = {(r["ledger_id"], r["outcome"]): r for r in rows_of(spark, reports, s.run_id)}
+    dup = rows[(orphans[0], "deleted")]
+    assert dup["messages"] == 2 and len(dup["message_ids"]) == 2 and dup["final"]
+    assert dup["topic"] == ghost and dup["component"] == "MANAGED_LEDGER" and dup["ledger_type"] == "LEDGER"
+    assert dup["attempts"] == 2 and "attempts exhausted" in dup["last_error"]
+    assert dup["first_seen"] is not None and dup["route"] == "direct"
+    assert rows[(foreign, "rejected")]["reason"] == "topic_mismatch"
+    assert not rows[(in_use, "in_use")]["final"]
+    assert next(r for r in rows.values() if r["outcome"] == "invalid")["decode_error"]
+    assert (reports / f"run_date={s.run_date}").is_dir()
+    # BookKeeper: the orphans are gone, the in-use and the forged target untouched.
+    assert await existing(stack, [*orphans, foreign, in_use]) == {foreign, in_use}
+    assert await replay_backlog(admin, settings) == 1
+
+    # Again: only the in-use ledger is read; nothing else happens.
+    again = replay(spark, settings, ReplayOptions(str(reports)))
+    assert again.read == 1
+    assert again.rows == {"in_use": 1}
+    assert again.acknowledged == 0
+    assert await replay_backlog(admin, settings) == 1
+    assert await existing(stack, [foreign, in_use]) == {foreign, in_use}
+
+
+async def test_replay_killed_midway_then_rerun_finishes_and_pushes_metrics(
+    stack: Stack,
+    test_namespace: str,
+    unique: str,
+    admin: PulsarAdmin,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+    spark: Any,
+) -> None:
+    ghost = f"persistent://{test_namespace}/ghost-{unique}"
+    orphans = create_ledgers(stack, 10, pulsar_ml_metadata(ghost))
+    live = f"persistent://{test_namespace}/live-{unique}"
+    in_use = await live_ledger(stack, admin, live)
+    proxy = bookie_proxy(stack)
+    try:
+        w = dead_letter_worker(harnesses, stack, tmp_path, f"kill-{unique}", proxy)
+        for lid in orphans:
+            w.send(ml_info(ghost, lid))
+        w.send(ml_info(live, in_use))
+        await wait_dlq(w, 11)
+        w.stop()
+    finally:
+        proxy.close()
+    # Slow deletes (one a second), so the kill lands between the first and the last.
+    settings = replay_settings(w, stack, deletes_per_second=1, delete_burst=1)
+    cfg = tmp_path / "replay.yaml"
+    cfg.write_text(yaml.safe_dump(settings.model_dump(mode="json")))
+    reports = tmp_path / "reports"
+    cmd = [sys.executable, "-m", "worker.cli", "replay-dlq", "--config", str(cfg), "--master", "local[2]"]
+    proc = start_in_own_group([*cmd, "--report-dir", str(reports)], tmp_path / "killed.log", REPO)
+    try:
+
+        async def midway() -> bool:
+            assert proc.poll() is None, (tmp_path / "killed.log").read_text()[-3000:]
+            return len(await existing(stack, orphans)) < len(orphans)
+
+        await eventually(midway, timeout=600, interval=0.3, what="the first deletion")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM, at once
+        proc.wait(timeout=30)
+    left = await existing(stack, orphans)
+    assert 0 < len(left) < len(orphans), "the kill did not land midway"
+    assert in_use in await existing(stack, [in_use])
+    assert await replay_backlog(admin, settings) == 11  # nothing acknowledged before the report
+
+    gw_port = free_port()
+    gw = start_pushgateway(gw_port)
+    try:
+        from worker.cli import main
+
+        # In process (the session fixture's SparkSession is reused; the command leaves it running).
+        rc = main([*cmd[3:], "--report-dir", str(reports), "--pushgateway", f"127.0.0.1:{gw_port}"])
+        assert rc == 0
+        text = pushed(gw_port)
+    finally:
+        gw.terminate()
+        gw.wait(timeout=10)
+    assert await existing(stack, [*orphans, in_use]) == {in_use}
+    assert await replay_backlog(admin, settings) == 1
+    from pyspark.sql import functions as F
+
+    last = (
+        spark.read.parquet(str(reports / "replay"))
+        .groupBy("run_id")
+        .agg(F.max("decided_at").alias("t"))
+        .orderBy(F.col("t").desc())
+        .first()["run_id"]
+    )
+    rows = rows_of(spark, reports / "replay", last)
+    outcomes = sorted(r["outcome"] for r in rows)
+    assert outcomes.count("in_use") == 1
+    assert outcomes.count("deleted") == len(left)
+    assert outcomes.count("already_gone") == len(orphans) - len(left)
+    line = f'ledger_deletion_nightly_rows{{instance="",job="ledger_deletion_replay",outcome="deleted"}} {len(left)}'
+    assert line in text, text
+    assert 'ledger_deletion_nightly_failed{instance="",job="ledger_deletion_replay"} 0' in text

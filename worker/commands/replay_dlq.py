@@ -1,0 +1,105 @@
+"""``replay-dlq``: the nightly DLQ replay, on Spark (``local[*]`` unless ``--master``).
+
+Every dead letter the replay subscription has not acknowledged yet, read up to the DLQ's end at start, is
+decided again by the worker's own decision core (decode, route, in use, verify, delete). Final outcomes
+(deleted, already_gone, rejected, invalid) are acknowledged on ``topics.dlq_replay_subscription`` after the
+Parquet report is written; in_use, too_young and still_failing stay for the next night. ``--dry-run``
+decides and reports; it deletes and acknowledges nothing. Needs the ``spark`` extra (PySpark 4, Java 17).
+
+Exit code: 0 when the run completed (whatever the outcomes), 1 when it failed, 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from worker.settings import Settings
+
+
+def add_spark_options(p: argparse.ArgumentParser, subdir: str) -> None:
+    p.add_argument("--master", default=None, help="Spark master URL (default: spark.master, else local[*])")
+    p.add_argument("--report-dir", default=None, help=f"Parquet report root (default: nightly.report_dir + /{subdir})")
+    p.add_argument("--partitions", type=int, default=None, help="Spark partitions (default: default parallelism)")
+    p.add_argument(
+        "--pushgateway",
+        default=None,
+        metavar="HOST:PORT",
+        help="push the run's metrics to this Prometheus Pushgateway (default: nightly.pushgateway_url)",
+    )
+
+
+def report_dir(arg: str | None, settings: Settings, subdir: str) -> str:
+    """``<root>/<subdir>``: both jobs may be given the same root (the CronJobs are), and each keeps its own
+    Parquet tables apart."""
+    root = (arg or settings.nightly.report_dir).rstrip("/")
+    path = f"{root}/{subdir}"
+    return path if "://" in path else os.path.abspath(path)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "replay-dlq",
+        help="decide every dead letter again, on Spark; acknowledge the settled ones",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--dry-run", action="store_true", help="decide and report; delete and acknowledge nothing")
+    p.add_argument(
+        "--concurrency", type=int, default=None, help="decisions in flight per partition (default nightly.concurrency)"
+    )
+    add_spark_options(p, "replay")
+    p.set_defaults(handler=handle)
+    return p
+
+
+def handle(args: argparse.Namespace, settings: Settings) -> int:
+    if args.concurrency is not None and args.concurrency < 1:
+        print("ledger-deletion-worker replay-dlq: --concurrency must be >= 1", file=sys.stderr)
+        return 2
+    if args.partitions is not None and args.partitions < 1:
+        print("ledger-deletion-worker replay-dlq: --partitions must be >= 1", file=sys.stderr)
+        return 2
+    from worker import nightly_metrics as nm
+    from worker.nightly.replay import ReplayOptions, replay
+    from worker.nightly.spark import session, spark_running
+
+    opts = ReplayOptions(
+        report_dir=report_dir(args.report_dir, settings, "replay"),
+        dry_run=args.dry_run,
+        concurrency=args.concurrency or settings.nightly.concurrency,
+        partitions=args.partitions,
+    )
+    gateway = args.pushgateway or settings.nightly.pushgateway_url
+    t0 = time.monotonic()
+    spark = None
+    owned = False
+    failed = True
+    rows: dict[str, int] = {}
+    try:
+        owned = not spark_running()
+        spark = session(args.master, "ledger-deletion-replay")
+        summary = replay(spark, settings, opts)
+        print(summary.table())
+        rows = {nm_outcome(o): n for o, n in summary.rows.items()}
+        failed = False
+        return 0
+    except Exception as e:
+        print(f"ledger-deletion-worker replay-dlq: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if spark is not None and owned:
+            spark.stop()
+        if gateway:
+            reg = nm.run_registry(failed=failed, duration_s=time.monotonic() - t0, rows=None if failed else rows)
+            try:
+                nm.push(gateway, nm.JOB_REPLAY, reg)
+            except OSError as e:
+                print(f"ledger-deletion-worker replay-dlq: push to {gateway} failed: {e}", file=sys.stderr)
+
+
+def nm_outcome(outcome: str) -> str:
+    """The report says still_failing; the shared metric contract (worker.nightly_metrics) says transient."""
+    return "transient" if outcome == "still_failing" else outcome

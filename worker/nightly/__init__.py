@@ -1,0 +1,5 @@
+"""The nightly jobs on Spark: the ``pulsar`` data source, the DLQ replay and the cluster-scale audit.
+
+They call the worker's own code (``worker.decision`` for the replay, ``worker.scanner`` for the audit):
+Spark only spreads it over executors. Needs the ``spark`` extra (PySpark 4, Java 17).
+"""

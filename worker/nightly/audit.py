@@ -1,0 +1,490 @@
+"""The cluster-scale orphan audit, on Spark: the scanner's anti-join over BookKeeper, plus the offload buckets.
+
+BookKeeper (``audit_ledgers``): the ledger metadata is read from the metadata store directly, the
+``/ledgers`` tree split into input partitions by subtree (``/ledgers/00/0000`` holds ids 0-9999, ...),
+parsed with BookKeeper's own serialization (``worker.bookkeeper.parse_serialized_metadata``). Rows are then
+partitioned by owner topic and each partition runs **the scanner itself** (``worker.scanner.Scanner``,
+fed the metadata already read instead of the bookie HTTP API): same owner mapping, age rule, live sets
+(fetched once per topic, after the metadata was read), "gone" proof and verdicts as ``scan --dry-run``.
+Without ``zookeeper.hosts`` the bookie HTTP API is the fallback listing.
+
+Offload buckets (``audit_buckets``): every configured S3 target listed, partitioned by key prefix (the
+first hex digit of the offload uuid); objects named ``{uuid}-ledger-{id}[-index]`` are grouped per
+offload attempt, their ``ManagedLedgerName`` read, and judged against what the topic records: topic gone
+(proven as the worker proves it), ledger gone (not in the topic's ledger list), or another uuid recorded
+(a failed attempt): orphans, with their bytes. The rule is the decision core's: an attempt is in use
+while its ledger is listed and the topic records this uuid, or none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import re
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from worker.bookkeeper import LedgerMetadata
+from worker.settings import Settings
+
+LEDGER_DECISION_SCHEMA = (
+    "ledger_id long, verdict string, why string, component string, topic string, namespace string, "
+    "cursor string, schema_id string, age_s double, size long, state string"
+)
+OBJECT_SCHEMA = (
+    "bucket string, uuid string, ledger_id long, keys array<string>, bytes long, last_modified timestamp, "
+    "managed_ledger string, verdict string, orphan_class string, why string, topic string, namespace string"
+)
+OFFLOAD_KEY = re.compile(
+    r"^(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-ledger-(?P<id>\d+)(?P<index>-index)?$"
+)
+HEX = "0123456789abcdef"
+CONNECT_TIMEOUT_FACTOR = 6
+# Metadata rows from the bookie HTTP fallback carry the parsed metadata, marked so (BookKeeper's own
+# serialization starts with "BookieMetadataFormatVersion").
+PICKLED = b"\x00pickle:"
+
+
+# ---- BookKeeper: the /ledgers tree as input partitions ------------------------------------------------
+
+
+def ledger_subtrees(hosts: str, root: str, timeout_s: float = 10) -> list[str]:
+    """The second-level znodes of BookKeeper's hierarchical layout (``root/00/0000``): each holds at most
+    10 000 ledgers (short form) or one branch of the long form. Non-digit children (LAYOUT, idgen,
+    available, underreplication, ...) are not ledgers."""
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=hosts, timeout=timeout_s)
+    # A batch job can wait for a busy ensemble; a task failing on a slow connect fails the whole run.
+    zk.start(CONNECT_TIMEOUT_FACTOR * timeout_s)
+    try:
+        out: list[str] = []
+        for top in sorted(c for c in zk.get_children(root) if c.isdigit()):
+            out.extend(f"{root}/{top}/{c}" for c in sorted(zk.get_children(f"{root}/{top}")) if c.isdigit())
+        return out
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def _ledger_id(root: str, path: str) -> int:
+    # /ledgers/00/0000/L0042 -> "00" "0000" "0042": the zero-padded id split into path components.
+    return int("".join(p.lstrip("L") for p in path[len(root) :].split("/") if p))
+
+
+def read_subtrees(hosts: str, root: str, paths: Iterator[str], timeout_s: float = 10) -> Iterator[tuple[Any, ...]]:
+    """Rows (ledger_id, metadata bytes, znode ctime ms, owner topic or "") of every ledger under ``paths``."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoNodeError
+
+    zk = KazooClient(hosts=hosts, timeout=timeout_s)
+    # A batch job can wait for a busy ensemble; a task failing on a slow connect fails the whole run.
+    zk.start(CONNECT_TIMEOUT_FACTOR * timeout_s)
+    try:
+        for base in paths:
+            leaves: list[str] = []
+            stack = [base]
+            while stack:
+                p = stack.pop()
+                try:
+                    children = zk.get_children(p)
+                except NoNodeError:
+                    continue
+                for c in children:
+                    if c.startswith("L") and c[1:].isdigit():
+                        leaves.append(f"{p}/{c}")
+                    elif c.isdigit():
+                        stack.append(f"{p}/{c}")
+            # Pipelined reads: one round trip's latency for the whole subtree, not one per ledger.
+            pending = [(leaf, zk.get_async(leaf)) for leaf in sorted(leaves)]
+            for leaf, fut in pending:
+                try:
+                    data, stat = fut.get(timeout=timeout_s)
+                except NoNodeError:
+                    continue  # deleted since the listing: nothing to judge
+                lid = _ledger_id(root, leaf)
+                yield lid, bytes(data or b""), int(stat.ctime), owner_key(lid, bytes(data or b""), int(stat.ctime))
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def owner_key(ledger_id: int, data: bytes, ctime_ms: int) -> str:
+    """The owner topic, the key the judging stage is partitioned by; "" when there is none to fetch."""
+    from worker.bookkeeper import parse_serialized_metadata
+    from worker.scanner import Unmapped, owner_of
+
+    try:
+        owner = owner_of(parse_serialized_metadata(ledger_id, data, ctime_ms))
+    except (Unmapped, ValueError):
+        return ""
+    return str(owner.topic) if owner is not None else ""
+
+
+class _Listing:
+    """The scanner's ledger listing, from metadata the partition already read."""
+
+    def __init__(self, metadata: dict[int, LedgerMetadata]) -> None:
+        self.metadata = metadata
+
+    async def list_ledger_ids(self) -> list[int]:
+        return sorted(self.metadata)
+
+    async def get_metadata(self, ledger_id: int) -> LedgerMetadata | None:
+        return self.metadata.get(ledger_id)
+
+
+async def judge_ledgers(
+    settings: Settings, rows: Sequence[tuple[int, bytes, int]], *, min_age_s: float, namespaces: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Run the scanner over these ledgers (one partition: its topics' live sets fetched once each)."""
+    from worker.bookkeeper import parse_serialized_metadata
+    from worker.http import new_session
+    from worker.in_use import LiveStateReader, SnapshotCache
+    from worker.pulsar_admin import PulsarAdmin
+    from worker.scanner import Decision, Scanner, Verdict
+    from worker.zookeeper import optional_zookeeper
+
+    s = settings
+    metadata: dict[int, LedgerMetadata] = {}
+    out: list[dict[str, Any]] = []
+    for lid, data, ctime in rows:
+        try:
+            if data.startswith(PICKLED):
+                metadata[lid] = pickle.loads(data[len(PICKLED) :])
+                continue
+            metadata[lid] = parse_serialized_metadata(lid, data, ctime)
+        except ValueError as e:
+            out.append(Decision(lid, Verdict.SKIPPED, f"unparseable ledger metadata: {e}").to_dict())
+    async with (
+        new_session(s.pulsar.request_timeout_s) as session,
+        optional_zookeeper(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
+    ):
+        admin = PulsarAdmin(str(s.pulsar.admin_url), session, s.pulsar.auth_token)
+        snapshots = SnapshotCache(
+            LiveStateReader(admin),
+            ttl_s=s.worker.snapshot_ttl_s,
+            max_size=s.worker.snapshot_cache_size,
+            metadata_store=zk,
+        )
+        scanner = Scanner(_Listing(metadata), snapshots, zk, min_age_s=min_age_s, namespaces=namespaces)
+        report = await scanner.scan()
+    out.extend(d.to_dict() for d in report.decisions)
+    for d in out:
+        d["namespace"] = "/".join(d["topic"].split("://", 1)[-1].split("/")[:2]) if d.get("topic") else None
+    return out
+
+
+def _judge_ledgers_partition(settings_json: str, min_age_s: float, namespaces: list[str]) -> Any:
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pandas as pd
+
+        settings = Settings.model_validate_json(settings_json)
+        frames = [f for f in batches if not f.empty]
+        if not frames:
+            return
+        pdf = pd.concat(frames, ignore_index=True)
+        rows = [(int(a), bytes(b), int(c)) for a, b, c in zip(pdf.ledger_id, pdf.data, pdf.ctime, strict=True)]
+        decided = asyncio.run(judge_ledgers(settings, rows, min_age_s=min_age_s, namespaces=namespaces))
+        cols = [c.split()[0] for c in LEDGER_DECISION_SCHEMA.split(", ")]
+        yield pd.DataFrame([{c: d.get(c) for c in cols} for d in decided], columns=cols)
+
+    return run
+
+
+def read_ledger_metadata(spark: Any, settings: Settings, ledgers_root: str | None = None) -> Any:
+    """DataFrame (ledger_id, data, ctime, owner) of every ledger under ``ledgers_root``."""
+    hosts = settings.zookeeper.hosts
+    if not hosts:
+        return _bookie_listing(spark, settings)
+    root = (ledgers_root or settings.zookeeper.ledgers_root).rstrip("/")
+    subtrees = ledger_subtrees(hosts, root, settings.zookeeper.timeout_s)
+    timeout = settings.zookeeper.timeout_s
+    rdd = spark.sparkContext.parallelize(subtrees, max(1, len(subtrees))).mapPartitions(
+        lambda paths: read_subtrees(hosts, root, paths, timeout)
+    )
+    return spark.createDataFrame(rdd, "ledger_id long, data binary, ctime long, owner string")
+
+
+def _bookie_listing(spark: Any, settings: Settings) -> Any:
+    """Fallback without ZooKeeper: ids listed and metadata read through the bookie HTTP API."""
+    import pickle
+
+    from worker.bookkeeper import BookieClient
+    from worker.http import new_session
+
+    async def ids() -> list[int]:
+        async with new_session(settings.bookkeeper.request_timeout_s) as s:
+            return await BookieClient(str(settings.bookkeeper.http_url), s).list_ledger_ids()
+
+    url, timeout = str(settings.bookkeeper.http_url), settings.bookkeeper.request_timeout_s
+
+    def read(part: Iterator[int]) -> Iterator[tuple[Any, ...]]:
+        async def go() -> list[tuple[Any, ...]]:
+            out = []
+            async with new_session(timeout) as s:
+                bookie = BookieClient(url, s)
+                for lid in part:
+                    md = await bookie.get_metadata(lid)
+                    if md is not None:
+                        # Pickled: both ends run this very code; owner "" spreads by ledger id below.
+                        out.append((lid, PICKLED + pickle.dumps(md), md.ctime_ms or 0, ""))
+            return out
+
+        return iter(asyncio.run(go()))
+
+    all_ids = asyncio.run(ids())
+    n = max(1, spark.sparkContext.defaultParallelism)
+    rdd = spark.sparkContext.parallelize(all_ids, n).mapPartitions(read)
+    return spark.createDataFrame(rdd, "ledger_id long, data binary, ctime long, owner string")
+
+
+@dataclass
+class AuditSummary:
+    run_id: str
+    ledgers: dict[str, int] = field(default_factory=dict)  # verdict -> count
+    orphans: list[tuple[str, str, str, int, int]] = field(default_factory=list)  # class, kind, ns, n, bytes
+    objects: dict[str, int] = field(default_factory=dict)  # verdict -> object sets
+    report_path: str = ""
+    duration_s: float = 0.0
+
+    def by_class(self) -> dict[str, tuple[int, int]]:
+        out: dict[str, tuple[int, int]] = {}
+        for cls, _kind, _ns, n, b in self.orphans:
+            c, nb = out.get(cls, (0, 0))
+            out[cls] = (c + n, nb + b)
+        return out
+
+    def table(self) -> str:
+        lines = [f"{'CLASS':<10} {'ORPHAN KIND':<22} {'NAMESPACE':<28} {'COUNT':>7} {'BYTES':>12}"]
+        for cls, kind, ns, n, b in sorted(self.orphans):
+            lines.append(f"{cls:<10} {kind:<22} {ns:<28} {n:>7} {b:>12}")
+        for cls, (n, b) in sorted(self.by_class().items()):
+            lines.append(f"{cls:<10} {'total':<22} {'':<28} {n:>7} {b:>12}")
+        led = ", ".join(f"{k} {v}" for k, v in sorted(self.ledgers.items()))
+        obj = ", ".join(f"{k} {v}" for k, v in sorted(self.objects.items())) or "none"
+        lines.append(f"\nrun {self.run_id}: ledgers: {led}; offloaded object sets: {obj}; report {self.report_path}")
+        return "\n".join(lines)
+
+
+def audit_ledgers(
+    spark: Any,
+    settings: Settings,
+    *,
+    min_age_s: float,
+    namespaces: Sequence[str] = (),
+    ledgers_root: str | None = None,
+    partitions: int | None = None,
+) -> Any:
+    """The scanner's decisions for every ledger, as a DataFrame of :data:`LEDGER_DECISION_SCHEMA`."""
+    md = read_ledger_metadata(spark, settings, ledgers_root)
+    n = partitions or spark.sparkContext.defaultParallelism
+    return md.repartition(n, "owner").mapInPandas(
+        _judge_ledgers_partition(settings.model_dump_json(), min_age_s, list(namespaces)), LEDGER_DECISION_SCHEMA
+    )
+
+
+# ---- offload buckets -----------------------------------------------------------------------------------
+
+
+def _s3(target: dict[str, Any], timeout_s: float) -> Any:
+    import botocore.config
+    import botocore.session
+
+    return botocore.session.get_session().create_client(
+        "s3",
+        region_name=target.get("region"),
+        endpoint_url=target.get("endpoint"),
+        aws_access_key_id=target.get("access_key_id"),
+        aws_secret_access_key=target.get("secret_access_key"),
+        config=botocore.config.Config(connect_timeout=timeout_s, read_timeout=timeout_s, retries={"max_attempts": 3}),
+    )
+
+
+def list_prefix(target: dict[str, Any], prefix: str, timeout_s: float) -> Iterator[tuple[Any, ...]]:
+    """Offloaded objects of one target under one key prefix, with their ``ManagedLedgerName``."""
+    s3 = _s3(target, timeout_s)
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=target["bucket"], Prefix=prefix):
+        for obj in page.get("Contents", []):
+            m = OFFLOAD_KEY.match(obj["Key"])
+            if m is None:
+                continue
+            head = s3.head_object(Bucket=target["bucket"], Key=obj["Key"])
+            md = {k.lower(): v for k, v in (head.get("Metadata") or {}).items()}
+            yield (
+                target["bucket"],
+                obj["Key"],
+                m.group("uuid"),
+                int(m.group("id")),
+                int(obj["Size"]),
+                obj["LastModified"],
+                md.get("managedledgername"),
+            )
+
+
+async def judge_objects(settings: Settings, sets: list[dict[str, Any]], *, min_age_s: float) -> None:
+    """Judge offload attempts in place (verdict, orphan_class, why, topic, namespace)."""
+    from worker.http import new_session
+    from worker.in_use import LiveSet, LiveStateReader, SnapshotCache
+    from worker.pulsar_admin import PulsarAdmin
+    from worker.topic_name import InvalidTopicName, TopicName
+    from worker.zookeeper import optional_zookeeper
+
+    s = settings
+    now = datetime.now(UTC)
+    async with (
+        new_session(s.pulsar.request_timeout_s) as session,
+        optional_zookeeper(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
+    ):
+        admin = PulsarAdmin(str(s.pulsar.admin_url), session, s.pulsar.auth_token)
+        snapshots = SnapshotCache(
+            LiveStateReader(admin), ttl_s=3600, max_size=s.worker.snapshot_cache_size, metadata_store=zk
+        )
+        for o in sets:
+            o.update(verdict="skipped", orphan_class=None, topic=None, namespace=None)
+            ml = o.get("managed_ledger")
+            if not ml:
+                o["why"] = "no ManagedLedgerName metadata"
+                continue
+            try:
+                topic = TopicName.from_managed_ledger_name(ml)
+            except InvalidTopicName as e:
+                o["why"] = f"unparseable ManagedLedgerName: {e}"
+                continue
+            o["topic"], o["namespace"] = str(topic), topic.namespace_name
+            if (now - o["last_modified"]).total_seconds() < min_age_s:
+                o["verdict"], o["why"] = "too_young", f"younger than {min_age_s:g}s (an offload may be running)"
+                continue
+            try:
+                # The live set is only the route: proof of absence is the worker's (admin + metadata store).
+                snap = await snapshots.get(topic)
+                if not isinstance(snap, LiveSet):
+                    o["verdict"], o["orphan_class"], o["why"] = "orphan", "topic_gone", "topic gone"
+                    continue
+                assert zk is not None  # a LiveSet or a proven absence needs no store; the uuid check does
+                info = await zk.read_managed_ledger(topic)
+            except Exception as e:
+                o["why"] = f"live state unavailable: {type(e).__name__}: {e}"
+                continue
+            ledger = info.ledger(int(o["ledger_id"])) if info is not None else None
+            if ledger is None or int(o["ledger_id"]) not in snap.ml_ledgers:
+                o["verdict"], o["orphan_class"], o["why"] = "orphan", "ledger_gone", "ledger not in its topic's list"
+                continue
+            recorded = ledger.offload.uuid if ledger.offload is not None else None
+            if recorded is not None and str(recorded) != o["uuid"]:
+                o["verdict"], o["orphan_class"] = "orphan", "uuid_mismatch"
+                o["why"] = f"the topic records offload {recorded}: a failed earlier attempt"
+                continue
+            o["verdict"], o["why"] = "in_use", "its ledger is listed with this offload"
+
+
+def _objects_partition(settings_json: str, min_age_s: float) -> Any:
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pandas as pd
+
+        settings = Settings.model_validate_json(settings_json)
+        frames = [f for f in batches if not f.empty]
+        if not frames:
+            return
+        sets = pd.concat(frames, ignore_index=True).to_dict("records")
+        for o in sets:
+            o["last_modified"] = pd.Timestamp(o["last_modified"]).to_pydatetime().astimezone(UTC)
+            o["keys"] = list(o["keys"])
+        asyncio.run(judge_objects(settings, sets, min_age_s=min_age_s))
+        cols = [c.split()[0] for c in OBJECT_SCHEMA.split(", ")]
+        yield pd.DataFrame([{c: o.get(c) for c in cols} for o in sets], columns=cols)
+
+    return run
+
+
+def audit_buckets(spark: Any, settings: Settings, *, min_age_s: float, partitions: int | None = None) -> Any:
+    """One row per offload attempt (bucket, uuid, ledger) of every configured S3 target."""
+    from pyspark.sql import functions as F
+
+    targets = [t.model_dump(mode="json") for t in settings.offload.s3_targets]
+    timeout = settings.offload.request_timeout_s
+    work = [(t, p) for t in targets for p in HEX]
+    rdd = spark.sparkContext.parallelize(work, max(1, min(len(work), 64))).flatMap(
+        lambda tp: list_prefix(tp[0], tp[1], timeout)
+    )
+    objects = spark.createDataFrame(
+        rdd,
+        "bucket string, key string, uuid string, ledger_id long, size long, last_modified timestamp, "
+        "managed_ledger string",
+    )
+    sets = objects.groupBy("bucket", "uuid", "ledger_id").agg(
+        F.sort_array(F.collect_list("key")).alias("keys"),
+        F.sum("size").alias("bytes"),
+        F.max("last_modified").alias("last_modified"),
+        F.max("managed_ledger").alias("managed_ledger"),
+    )
+    n = partitions or spark.sparkContext.defaultParallelism
+    return sets.repartition(n, "managed_ledger").mapInPandas(
+        _objects_partition(settings.model_dump_json(), min_age_s), OBJECT_SCHEMA
+    )
+
+
+def run_audit(
+    spark: Any,
+    settings: Settings,
+    *,
+    report_dir: str,
+    run_id: str,
+    min_age_s: float,
+    namespaces: Sequence[str] = (),
+    buckets: bool = True,
+    ledgers_root: str | None = None,
+    partitions: int | None = None,
+) -> AuditSummary:
+    """Both audits, written as Parquet under ``report_dir/{ledgers,objects}/run_date=...``; the summary
+    is computed from what was written."""
+    from pyspark.sql import functions as F
+
+    t0 = time.monotonic()
+    run_date = datetime.now(UTC).strftime("%Y-%m-%d")
+    summary = AuditSummary(run_id, report_path=report_dir)
+
+    def stamp(df: Any) -> Any:
+        return df.withColumn("run_id", F.lit(run_id)).withColumn("run_date", F.lit(run_date))
+
+    ledgers = audit_ledgers(
+        spark, settings, min_age_s=min_age_s, namespaces=namespaces, ledgers_root=ledgers_root, partitions=partitions
+    )
+    stamp(ledgers).write.mode("append").partitionBy("run_date").parquet(f"{report_dir}/ledgers")
+    led = spark.read.parquet(f"{report_dir}/ledgers").where(F.col("run_id") == run_id)
+    summary.ledgers = {r["verdict"]: int(r["n"]) for r in led.groupBy("verdict").agg(F.count("*").alias("n")).collect()}
+    for r in (
+        led.where(F.col("verdict") == "orphan")
+        .groupBy("why", "namespace")
+        .agg(F.count("*").alias("n"), F.sum("size").alias("b"))
+        .collect()
+    ):
+        summary.orphans.append(("bookkeeper", _kind(r["why"]), r["namespace"] or "?", int(r["n"]), int(r["b"] or 0)))
+    if buckets and settings.offload.s3_targets:
+        objs = audit_buckets(spark, settings, min_age_s=min_age_s, partitions=partitions)
+        if namespaces:
+            objs = objs.where(F.col("namespace").isin(list(namespaces)))
+        stamp(objs).write.mode("append").partitionBy("run_date").parquet(f"{report_dir}/objects")
+        ob = spark.read.parquet(f"{report_dir}/objects").where(F.col("run_id") == run_id)
+        summary.objects = {
+            r["verdict"]: int(r["n"]) for r in ob.groupBy("verdict").agg(F.count("*").alias("n")).collect()
+        }
+        for r in (
+            ob.where(F.col("verdict") == "orphan")
+            .groupBy("orphan_class", "namespace")
+            .agg(F.count("*").alias("n"), F.sum("bytes").alias("b"))
+            .collect()
+        ):
+            summary.orphans.append(("tiered", r["orphan_class"], r["namespace"] or "?", int(r["n"]), int(r["b"] or 0)))
+    summary.duration_s = time.monotonic() - t0
+    return summary
+
+
+def _kind(why: str) -> str:
+    """The scanner's orphan reasons, folded into the audit's orphan kinds."""
+    if "gone" in why:
+        return "topic_gone"
+    return "unreferenced"

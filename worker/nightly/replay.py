@@ -1,0 +1,248 @@
+"""The nightly DLQ replay: every dead letter decided again by the worker's own decision core, on Spark.
+
+1. read the DLQ with the ``pulsar`` source up to the end captured at planning, leaving out what the
+   replay subscription already acknowledged; pinned once (``localCheckpoint``) so that every later step
+   sees exactly those messages;
+2. dedupe: one row per claim (ledger type, ledger id and the rest of the decoded message), keeping every
+   message id. Two messages that name the same ledger but different owners stay two rows: a forged copy
+   must not settle the genuine one;
+3. partition by topic, so one :class:`~worker.decision.Decider` per partition (one snapshot cache, one
+   storage rate limiter) fetches each topic's live state once per run; decide with bounded concurrency;
+4. write the Parquet report (partitioned by ``run_date``) - the report on disk is what step 5 reads;
+5. acknowledge on the replay subscription exactly the messages of rows with a final outcome.
+
+A run killed anywhere is safe to start again: before step 5 nothing is acknowledged (a ledger deleted by
+the killed run is ``already_gone`` next time, final all the same); after it, only final rows were.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from worker.settings import Settings
+
+# The report's outcomes. The decision core's TRANSIENT is "still_failing" here: the ledger stays parked.
+STILL_FAILING = "still_failing"
+FINAL_OUTCOMES = ("deleted", "already_gone", "rejected", "invalid")
+OUTCOMES = (*FINAL_OUTCOMES, "in_use", "too_young", STILL_FAILING, "would_delete")
+
+DECIDED_SCHEMA = (
+    "claim string, ledger_id long, ledger_type string, topic string, component string, cursor_name string, "
+    "schema_id string, offload_uuid string, outcome string, final boolean, route string, reason string, "
+    "stage string, attempts int, first_seen timestamp, last_published timestamp, dlq_reason string, "
+    "last_error string, messages int, message_ids array<binary>, message_id_strs array<string>, "
+    "decode_error string, decided_at timestamp"
+)
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    report_dir: str
+    dry_run: bool = False
+    concurrency: int | None = None  # per partition; default worker.max_inflight
+    partitions: int | None = None  # default spark.default.parallelism
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    run_date: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%d"))
+
+
+@dataclass
+class ReplaySummary:
+    run_id: str
+    run_date: str
+    dry_run: bool
+    read: int = 0  # dead letters read
+    rows: dict[str, int] = field(default_factory=dict)  # outcome -> ledgers (report rows)
+    messages: dict[str, int] = field(default_factory=dict)  # outcome -> dead letters
+    acknowledged: int = 0
+    report_path: str = ""
+    duration_s: float = 0.0
+
+    def table(self) -> str:
+        lines = [f"{'OUTCOME':<14} {'LEDGERS':>8} {'MESSAGES':>9}  SETTLED"]
+        for o in OUTCOMES:
+            if o in self.rows:
+                settled = "ack" if o in FINAL_OUTCOMES and not self.dry_run else "stays"
+                lines.append(f"{o:<14} {self.rows[o]:>8} {self.messages.get(o, 0):>9}  {settled}")
+        lines.append(f"{'total':<14} {sum(self.rows.values()):>8} {sum(self.messages.values()):>9}")
+        mode = "dry run: nothing deleted, nothing acknowledged" if self.dry_run else f"acknowledged {self.acknowledged}"
+        lines.append(f"\nrun {self.run_id}: {self.read} dead letters read; {mode}; report {self.report_path}")
+        return "\n".join(lines)
+
+
+def source_options(settings: Settings, topic: str, subscription: str | None) -> dict[str, str]:
+    p = settings.pulsar
+    opts = {"service_url": p.service_url, "admin_url": str(p.admin_url).rstrip("/"), "topic": topic}
+    if subscription:
+        opts["subscription"] = subscription
+    if p.auth_token:
+        opts["token"] = p.auth_token
+    return opts
+
+
+def read_dlq(spark: Any, settings: Settings) -> Any:
+    t = settings.topics
+    return spark.read.format("pulsar").options(**source_options(settings, t.dlq, t.dlq_replay_subscription)).load()
+
+
+def dedupe(dlq: Any) -> Any:
+    """One row per claim, every message id kept, newest DLQ reason/last error, oldest first-seen."""
+    from pyspark.sql import functions as F
+
+    decodable = F.col("decode_error").isNull()
+    claim = F.when(
+        decodable,
+        F.concat_ws(
+            "|",
+            "ledger_type",
+            F.col("ledger_id").cast("string"),
+            "topic_name",
+            "ledger_component",
+            F.coalesce("cursor_name", F.lit("")),
+            F.coalesce("schema_id", F.lit("")),
+            F.coalesce("offload_uuid", F.lit("")),
+        ),
+        # An undecodable message is its own row: nothing about it can be trusted to group by.
+    ).otherwise(F.concat(F.lit("invalid|"), "message_id_str"))
+    first_seen_ms = F.coalesce(F.col("properties").getItem("first_seen_ms").cast("long"), F.unix_millis("publish_time"))
+    return (
+        dlq.withColumn("claim", claim)
+        .groupBy("claim")
+        .agg(
+            F.min_by("payload", "publish_time").alias("payload"),
+            F.first("ledger_id").alias("ledger_id"),
+            F.first("ledger_type").alias("ledger_type"),
+            F.first("topic_name").alias("topic"),
+            F.first("ledger_component").alias("component"),
+            F.first("cursor_name").alias("cursor_name"),
+            F.first("schema_id").alias("schema_id"),
+            F.first("offload_uuid").alias("offload_uuid"),
+            F.max(F.col("properties").getItem("RECONSUMETIMES").cast("int")).alias("attempts"),
+            F.timestamp_millis(F.min(first_seen_ms)).alias("first_seen"),
+            F.max("publish_time").alias("last_published"),
+            F.max_by(F.col("properties").getItem("reason"), "publish_time").alias("dlq_reason"),
+            F.max_by(F.col("properties").getItem("last_error"), "publish_time").alias("last_error"),
+            F.count(F.lit(1)).cast("int").alias("messages"),
+            F.collect_list("message_id").alias("message_ids"),
+            F.collect_list("message_id_str").alias("message_id_strs"),
+            F.first("decode_error").alias("decode_error"),
+        )
+    )
+
+
+def _outcome(result: Any) -> str:
+    from worker.decision import Outcome
+
+    return STILL_FAILING if result.outcome is Outcome.TRANSIENT else str(result.outcome.value)
+
+
+async def decide_rows(settings: Settings, rows: list[dict[str, Any]], *, dry_run: bool, concurrency: int) -> None:
+    """Decide every row in place (adds outcome, final, route, reason, stage, decided_at). One Decider for
+    all of them: one snapshot cache and one storage rate limiter per partition."""
+    from worker.decision import open_decider
+
+    sem = asyncio.Semaphore(concurrency)
+    async with open_decider(settings, dry_run=dry_run) as decider:
+
+        async def one(r: dict[str, Any]) -> None:
+            async with sem:
+                _, res = await decider.decide(bytes(r["payload"]))
+            r["outcome"] = _outcome(res)
+            r["final"] = bool(res.final) and not dry_run
+            r["route"] = res.route.value
+            r["reason"] = res.reason
+            r["stage"] = res.stage
+            r["decided_at"] = datetime.now(UTC)
+
+        await asyncio.gather(*(one(r) for r in rows))
+
+
+def decide_partition(settings_json: str, dry_run: bool, concurrency: int) -> Any:
+    """The ``mapInPandas`` function: runs on an executor, one asyncio loop per partition."""
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pandas as pd
+
+        settings = Settings.model_validate_json(settings_json)
+        frames = list(batches)
+        if not frames:
+            return
+        pdf = pd.concat(frames, ignore_index=True)
+        if pdf.empty:
+            return
+        rows = pdf.to_dict("records")
+        asyncio.run(decide_rows(settings, rows, dry_run=dry_run, concurrency=concurrency))
+        out = pd.DataFrame(rows).drop(columns=["payload"])
+        for col in ("message_ids", "message_id_strs"):
+            out[col] = out[col].map(list)
+        yield out
+
+    return run
+
+
+def replay(spark: Any, settings: Settings, opts: ReplayOptions) -> ReplaySummary:
+    from pyspark.sql import functions as F
+
+    t0 = time.monotonic()
+    summary = ReplaySummary(opts.run_id, opts.run_date, opts.dry_run)
+    # Pinned: the end captured at planning holds for every step below, and the DLQ is read once.
+    dlq = read_dlq(spark, settings).localCheckpoint(eager=True)
+    summary.read = dlq.count()
+    n = opts.partitions or spark.sparkContext.defaultParallelism
+    concurrency = opts.concurrency or settings.worker.max_inflight
+    decided = (
+        dedupe(dlq)
+        .repartition(n, "topic")
+        .mapInPandas(decide_partition(settings.model_dump_json(), opts.dry_run, concurrency), DECIDED_SCHEMA)
+        .withColumn("run_id", F.lit(opts.run_id))
+        .withColumn("dry_run", F.lit(opts.dry_run))
+        .withColumn("run_date", F.lit(opts.run_date))
+    )
+    # One action decides (and deletes); everything after reads what it wrote.
+    decided.write.mode("append").partitionBy("run_date").parquet(opts.report_dir)
+    summary.report_path = f"{opts.report_dir}/run_date={opts.run_date}"
+    report = spark.read.parquet(opts.report_dir).where(F.col("run_id") == opts.run_id)
+    for r in report.groupBy("outcome").agg(F.count(F.lit(1)).alias("n"), F.sum("messages").alias("m")).collect():
+        summary.rows[r["outcome"]] = int(r["n"])
+        summary.messages[r["outcome"]] = int(r["m"])
+    if not opts.dry_run:
+        ids = [bytes(m) for r in report.where("final").select("message_ids").collect() for m in r["message_ids"]]
+        summary.acknowledged = acknowledge(settings, ids)
+    summary.duration_s = time.monotonic() - t0
+    return summary
+
+
+def acknowledge(settings: Settings, message_ids: list[bytes]) -> int:
+    """Acknowledge ``message_ids`` (``MessageId.serialize()`` bytes) on the replay subscription."""
+    if not message_ids:
+        return 0
+    import pulsar
+
+    from worker.pulsar_client import blocking_client
+
+    client = blocking_client(settings.pulsar)
+    try:
+        consumer = client.subscribe(
+            settings.topics.dlq,
+            settings.topics.dlq_replay_subscription,
+            consumer_type=pulsar.ConsumerType.Shared,
+            # Whatever the broker dispatches to this consumer is never acknowledged by it: small, so
+            # little is held while we ack; it goes back to the subscription when the consumer closes.
+            receiver_queue_size=1,
+            # Never create the subscription at "latest": that would silently mark every dead letter done.
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
+        try:
+            for b in message_ids:
+                consumer.acknowledge(pulsar.MessageId.deserialize(b))
+        finally:
+            # Closing flushes the grouped acknowledgements before the broker sees the consumer go.
+            consumer.close()
+    finally:
+        client.close()
+    return len(message_ids)

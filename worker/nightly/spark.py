@@ -1,0 +1,37 @@
+"""One way to get a SparkSession for the nightly jobs, with the ``pulsar`` data source registered."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+
+def session(master: str | None = None, app_name: str = "ledger-deletion-worker", **conf: str) -> Any:
+    """``master`` None: whatever ``spark-submit`` / ``spark.master`` says, else ``local[*]``."""
+    # Executors must run this interpreter (the one with the worker package installed), not whatever
+    # ``python3`` is first on PATH.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from worker.nightly.source import PulsarDataSource
+
+    b = SparkSession.builder.appName(app_name)
+    if master:
+        b = b.master(master)
+    elif "spark.master" not in conf and not os.environ.get("MASTER"):
+        b = b.master("local[*]")
+    b = b.config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
+    for k, v in conf.items():
+        b = b.config(k, v)
+    spark = b.getOrCreate()
+    spark.dataSource.register(PulsarDataSource)
+    return spark
+
+
+def spark_running() -> bool:
+    """A session already exists in this process (a notebook, a test): a command must not stop it."""
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
