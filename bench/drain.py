@@ -170,15 +170,26 @@ async def drain(
 
 
 def _spawn(h: WorkerHarness) -> subprocess.Popen[bytes]:
-    """The daemon exactly as the harness runs it; the clock starts later, at its 'worker ready' line."""
+    """The daemon exactly as the harness runs it; the clock starts later, at its 'worker ready' line.
+
+    ``BENCH_PYSPY=DIR``: ``py-spy record`` attaches to the daemon (collapsed stacks in DIR, one file per
+    row; it writes them when the daemon exits), for the profile. Sampling slows the worker a little, so
+    profiled runs give the profile, not the figures."""
     with open(h.log_path, "ab") as log:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "worker.cli", "run", "--config", str(h.config_path)],
             cwd=REPO,
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
+    prof_dir = os.environ.get("BENCH_PYSPY")
+    if prof_dir:
+        out = Path(prof_dir) / f"{h.name}.collapsed"
+        spy = Path(sys.executable).with_name("py-spy")
+        cmd = [str(spy), "record", "--format", "raw", "--rate", "100", "-o", str(out), "--pid", str(proc.pid)]
+        subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc
 
 
 async def _run(h: WorkerHarness, row: Row, n: int, deadline_s: float) -> None:

@@ -18,6 +18,7 @@ class Knobs:
     concurrency: int
     owner_n: int
     zk: bool
+    bookie: bool = True  # the bookie HTTP rows (slow: ~9 deletions/s, the bookie's own ceiling)
 
     @classmethod
     def from_env(cls) -> Knobs:
@@ -25,9 +26,10 @@ class Knobs:
         c = int(os.environ.get("BENCH_CONCURRENCY", "16"))
         owner_n = int(os.environ.get("BENCH_OWNER_N", "50"))
         zk = os.environ.get("BENCH_ZK", "1") not in ("0", "false", "no", "")
-        if not (1 <= n <= 5000 and 1 <= c <= 256 and 0 <= owner_n <= 1000):
-            raise SystemExit("BENCH_N must be 1..5000, BENCH_CONCURRENCY 1..256, BENCH_OWNER_N 0..1000")
-        return cls(n, c, owner_n, zk)
+        bookie = os.environ.get("BENCH_BOOKIE", "1") not in ("0", "false", "no", "")
+        if not (1 <= n <= 200_000 and 1 <= c <= 256 and 0 <= owner_n <= 1000):
+            raise SystemExit("BENCH_N must be 1..200000, BENCH_CONCURRENCY 1..256, BENCH_OWNER_N 0..1000")
+        return cls(n, c, owner_n, zk, bookie)
 
 
 def _up(url: str) -> bool:

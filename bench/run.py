@@ -96,7 +96,8 @@ async def amain() -> int:
     # Direct-route orphans: Pulsar managed-ledger metadata naming a topic that does not exist. One JVM
     # makes every group's ledgers (a JVM start costs ~7 s); each group gets its own slice.
     gone_topic = f"persistent://public/default/ldw-bench-gone-{run_id}"
-    groups = ["raw-seq", "raw-conc", "worker-conc", "worker-1"] + (["raw-zk", "worker-zk"] if knobs.zk else [])
+    groups = ["raw-seq", "raw-conc", "worker-conc", "worker-1"] if knobs.bookie else []
+    groups += ["raw-zk", "worker-zk"] if knobs.zk else []
     if c == 1:
         groups = [g for g in groups if g not in ("raw-conc", "worker-conc")]
     print(f"[bench] creating {n * len(groups)} ledgers for {gone_topic} ...", flush=True)
@@ -122,17 +123,18 @@ async def amain() -> int:
             row.leftover = await _leftover(bookie, lids)
             rows.append(row)
 
-        lids = ids["raw-seq"]
-        await record(
-            await _guard(
-                "raw-bookie-seq",
-                "raw bookie HTTP DELETE, sequential",
-                n,
-                1,
-                lambda: asyncio.to_thread(raw.bookie_sequential, s.bookie_http_url, lids, raw_deadline),
-            ),
-            lids,
-        )
+        if "raw-seq" in ids:
+            lids = ids["raw-seq"]
+            await record(
+                await _guard(
+                    "raw-bookie-seq",
+                    "raw bookie HTTP DELETE, sequential",
+                    n,
+                    1,
+                    lambda: asyncio.to_thread(raw.bookie_sequential, s.bookie_http_url, lids, raw_deadline),
+                ),
+                lids,
+            )
         if "raw-conc" in ids:
             lids_c = ids["raw-conc"]
             await record(
@@ -167,11 +169,12 @@ async def amain() -> int:
             what = f"worker, direct route, max_inflight={c}"
             key = f"worker-direct-c{c}"
             await record(await _guard(key, what, n, c, worker_group("worker-conc", c, key, what)), ids["worker-conc"])
-        what = "worker, direct route, max_inflight=1"
-        await record(
-            await _guard("worker-direct-c1", what, n, 1, worker_group("worker-1", 1, "worker-direct-c1", what)),
-            ids["worker-1"],
-        )
+        if "worker-1" in ids:
+            what = "worker, direct route, max_inflight=1"
+            await record(
+                await _guard("worker-direct-c1", what, n, 1, worker_group("worker-1", 1, "worker-direct-c1", what)),
+                ids["worker-1"],
+            )
 
         if knobs.owner_n and time.monotonic() - t_start < OPTIONAL_BUDGET_S:
             what = f"worker, owner route (live topic), max_inflight={c}"
