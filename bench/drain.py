@@ -23,12 +23,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.result import Row
 from bench.stats import histogram_quantiles, histogram_upper_bounds
-from tests.conftest import REPO, Stack
-from tests.integration.worker_harness import WorkerHarness
 from worker.http import new_session
 from worker.message import PendingDeleteLedgerInfo
 from worker.pulsar_admin import PulsarAdmin
 from worker.settings import load_settings
+from worker.testing.harness import WorkerHarness
+from worker.testing.stack import REPO, Stack
 from worker.topic_name import TopicName
 from worker.topology import ensure_topology
 

@@ -8,7 +8,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 
-from tests.conftest import REPO, STACK, Stack
+from worker.testing.stack import REPO, STACK, Stack
 
 OUT = REPO / "bench" / "out"
 

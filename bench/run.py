@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import os
+import platform
 import subprocess
 import time
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from bench import drain, ledgers, owner, raw, report
 from bench.env import OUT, Knobs, stack
 from bench.result import Row
-from tests.conftest import REPO, Stack
-from tests.integration.worker_harness import pulsar_ml_metadata
 from worker.bookkeeper import BookieClient
 from worker.http import new_session
 from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.pulsar_admin import PulsarAdmin
+from worker.testing.harness import pulsar_ml_metadata
+from worker.testing.stack import REPO, Stack
 
 # Optional groups (owner route, ZooKeeper mode) are skipped once the run has taken this long.
 OPTIONAL_BUDGET_S = 230.0
@@ -33,6 +35,21 @@ def _ml(topic: str, lid: int) -> PendingDeleteLedgerInfo:
 
 def _loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _machine() -> dict[str, Any]:
+    """What the figures were measured on (saved with them: ratios travel, absolute rates do not)."""
+    info: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version()}
+    try:
+        cpu = Path("/proc/cpuinfo").read_text()
+        models = [ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if ln.startswith("model name")]
+        info["cpu_model"] = models[0] if models else "?"
+        mem = Path("/proc/meminfo").read_text().splitlines()[0].split()
+        info["mem_total_gib"] = round(int(mem[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    info["cpus"] = os.cpu_count()
+    return info
 
 
 def _git_head() -> str:
@@ -89,6 +106,8 @@ async def amain() -> int:
         "owner_n": knobs.owner_n,
         "zk": knobs.zk,
         "cpus": os.cpu_count(),
+        "machine": _machine(),
+        "knobs": {"bookie": knobs.bookie},
         "loadavg_before": _loadavg(),
         "bookie_http": s.bookie_http_url,
     }
@@ -268,7 +287,10 @@ async def amain() -> int:
     print(report.notes(rows, meta))
     path = OUT / "results.json"
     report.write_json(path, rows, meta)
-    print(f"results: {path.relative_to(REPO)}")
+    # A copy that stays: bench/results/ is committed, one file per run worth keeping.
+    kept = REPO / "bench" / "results" / f"{meta['started'][:19].replace(':', '')}-{run_id}.json"
+    report.write_json(kept, rows, meta)
+    print(f"results: {path.relative_to(REPO)} and {kept.relative_to(REPO)}")
     return 1 if any(r.errors for r in rows) else 0
 
 
