@@ -246,6 +246,10 @@ async def _run(h: WorkerHarness, row: Row, n: int, deadline_s: float) -> None:
         for (name, lbls), v in final.items()
         if name == "ledger_deletion_deleted_total" and v
     }
+    # The snapshot cache's and the gone proof's cost on the admin API (issue 9: <= 20 per 1,000 messages).
+    admin_calls = _sum(final, "ledger_deletion_admin_requests_total")
+    row.extra["admin_requests"] = int(admin_calls)
+    row.extra["admin_requests_per_1000_msgs"] = round(1000 * admin_calls / n, 1) if n else None
     for counter in ("rejected", "dlq", "retried", "in_use", "failed"):
         v = _sum(final, f"ledger_deletion_{counter}_total")
         if v:
