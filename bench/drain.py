@@ -23,12 +23,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.result import Row
 from bench.stats import histogram_quantiles, histogram_upper_bounds
-from tests.conftest import REPO, Stack
-from tests.integration.worker_harness import WorkerHarness
 from worker.http import new_session
 from worker.message import PendingDeleteLedgerInfo
 from worker.pulsar_admin import PulsarAdmin
 from worker.settings import load_settings
+from worker.testing.harness import WorkerHarness
+from worker.testing.stack import REPO, Stack
 from worker.topic_name import TopicName
 from worker.topology import ensure_topology
 
@@ -170,15 +170,26 @@ async def drain(
 
 
 def _spawn(h: WorkerHarness) -> subprocess.Popen[bytes]:
-    """The daemon exactly as the harness runs it; the clock starts later, at its 'worker ready' line."""
+    """The daemon exactly as the harness runs it; the clock starts later, at its 'worker ready' line.
+
+    ``BENCH_PYSPY=DIR``: ``py-spy record`` attaches to the daemon (collapsed stacks in DIR, one file per
+    row; it writes them when the daemon exits), for the profile. Sampling slows the worker a little, so
+    profiled runs give the profile, not the figures."""
     with open(h.log_path, "ab") as log:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "worker.cli", "run", "--config", str(h.config_path)],
             cwd=REPO,
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
+    prof_dir = os.environ.get("BENCH_PYSPY")
+    if prof_dir:
+        out = Path(prof_dir) / f"{h.name}.collapsed"
+        spy = Path(sys.executable).with_name("py-spy")
+        cmd = [str(spy), "record", "--format", "raw", "--rate", "100", "-o", str(out), "--pid", str(proc.pid)]
+        subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc
 
 
 async def _run(h: WorkerHarness, row: Row, n: int, deadline_s: float) -> None:
@@ -235,6 +246,10 @@ async def _run(h: WorkerHarness, row: Row, n: int, deadline_s: float) -> None:
         for (name, lbls), v in final.items()
         if name == "ledger_deletion_deleted_total" and v
     }
+    # The snapshot cache's and the gone proof's cost on the admin API (issue 9: <= 20 per 1,000 messages).
+    admin_calls = _sum(final, "ledger_deletion_admin_requests_total")
+    row.extra["admin_requests"] = int(admin_calls)
+    row.extra["admin_requests_per_1000_msgs"] = round(1000 * admin_calls / n, 1) if n else None
     for counter in ("rejected", "dlq", "retried", "in_use", "failed"):
         v = _sum(final, f"ledger_deletion_{counter}_total")
         if v:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import subprocess
 
-from tests.conftest import REPO, Stack
+from worker.testing.stack import REPO, Stack
 
 IN_FLIGHT = 64
 

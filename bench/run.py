@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import os
+import platform
 import subprocess
 import time
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from bench import drain, ledgers, owner, raw, report
 from bench.env import OUT, Knobs, stack
 from bench.result import Row
-from tests.conftest import REPO, Stack
-from tests.integration.worker_harness import pulsar_ml_metadata
 from worker.bookkeeper import BookieClient
 from worker.http import new_session
 from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.pulsar_admin import PulsarAdmin
+from worker.testing.harness import pulsar_ml_metadata
+from worker.testing.stack import REPO, Stack
 
 # Optional groups (owner route, ZooKeeper mode) are skipped once the run has taken this long.
 OPTIONAL_BUDGET_S = 230.0
@@ -33,6 +35,21 @@ def _ml(topic: str, lid: int) -> PendingDeleteLedgerInfo:
 
 def _loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _machine() -> dict[str, Any]:
+    """What the figures were measured on (saved with them: ratios travel, absolute rates do not)."""
+    info: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version()}
+    try:
+        cpu = Path("/proc/cpuinfo").read_text()
+        models = [ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if ln.startswith("model name")]
+        info["cpu_model"] = models[0] if models else "?"
+        mem = Path("/proc/meminfo").read_text().splitlines()[0].split()
+        info["mem_total_gib"] = round(int(mem[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    info["cpus"] = os.cpu_count()
+    return info
 
 
 def _git_head() -> str:
@@ -89,6 +106,8 @@ async def amain() -> int:
         "owner_n": knobs.owner_n,
         "zk": knobs.zk,
         "cpus": os.cpu_count(),
+        "machine": _machine(),
+        "knobs": {"bookie": knobs.bookie},
         "loadavg_before": _loadavg(),
         "bookie_http": s.bookie_http_url,
     }
@@ -96,7 +115,8 @@ async def amain() -> int:
     # Direct-route orphans: Pulsar managed-ledger metadata naming a topic that does not exist. One JVM
     # makes every group's ledgers (a JVM start costs ~7 s); each group gets its own slice.
     gone_topic = f"persistent://public/default/ldw-bench-gone-{run_id}"
-    groups = ["raw-seq", "raw-conc", "worker-conc", "worker-1"] + (["raw-zk", "worker-zk"] if knobs.zk else [])
+    groups = ["raw-seq", "raw-conc", "worker-conc", "worker-1"] if knobs.bookie else []
+    groups += ["raw-zk", "worker-zk"] if knobs.zk else []
     if c == 1:
         groups = [g for g in groups if g not in ("raw-conc", "worker-conc")]
     print(f"[bench] creating {n * len(groups)} ledgers for {gone_topic} ...", flush=True)
@@ -122,17 +142,18 @@ async def amain() -> int:
             row.leftover = await _leftover(bookie, lids)
             rows.append(row)
 
-        lids = ids["raw-seq"]
-        await record(
-            await _guard(
-                "raw-bookie-seq",
-                "raw bookie HTTP DELETE, sequential",
-                n,
-                1,
-                lambda: asyncio.to_thread(raw.bookie_sequential, s.bookie_http_url, lids, raw_deadline),
-            ),
-            lids,
-        )
+        if "raw-seq" in ids:
+            lids = ids["raw-seq"]
+            await record(
+                await _guard(
+                    "raw-bookie-seq",
+                    "raw bookie HTTP DELETE, sequential",
+                    n,
+                    1,
+                    lambda: asyncio.to_thread(raw.bookie_sequential, s.bookie_http_url, lids, raw_deadline),
+                ),
+                lids,
+            )
         if "raw-conc" in ids:
             lids_c = ids["raw-conc"]
             await record(
@@ -167,11 +188,12 @@ async def amain() -> int:
             what = f"worker, direct route, max_inflight={c}"
             key = f"worker-direct-c{c}"
             await record(await _guard(key, what, n, c, worker_group("worker-conc", c, key, what)), ids["worker-conc"])
-        what = "worker, direct route, max_inflight=1"
-        await record(
-            await _guard("worker-direct-c1", what, n, 1, worker_group("worker-1", 1, "worker-direct-c1", what)),
-            ids["worker-1"],
-        )
+        if "worker-1" in ids:
+            what = "worker, direct route, max_inflight=1"
+            await record(
+                await _guard("worker-direct-c1", what, n, 1, worker_group("worker-1", 1, "worker-direct-c1", what)),
+                ids["worker-1"],
+            )
 
         if knobs.owner_n and time.monotonic() - t_start < OPTIONAL_BUDGET_S:
             what = f"worker, owner route (live topic), max_inflight={c}"
@@ -265,7 +287,10 @@ async def amain() -> int:
     print(report.notes(rows, meta))
     path = OUT / "results.json"
     report.write_json(path, rows, meta)
-    print(f"results: {path.relative_to(REPO)}")
+    # A copy that stays: bench/results/ is committed, one file per run worth keeping.
+    kept = REPO / "bench" / "results" / f"{meta['started'][:19].replace(':', '')}-{run_id}.json"
+    report.write_json(kept, rows, meta)
+    print(f"results: {path.relative_to(REPO)} and {kept.relative_to(REPO)}")
     return 1 if any(r.errors for r in rows) else 0
 
 

@@ -7,32 +7,15 @@ import subprocess
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from worker.bookkeeper import BookieClient
 from worker.http import new_session
 from worker.pulsar_admin import PulsarAdmin
+from worker.testing.stack import REPO, STACK, Stack, stack_from_env
 
-REPO = Path(__file__).resolve().parents[1]
-STACK = REPO / "deploy" / "local" / "stack.sh"
-
-
-@dataclass(frozen=True)
-class Stack:
-    admin_url: str
-    service_url: str
-    bookie_http_url: str
-    zookeeper_hosts: str
-    s3_endpoint: str
-    s3_bucket: str
-
-
-def _stack_env() -> dict[str, str]:
-    out = subprocess.run(["bash", str(STACK), "env"], check=True, capture_output=True, text=True).stdout
-    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+__all__ = ["REPO", "STACK", "Stack"]
 
 
 def _up(url: str) -> bool:
@@ -45,15 +28,7 @@ def _up(url: str) -> bool:
 
 @pytest.fixture(scope="session")
 def stack() -> Stack:
-    env = _stack_env()
-    s = Stack(
-        admin_url=env["PULSAR_ADMIN_URL"],
-        service_url=env["PULSAR_SERVICE_URL"],
-        bookie_http_url=env["BOOKIE_HTTP_URL"],
-        zookeeper_hosts=env["ZOOKEEPER_HOSTS"],
-        s3_endpoint=env["S3_ENDPOINT"],
-        s3_bucket=env["S3_BUCKET"],
-    )
+    s = stack_from_env()
     if not (_up(f"{s.admin_url}/admin/v2/brokers/health") and _up(f"{s.bookie_http_url}/heartbeat")):
         # `make test` starts it; a bare `pytest` run starts it here the same way.
         subprocess.run(["bash", str(STACK), "up"], check=True)

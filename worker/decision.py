@@ -36,6 +36,9 @@ from worker.zookeeper import ZooKeeper, ZooKeeperLedgerStore
 
 # A decision whose snapshot epoch moved is re-taken; this many times before it counts as transient.
 MAX_REEVALUATIONS = 3
+# How long the admin API's "not found" for a topic is reused (the metadata store is still asked for every
+# message: ``SnapshotCache``); it spares a drained gone topic two admin calls per message.
+NOT_FOUND_TTL_S = 5.0
 
 
 class Outcome(enum.StrEnum):
@@ -356,6 +359,7 @@ async def open_decider(
             max_size=s.worker.snapshot_cache_size,
             metadata_store=zk,
             on_bump=lambda topic, why: m.epoch_bumps.inc(),
+            not_found_ttl_s=min(s.worker.snapshot_ttl_s, NOT_FOUND_TTL_S),
         )
         yield Decider(
             admin=admin,

@@ -234,8 +234,16 @@ class SnapshotCache:
         max_topics: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         on_bump: Callable[[TopicName, str], None] | None = None,
+        not_found_ttl_s: float = 0.0,
     ) -> None:
         self.reader = reader
+        # How long the admin API's "not found" (its half of the gone proof) is reused. The metadata
+        # store's half is re-read for every message regardless, and that is what keeps a re-created
+        # topic from looking gone: a ledger carrying the topic's managed-ledger name can only be created
+        # after the broker wrote that managed-ledger znode (ManagedLedgerImpl writes its metadata before
+        # its first ledger), and a znode found there drops this answer. 0 = ask the admin every time.
+        self.not_found_ttl_s = not_found_ttl_s
+        self._not_found: OrderedDict[str, float] = OrderedDict()
         self.ttl_s = ttl_s
         self.max_size = max_size
         self.metadata_store = metadata_store
@@ -278,6 +286,7 @@ class SnapshotCache:
         st.last_seen = None
         self._entries.pop(key, None)
         self._fetched_at.pop(key, None)
+        self._not_found.pop(key, None)
         self.reader.forget_owner(topic)
         self.on_bump(topic, why)
         return st.epoch
@@ -326,7 +335,31 @@ class SnapshotCache:
             self._seen(topic, snap.owner_url if not snap.partitions else _owners_key(snap))
         return _with_epoch(snap, self.epoch(topic))
 
+    def _admin_said_not_found(self, key: str) -> bool:
+        at = self._not_found.get(key)
+        return at is not None and self.clock() - at <= self.not_found_ttl_s
+
+    def _remember_not_found(self, key: str) -> None:
+        if self.not_found_ttl_s <= 0:
+            return
+        self._not_found[key] = self.clock()
+        self._not_found.move_to_end(key)
+        while len(self._not_found) > self.max_topics:
+            self._not_found.popitem(last=False)
+
+    async def _confirm_gone(self, topic: TopicName) -> TopicGone:
+        try:
+            await confirm_gone(topic, self.metadata_store)
+        except GoneUnconfirmed:
+            self._not_found.pop(str(topic), None)  # something is there: ask the admin API again
+            raise
+        return TopicGone(topic, -1)
+
     async def _read(self, topic: TopicName) -> Snapshot:
+        key = str(topic)
+        if self._admin_said_not_found(key):
+            return await self._confirm_gone(topic)
+        self._not_found.pop(key, None)
         partitions = 0 if topic.partition_index is not None else await self.reader.admin.partitions(topic)
         if partitions > 0:
             parts: list[LiveSet] = []
@@ -348,8 +381,9 @@ class SnapshotCache:
             self.bump(topic, "307")
             raise
         if got is None:
-            await confirm_gone(topic, self.metadata_store)
-            return TopicGone(topic, -1)
+            gone = await self._confirm_gone(topic)
+            self._remember_not_found(key)
+            return gone
         stats, owner = got
         return LiveSet.from_internal_stats(topic, stats, owner, -1, self.clock())
 
@@ -373,6 +407,9 @@ class SnapshotCache:
         if isinstance(snap, LiveSet) and (ledger_id is None or snap.covers(ledger_id)):
             return snap
         # A cached TopicGone is not reused: "gone" must be re-read, it is what licenses the direct route.
+        if self._admin_said_not_found(key):
+            # Only the metadata store is asked, by this message itself (never a read another began).
+            return await self._load_and_store(topic)
         running = self._inflight.get(key)
         if running is not None:
             snap = await asyncio.shield(running)

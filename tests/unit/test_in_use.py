@@ -723,3 +723,42 @@ async def test_owner_cache_is_bounded() -> None:
     for i in range(10):
         await r.fetch(TopicName.parse(f"persistent://t/ns/o{i}"))
     assert len(r._owners) == 3
+
+
+# ---- the admin's "not found" reused, the metadata store asked per message ------------------------------------------
+
+
+async def test_admin_not_found_is_reused_but_the_metadata_store_is_asked_every_time() -> None:
+    store = FakeMetadataStore()
+    cache, reader, clock = make(ttl=60, store=store, not_found_ttl_s=5)
+    reader.set(T, None)
+    for _ in range(3):
+        assert isinstance(await cache.get(T, 7), TopicGone)
+    assert reader.count(T) == 1  # one admin read
+    assert len(store.asked) == 3  # one metadata-store proof per message
+    clock.t += 6
+    assert isinstance(await cache.get(T, 7), TopicGone)
+    assert reader.count(T) == 2  # expired: the admin is asked again
+
+
+async def test_a_recreated_topic_never_looks_gone_while_the_admin_answer_is_reused() -> None:
+    store = FakeMetadataStore()
+    cache, reader, _ = make(ttl=60, store=store, not_found_ttl_s=5)
+    reader.set(T, None)
+    assert isinstance(await cache.get(T, 7), TopicGone)
+    # Re-created: the broker wrote its managed-ledger znode; the admin answer is still "fresh".
+    store.managed_ledgers.add(T.managed_ledger_name)
+    reader.set(T, (stats([20]), A))
+    with pytest.raises(GoneUnconfirmed):
+        await cache.get(T, 7)
+    # The reused answer was dropped with that: the next message asks the admin, and sees the topic.
+    snap = await cache.get(T, 7)
+    assert isinstance(snap, LiveSet) and reader.count(T) == 2
+
+
+async def test_without_a_not_found_ttl_the_admin_is_asked_every_time() -> None:
+    cache, reader, _ = make()
+    reader.set(T, None)
+    await cache.get(T)
+    await cache.get(T)
+    assert reader.count(T) == 2

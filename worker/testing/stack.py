@@ -1,0 +1,37 @@
+"""The local stack's addresses (``deploy/local/stack.sh env``)."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+STACK = REPO / "deploy" / "local" / "stack.sh"
+
+
+@dataclass(frozen=True)
+class Stack:
+    admin_url: str
+    service_url: str
+    bookie_http_url: str
+    zookeeper_hosts: str
+    s3_endpoint: str
+    s3_bucket: str
+
+
+def stack_env() -> dict[str, str]:
+    out = subprocess.run(["bash", str(STACK), "env"], check=True, capture_output=True, text=True, timeout=60).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def stack_from_env() -> Stack:
+    env = stack_env()
+    return Stack(
+        admin_url=env["PULSAR_ADMIN_URL"],
+        service_url=env["PULSAR_SERVICE_URL"],
+        bookie_http_url=env["BOOKIE_HTTP_URL"],
+        zookeeper_hosts=env["ZOOKEEPER_HOSTS"],
+        s3_endpoint=env["S3_ENDPOINT"],
+        s3_bucket=env["S3_BUCKET"],
+    )
