@@ -24,27 +24,10 @@ import time
 import uuid
 from typing import Any
 
-from bench.env import OUT
-from tests.conftest import Stack, _stack_env, _up
+from bench.env import OUT, stack
 from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode
 from worker.settings import Settings, load_settings
 from worker.zookeeper import hierarchical_ledger_path
-
-
-def stack() -> Stack:
-    """The running stack's addresses; never starts one (``make bench`` brings it up first)."""
-    env = _stack_env()
-    s = Stack(
-        admin_url=env["PULSAR_ADMIN_URL"],
-        service_url=env["PULSAR_SERVICE_URL"],
-        bookie_http_url=env["BOOKIE_HTTP_URL"],
-        zookeeper_hosts=env["ZOOKEEPER_HOSTS"],
-        s3_endpoint=env["S3_ENDPOINT"],
-        s3_bucket=env["S3_BUCKET"],
-    )
-    if not _up(f"{s.admin_url}/admin/v2/brokers/health"):
-        raise SystemExit("bench.nightly: the local stack is not up (make stack-up)")
-    return s
 
 
 def _settings(s: Any, dlq: str) -> Settings:
