@@ -13,6 +13,10 @@ def session(master: str | None = None, app_name: str = "ledger-deletion-worker",
     # ``python3`` is first on PATH.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if not os.environ.get("PYSPARK_GATEWAY_PORT") and (master is None or master.startswith("local")):
+        # Launched from plain Python for a local run (spark-submit has started the JVM already otherwise):
+        # bind the driver to loopback, not to whatever address the host name resolves to.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     from worker.nightly.source import PulsarDataSource
@@ -20,8 +24,8 @@ def session(master: str | None = None, app_name: str = "ledger-deletion-worker",
     b = SparkSession.builder.appName(app_name)
     if master:
         b = b.master(master)
-    elif "spark.master" not in conf and not os.environ.get("MASTER"):
-        b = b.master("local[*]")
+    # Otherwise no master is set here: spark-submit's (or spark.master's) wins, and a plain Python run gets
+    # PySpark's own default, local[*].
     b = b.config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
     for k, v in conf.items():
         b = b.config(k, v)
