@@ -48,9 +48,10 @@ async def test_admin_api_of_the_other_broker_redirects_to_the_owner(
                 raise AssertionError(f"{cluster.other(own)} answered internalStats of {t} it does not own")
             except NotOwner as e:
                 assert e.location is not None and e.location.startswith(own), e.location
-            # The owner's internalStats is the live state: 7 entries, a ledger per 5.
+            # The owner's internalStats is the live state: 7 entries, a ledger per 5.  (Not
+            # entriesAddedCounter: it counts since the topic was loaded, and spread() may have moved it.)
             stats = await other.internal_stats(tn, base=own)
-            assert len(ml_ledger_ids(stats)) >= 2 and stats["entriesAddedCounter"] == 7
+            assert len(ml_ledger_ids(stats)) >= 2 and stats["numberOfEntries"] == 7, stats
 
         # A bundle that nobody owns (just unloaded): the lookup on the non-leader is a 307 chain that
         # the worker's lookup follows to whoever gets it.

@@ -17,6 +17,7 @@ import pytest
 from tests.conftest import REPO, Stack
 from tests.integration.helpers import produce, quiet_logger
 from tests.integration.orphans import delete_topic_metadata_keep_ledgers
+from tests.integration.test_phase1 import fresh_namespace
 from tests.integration.test_worker_offload import offload_topic
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.message import LedgerType, decode
@@ -68,13 +69,14 @@ def _s3(stack: Stack) -> Any:
 
 async def test_audit_equals_scan_and_finds_orphaned_offloaded_objects(
     stack: Stack,
-    test_namespace: str,
     unique: str,
     admin: PulsarAdmin,
     tmp_path: Path,
     spark: Any,
 ) -> None:
-    ns = test_namespace
+    # A namespace of its own: scan and audit run a minute apart, and the shared test namespace's topics
+    # (other tests' cursors rolling, topics reloading) change their ledgers in between.
+    ns = await fresh_namespace(admin, f"ldw-audit-{unique}")
     ghost = f"persistent://{ns}/aghost-{unique}"
     orphans = create_ledgers(stack, 3, pulsar_ml_metadata(ghost))
     live = f"persistent://{ns}/alive-{unique}"
