@@ -7,7 +7,7 @@ CONFIG ?= config/worker.example.yaml
 # standalone (the default stack) or cluster (ZooKeeper, two bookies, two brokers: deploy/local/stack.sh)
 PROFILE ?= standalone
 
-.PHONY: venv ops-tools dashboards stack-up stack-down stack-status test test-cluster chaos unit integration lint run demo bench clean
+.PHONY: venv ops-tools dashboards stack-up stack-down stack-status test test-cluster chaos unit integration lint run demo bench bench-bookies clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -72,6 +72,11 @@ demo: venv stack-up
 bench: venv stack-up
 	$(PY) -m bench
 	$(PY) -m bench.nightly $(BENCH_NIGHTLY_ARGS)
+
+# The bookie HTTP route over one bookie endpoint vs both, on the cluster profile (two bookies).
+bench-bookies: venv
+	PROFILE=cluster bash $(STACK) up
+	$(PY) -m bench.bookies
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

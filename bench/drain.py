@@ -18,6 +18,7 @@ import time
 import urllib.request
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -130,6 +131,7 @@ async def drain(
     concurrency: int,
     delete_via: str = "bookie-http",
     deadline_s: float,
+    bookkeeper: dict[str, Any] | None = None,
 ) -> Row:
     n = len(infos)
     row = Row(key, what, "worker", route, delete_via, concurrency, n)
@@ -138,7 +140,7 @@ async def drain(
         out_dir,
         f"bench-{run_id}-{key}",
         topics={"parallelism": 4},
-        bookkeeper={"delete_via": delete_via},
+        bookkeeper={"delete_via": delete_via, **(bookkeeper or {})},
         offload={"s3_targets": []},
         worker={
             "max_inflight": concurrency,

@@ -9,14 +9,18 @@ Facts this client relies on (bookkeeper-server 4.17, checked against the local s
   ``print_metadata=true`` pages (``page`` from 1, 100 per page) and its values are the serialized binary
   metadata forced through a UTF-8 string (lossy), so ids come from the unpaged list and metadata from
   the per-ledger endpoint.
-- ``DELETE /api/v1/ledger/delete/?ledger_id=N`` opens a BookKeeper client per call on the bookie.
+- ``DELETE /api/v1/ledger/delete/?ledger_id=N`` opens a BookKeeper client per call on the bookie, and
+  a bookie's HTTP server (Vert.x) runs these calls one at a time: ~115 ms each on the local stack, the
+  ceiling of one bookie. Any bookie deletes any ledger, so the client spreads calls over all of them.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Awaitable, Callable
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Container, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -150,30 +154,102 @@ class CountedLedgerStore:
         return deleted
 
 
+@dataclass(slots=True)
+class BookieEndpoint:
+    """One bookie's HTTP admin API, as the client sees it: calls in flight, and until when it is skipped
+    after refusing a connection."""
+
+    url: str
+    inflight: int = 0
+    down_until: float = 0.0
+
+
+def pick_endpoint(endpoints: Sequence[BookieEndpoint], now: float, exclude: Container[str] = ()) -> BookieEndpoint:
+    """The endpoint for the next call: the one with the fewest calls in flight among those not marked down
+    (ties to the earliest listed). A bookie serves its delete endpoint one call at a time, so the least
+    busy one is the one that answers first. When every candidate is down, the one that went down first
+    (its mark is the oldest) is tried rather than failing without a call."""
+    candidates = [e for e in endpoints if e.url not in exclude] or list(endpoints)
+    up = [e for e in candidates if e.down_until <= now]
+    if up:
+        return min(up, key=lambda e: e.inflight)
+    return min(candidates, key=lambda e: e.down_until)
+
+
 class BookieClient:
+    """The bookie HTTP admin API of one or several bookies. Any bookie reads and deletes any ledger of the
+    cluster (it goes through the metadata store and the ensemble), and each bookie serves deletes one at a
+    time, so calls are spread over every configured endpoint (least busy first). A bookie that refuses the
+    connection is skipped for ``down_s`` and the call goes to another one; a call that reached a bookie is
+    never re-sent elsewhere (its outcome is settled like any other answer)."""
+
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         session: aiohttp.ClientSession,
         ledger_exists: Callable[[int], Awaitable[bool]] | None = None,
+        *,
+        down_s: float = 5.0,
+        on_request: Callable[[str, str, str], None] | None = None,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        if not urls:
+            raise ValueError("BookieClient needs at least one bookie HTTP endpoint")
+        self.endpoints = [BookieEndpoint(u.rstrip("/")) for u in dict.fromkeys(urls)]
+        self.base_url = self.endpoints[0].url
         self.session = session
         # The metadata store's per-ledger answer (``ZooKeeper.ledger_metadata_exists``) that settles an
         # ambiguous 500; without one, an ambiguous answer stays a failure.
         self.ledger_exists = ledger_exists
+        self.down_s = down_s
+        # (endpoint, operation, outcome): outcome is the HTTP status, or "unreachable" / "error".
+        self._on_request = on_request
 
-    async def _get_json(self, path: str, params: dict[str, str]) -> tuple[int, Any]:
+    def _note(self, ep: BookieEndpoint, operation: str, outcome: str) -> None:
+        if self._on_request is not None:
+            self._on_request(ep.url, operation, outcome)
+
+    @contextlib.asynccontextmanager
+    async def _call(
+        self, method: str, path: str, params: dict[str, str], operation: str
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """One HTTP call on the least busy bookie; on a refused connection, the next bookie (each at most
+        once). Anything after the connection was made is the caller's to interpret."""
+        tried: set[str] = set()
+        while True:
+            ep = pick_endpoint(self.endpoints, time.monotonic(), tried)
+            tried.add(ep.url)
+            ep.inflight += 1
+            try:
+                try:
+                    async with self.session.request(method, f"{ep.url}{path}", params=params) as r:
+                        self._note(ep, operation, str(r.status))
+                        yield r
+                        return
+                except aiohttp.ClientConnectorError as e:
+                    ep.down_until = time.monotonic() + self.down_s
+                    self._note(ep, operation, "unreachable")
+                    if len(tried) < len(self.endpoints):
+                        continue
+                    raise BackendError("bookie", f"{method} {path}: no bookie reachable ({ep.url}: {e})") from e
+                except (aiohttp.ClientError, TimeoutError) as e:
+                    self._note(ep, operation, "error")
+                    raise BackendError("bookie", f"{method} {path} on {ep.url}: {type(e).__name__}: {e}") from e
+            finally:
+                ep.inflight -= 1
+
+    async def _get_json(self, path: str, params: dict[str, str], operation: str) -> tuple[int, Any]:
         try:
-            async with self.session.get(f"{self.base_url}{path}", params=params) as r:
+            async with self._call("GET", path, params, operation) as r:
                 if r.status != 200:
                     return r.status, None
                 return r.status, await r.json(content_type=None)
-        except (aiohttp.ClientError, TimeoutError) as e:
+        except (aiohttp.ClientError, TimeoutError, ValueError) as e:
+            # Reading the body failed after the bookie answered (cut connection, truncated JSON).
             raise BackendError("bookie", f"GET {path}: {type(e).__name__}: {e}") from e
 
     async def list_ledger_ids(self) -> list[int]:
-        status, body = await self._get_json("/api/v1/ledger/list/", {})
+        status, body = await self._get_json("/api/v1/ledger/list/", {}, "list")
         if status != 200 or not isinstance(body, dict):
             raise BackendError("bookie", f"ledger list answered {status}", status)
         return sorted(int(k) for k in body)
@@ -188,7 +264,7 @@ class BookieClient:
 
     async def get_metadata(self, ledger_id: int) -> LedgerMetadata | None:
         """The ledger's metadata, or None when the ledger does not exist."""
-        status, body = await self._get_json("/api/v1/ledger/metadata/", {"ledger_id": str(ledger_id)})
+        status, body = await self._get_json("/api/v1/ledger/metadata/", {"ledger_id": str(ledger_id)}, "read")
         if status == 200 and isinstance(body, dict):
             return parse_metadata(ledger_id, body)
         if status in (404, 500):
@@ -201,9 +277,7 @@ class BookieClient:
     async def delete_ledger(self, ledger_id: int) -> bool:
         """Delete; True if this call removed it, False if it was already gone. Errors raise."""
         try:
-            async with self.session.delete(
-                f"{self.base_url}/api/v1/ledger/delete/", params={"ledger_id": str(ledger_id)}
-            ) as r:
+            async with self._call("DELETE", "/api/v1/ledger/delete/", {"ledger_id": str(ledger_id)}, "delete") as r:
                 status = r.status
                 text = (await r.text())[:300]
         except (aiohttp.ClientError, TimeoutError) as e:
@@ -217,11 +291,15 @@ class BookieClient:
         raise BackendError("bookie", f"DELETE ledger {ledger_id} answered {status}: {text}", status)
 
     async def heartbeat(self) -> bool:
-        try:
-            async with self.session.get(f"{self.base_url}/heartbeat") as r:
-                return r.status == 200
-        except (aiohttp.ClientError, TimeoutError):
-            return False
+        """True when every configured bookie answers its heartbeat."""
+        for ep in self.endpoints:
+            try:
+                async with self.session.get(f"{ep.url}/heartbeat") as r:
+                    if r.status != 200:
+                        return False
+            except (aiohttp.ClientError, TimeoutError):
+                return False
+        return True
 
 
 class BookieLedgerStore:

@@ -295,6 +295,19 @@ def build() -> dash_b.Dashboard:
         )
     )
 
+    d = d.with_panel(
+        _ts(
+            "Bookie HTTP calls/s by bookie",
+            [
+                (
+                    _rate("ledger_deletion_bookie_http_requests_total", "bookie, operation, outcome"),
+                    "{{bookie}} {{operation}} {{outcome}}",
+                ),
+            ],
+            unit="ops",
+        )
+    )
+
     d = d.with_row(dash_b.Row("Nightly jobs (Pushgateway)"))
     for job, title in ((nm.JOB_REPLAY, "DLQ replay"), (nm.JOB_AUDIT, "Audit")):
         d = d.with_panel(

@@ -343,7 +343,13 @@ async def open_decider(
             ledgers, ledger_stage = ZooKeeperLedgerStore(zk), "zookeeper"
         else:
             bk_session = await stack.enter_async_context(new_session(s.bookkeeper.request_timeout_s))
-            bookie = BookieClient(str(s.bookkeeper.http_url), bk_session, zk.ledger_metadata_exists)
+            bookie = BookieClient(
+                s.bookkeeper.endpoints,
+                bk_session,
+                zk.ledger_metadata_exists,
+                down_s=s.bookkeeper.bookie_down_s,
+                on_request=lambda url, op, outcome: m.bookie_http_requests.labels(url, op, outcome).inc(),
+            )
             ledgers, ledger_stage = BookieLedgerStore(bookie), "bookkeeper"
         backend = "zookeeper" if ledger_stage == "zookeeper" else "bookie"
         ledgers = CountedLedgerStore(ledgers, lambda op, outcome: m.storage_requests.labels(backend, op, outcome).inc())

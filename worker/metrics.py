@@ -55,6 +55,13 @@ class Metrics:
         self.storage_requests = Counter(
             f"{p}storage_requests", "Storage backend requests", ["backend", "operation", "outcome"], registry=r
         )
+        # Per bookie (bookkeeper.http_url + http_urls): how the calls spread, and which bookie fails.
+        self.bookie_http_requests = Counter(
+            f"{p}bookie_http_requests",
+            "Bookie HTTP admin calls by bookie endpoint, operation and outcome (HTTP status, unreachable, error)",
+            ["bookie", "operation", "outcome"],
+            registry=r,
+        )
         # Polled from the admin API so operators see phase-1 traffic produced by other processes.
         self.topic_published = Gauge(
             f"{p}topic_messages_in",

@@ -55,10 +55,20 @@ class TopicsSettings(_Section):
 
 class BookKeeperSettings(_Section):
     http_url: HttpUrl = HttpUrl("http://127.0.0.1:8000")
+    # Every other bookie's HTTP admin endpoint: reads and deletes are spread over all of them (a bookie
+    # serves deletes one at a time, and any bookie deletes any ledger).
+    http_urls: list[HttpUrl] = Field(default_factory=list)
+    # How long a bookie that refused a connection is left out before it is tried again.
+    bookie_down_s: float = Field(5.0, gt=0)
     # "bookie-http": delete through the bookie's HTTP admin; "zookeeper": versioned delete of the
     # ledger's metadata znode (needs zookeeper.hosts).
     delete_via: Literal["bookie-http", "zookeeper"] = "bookie-http"
     request_timeout_s: float = Field(30.0, gt=0)
+
+    @property
+    def endpoints(self) -> list[str]:
+        """``http_url`` then ``http_urls``, each once, without a trailing slash."""
+        return list(dict.fromkeys(str(u).rstrip("/") for u in [self.http_url, *self.http_urls]))
 
 
 class ZooKeeperSettings(_Section):

@@ -260,14 +260,22 @@ async def test_forged_messages_of_every_kind_are_rejected_deleted_nothing_connec
     recorder: ConnectionRecorder,
 ) -> None:
     ns = test_namespace
-    # Topic A: two subscriptions, each with its cursor ledger.
+    # Topic A: two subscriptions, each with its cursor ledger. A cursor creates its ledger on its first
+    # persisted position and (rollover time 0 on the local stack) rolls to a new one on every later persist.
+    # So: one cumulative ack each, more than a second after subscribing. The broker persists at most one
+    # mark-delete a second per cursor (managedLedgerDefaultMarkDeleteRateLimit=1); a rate-limited one
+    # is persisted by the periodic flush up to a minute later, rolling the ledger under the worker's feet.
     topic_a = f"persistent://{ns}/fa-{unique}"
     client = pulsar.Client(stack.service_url, logger=quiet_logger())
-    consumers = [client.subscribe(topic_a, s, consumer_type=pulsar.ConsumerType.Shared) for s in ("s1", "s2")]
+    consumers = [client.subscribe(topic_a, s, consumer_type=pulsar.ConsumerType.Exclusive) for s in ("s1", "s2")]
+    await asyncio.sleep(1.5)
     produce(stack.service_url, topic_a, 12)
     for c in consumers:
+        last = None
         for _ in range(12):
-            c.acknowledge(c.receive(timeout_millis=10_000))
+            last = c.receive(timeout_millis=10_000)
+        c.acknowledge_cumulative(last)
+    await asyncio.sleep(1)
     # Topic S: an Avro schema, hence a schema ledger.
     topic_s = f"persistent://{ns}/fs-{unique}"
     p = client.create_producer(topic_s, schema=PendingDeleteSchema(), batching_enabled=False)

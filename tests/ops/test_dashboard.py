@@ -36,6 +36,7 @@ def test_issue_panels_are_present() -> None:
         "ledger_deletion_nightly_last_success_timestamp_seconds",
         "ledger_deletion_end_to_end_seconds_bucket",
         "ledger_deletion_storage_requests_total",
+        "ledger_deletion_bookie_http_requests_total",
         "ledger_deletion_admin_requests_total",
         "ledger_deletion_dlq_total",
         "ledger_deletion_failed_total",

@@ -110,7 +110,7 @@ async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, na
         optional_zookeeper(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
     ):
         admin = PulsarAdmin(str(s.pulsar.admin_url), admin_session, s.pulsar.auth_token)
-        bookie = BookieClient(str(s.bookkeeper.http_url), bk_session, zk.ledger_metadata_exists if zk else None)
+        bookie = BookieClient(s.bookkeeper.endpoints, bk_session, zk.ledger_metadata_exists if zk else None)
         snapshots = SnapshotCache(
             LiveStateReader(admin),
             ttl_s=s.worker.snapshot_ttl_s,

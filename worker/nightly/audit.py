@@ -218,15 +218,15 @@ def _bookie_listing(spark: Any, settings: Settings) -> Any:
 
     async def ids() -> list[int]:
         async with new_session(settings.bookkeeper.request_timeout_s) as s:
-            return await BookieClient(str(settings.bookkeeper.http_url), s).list_ledger_ids()
+            return await BookieClient(settings.bookkeeper.endpoints, s).list_ledger_ids()
 
-    url, timeout = str(settings.bookkeeper.http_url), settings.bookkeeper.request_timeout_s
+    urls, timeout = settings.bookkeeper.endpoints, settings.bookkeeper.request_timeout_s
 
     def read(part: Iterator[int]) -> Iterator[tuple[Any, ...]]:
         async def go() -> list[tuple[Any, ...]]:
             out = []
             async with new_session(timeout) as s:
-                bookie = BookieClient(url, s)
+                bookie = BookieClient(urls, s)
                 for lid in part:
                     md = await bookie.get_metadata(lid)
                     if md is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,13 +21,17 @@ class Stack:
     s3_bucket: str
 
 
-def stack_env() -> dict[str, str]:
-    out = subprocess.run(["bash", str(STACK), "env"], check=True, capture_output=True, text=True, timeout=60).stdout
+def stack_env(profile: str | None = None) -> dict[str, str]:
+    """``stack.sh env``: the addresses of the profile named (default: ``$PROFILE``, else standalone)."""
+    env = {**os.environ, "PROFILE": profile} if profile else None
+    out = subprocess.run(
+        ["bash", str(STACK), "env"], check=True, capture_output=True, text=True, timeout=60, env=env
+    ).stdout
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
-def stack_from_env() -> Stack:
-    env = stack_env()
+def stack_from_env(profile: str | None = None) -> Stack:
+    env = stack_env(profile)
     return Stack(
         admin_url=env["PULSAR_ADMIN_URL"],
         service_url=env["PULSAR_SERVICE_URL"],
