@@ -325,6 +325,11 @@ render_cluster_conf() {
     conf_set "$f" prometheusStatsHttpEnable false
     conf_set "$f" prometheusStatsHttpPort "$((http + 100))"
     conf_set "$f" autoRecoveryDaemonEnabled false
+    # Pulsar's bookkeeper.conf names its ZooKeeper rack mapping as the placement DNS resolver. The bookie's
+    # HTTP ledger delete builds a BookKeeper client per call, whose rack mapping opens a metadata store that
+    # the client's close never shuts: a few busy "metadata-store" threads leaked per delete (~700 threads
+    # and a load average of 400 after 400 deletes here). BookKeeper's own default resolver has no store.
+    conf_set "$f" reppDnsResolverClass org.apache.bookkeeper.net.ScriptBasedMapping
     conf_set "$f" journalSyncData false
     conf_set "$f" diskUsageThreshold 0.99
     conf_set "$f" diskUsageWarnThreshold 0.99

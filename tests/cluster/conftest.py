@@ -1,9 +1,10 @@
 """The cluster profile of the local stack (deploy/local/stack.sh, PROFILE=cluster): one ZooKeeper, two
 bookies, two brokers, moto S3, all real processes on loopback beside the standalone stack.
 
-Every test in this directory is marked ``cluster`` (and ``integration``). The session fixture starts the
-profile if it is not up (about 100 s, ~1.5 GiB RSS) and stops it afterwards unless it was already up or
-``LDW_CLUSTER_KEEP=1``; ``LDW_CLUSTER=0`` skips these tests, saying so.
+Every test in this directory is marked ``cluster`` (and ``integration``). The package-scoped fixture starts
+the profile if it is not up (about 100 s, ~1.5 GiB RSS) and stops it after the last test of this directory
+(not at the end of the whole session: its JVMs would share the 2 cores with every standalone test after it)
+unless it was already up or ``LDW_CLUSTER_KEEP=1``; ``LDW_CLUSTER=0`` skips these tests, saying so.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class Cluster(Stack):
         _run("stop", component, timeout=120).check_returncode()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster() -> Iterator[Cluster]:
     if os.environ.get("LDW_CLUSTER") == "0":
         pytest.skip("cluster profile disabled by LDW_CLUSTER=0 (run make test-cluster)")
@@ -136,7 +137,7 @@ def rest(method: str, url: str, body: Any = None, *, ok: tuple[int, ...] = (200,
         return text
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster_namespace(cluster: Cluster) -> str:
     """Infinite retention, 4 bundles: room to place topics on either broker."""
     ns = f"public/ldw-cl-{os.getpid()}"
