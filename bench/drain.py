@@ -115,8 +115,44 @@ def _histogram(m: Samples, name: str) -> tuple[dict[float, float], float, float]
 
 
 def _send_all(h: WorkerHarness, infos: list[PendingDeleteLedgerInfo]) -> None:
+    if len(infos) > 5000:
+        _send_fast(h, infos)
+        return
     for info in infos:
         h.send(info)  # synchronous: each one is durable on the topic when this returns
+
+
+def _send_fast(h: WorkerHarness, infos: list[PendingDeleteLedgerInfo]) -> None:
+    """A large backlog: asynchronous batched sends, flushed, every one confirmed before the drain starts."""
+    import pulsar
+
+    from worker.message import PendingDeleteSchema
+    from worker.testing.harness import quiet_logger
+
+    client = pulsar.Client(h.stack.service_url, logger=quiet_logger())
+    failures: list[str] = []
+    try:
+        producer = client.create_producer(
+            h.topics["pending"],
+            schema=PendingDeleteSchema(),
+            batching_enabled=True,
+            batching_max_messages=500,
+            max_pending_messages=5000,
+            block_if_queue_full=True,
+        )
+
+        def done(res: pulsar.Result, _mid: object) -> None:
+            if res != pulsar.Result.Ok:
+                failures.append(str(res))
+
+        for info in infos:
+            producer.send_async(info, done)
+        producer.flush()
+        producer.close()
+    finally:
+        client.close()
+    if failures:
+        raise RuntimeError(f"{len(failures)} of {len(infos)} sends failed: {failures[:3]}")
 
 
 async def drain(
@@ -288,3 +324,97 @@ async def _delete_topics(admin: PulsarAdmin, pending: str, retry: str, dlq: str,
             await admin.delete_topic(TopicName.parse(t), force=True)
     except Exception as e:
         row.extra["cleanup_error"] = f"{type(e).__name__}: {e}"
+
+
+async def drain_shared(
+    stack: Stack,
+    out_dir: Path,
+    *,
+    key: str,
+    what: str,
+    run_id: str,
+    infos: list[PendingDeleteLedgerInfo],
+    workers: int,
+    concurrency: int,
+    delete_via: str,
+    deadline_s: float,
+) -> Row:
+    """``workers`` daemons (replicas of one deployment: same topics, same Shared subscription) draining one
+    backlog. Timed from the first 'worker ready' to the N-th settled message over all their logs."""
+    n = len(infos)
+    row = Row(key, what, "worker", "direct", delete_via, concurrency, n)
+    row.extra["workers"] = workers
+    hs = []
+    for i in range(workers):
+        d = out_dir / f"shared-{run_id}-{key}-{i}"
+        d.mkdir(parents=True, exist_ok=True)
+        hs.append(
+            WorkerHarness(
+                stack,
+                d,
+                f"bench-{run_id}-{key}",
+                topics={"parallelism": 4},
+                bookkeeper={"delete_via": delete_via},
+                offload={"s3_targets": []},
+                worker={
+                    "max_inflight": concurrency,
+                    "deletes_per_second": 1_000_000.0,
+                    "delete_burst": 1_000_000,
+                    "min_ledger_age_s": 2,
+                    "snapshot_ttl_s": 1.5,
+                    "stats_poll_interval_s": 15,
+                },
+                logging={"level": "INFO", "format": "json"},
+            )
+        )
+    settings = load_settings(hs[0].config_path)
+    async with new_session(30) as session:
+        admin = PulsarAdmin(stack.admin_url, session)
+        await ensure_topology(admin, settings.topics)
+        await asyncio.to_thread(_send_all, hs[0], infos)
+        try:
+            procs = [_spawn(h) for h in hs]
+            for h, p in zip(hs, procs, strict=True):
+                h.proc = p
+            deadline = time.monotonic() + STARTUP_TIMEOUT_S + deadline_s
+            final: list[Samples] = [{} for _ in hs]
+            while time.monotonic() < deadline:
+                if any(p.poll() is not None for p in procs):
+                    row.errors.append("a worker exited early")
+                    break
+                got = [_scrape(h.port) for h in hs]
+                final = [g if g is not None else f for g, f in zip(got, final, strict=True)]
+                settled = sum(
+                    _sum(m, "ledger_deletion_deleted_total")
+                    + _sum(m, "ledger_deletion_rejected_total")
+                    + _sum(m, "ledger_deletion_dlq_total")
+                    for m in final
+                )
+                if settled >= n:
+                    break
+                await asyncio.sleep(POLL_S)
+            else:
+                row.errors.append(f"deadline {deadline_s:.0f}s passed")
+            hwm = [_proc_status_kib(p.pid, "VmHWM") for p in procs]
+            cpu = [_cpu_s(p.pid) for p in procs]
+        finally:
+            for h in hs:
+                await asyncio.to_thread(h.close)
+            await _delete_topics(admin, settings.topics.pending, settings.topics.retry, settings.topics.dlq, row)
+    shares = [int(_sum(m, "ledger_deletion_deleted_total")) for m in final]
+    row.completed = sum(shares)
+    row.extra["shares"] = shares
+    row.peak_rss_mib = max((round(x / 1024, 1) for x in hwm if x is not None), default=None)
+    row.cpu_s = round(sum(c for c in cpu if c is not None), 2) if any(c is not None for c in cpu) else None
+    readies, settled_ts = [], []
+    for h in hs:
+        r, st = _log_times(h.log_path)
+        if r is not None:
+            readies.append(r)
+        settled_ts += st
+    settled_ts.sort()
+    if readies and settled_ts:
+        last = settled_ts[min(n, len(settled_ts)) - 1]
+        row.finish((last - min(readies)).total_seconds())
+        row.extra["timing"] = "first 'worker ready' -> N-th settled message over every worker's log"
+    return row

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.integration.helpers import ml_ledger_ids, produce
-from tests.integration.orphans import drop_ledgers_from_metadata, quiesce
 from worker.pulsar_admin import PulsarAdmin
+from worker.testing.orphans import drop_ledgers_from_metadata, quiesce
 from worker.testing.stack import Stack
+from worker.testing.topics import ml_ledger_ids, produce
 from worker.topic_name import TopicName
 
 NAMESPACE = "public/ldw-bench"

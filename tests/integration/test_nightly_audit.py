@@ -16,12 +16,12 @@ import pytest
 
 from tests.conftest import REPO, Stack
 from tests.integration.helpers import produce, quiet_logger
-from tests.integration.orphans import delete_topic_metadata_keep_ledgers
 from tests.integration.test_phase1 import fresh_namespace
 from tests.integration.test_worker_offload import offload_topic
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.message import LedgerType, decode
 from worker.pulsar_admin import PulsarAdmin
+from worker.testing.orphans import delete_topic_metadata_keep_ledgers
 from worker.topic_name import TopicName
 
 # Real Spark jobs on a shared 2-core machine: minutes each, more under load.

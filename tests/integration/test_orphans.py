@@ -7,15 +7,15 @@ import pytest
 
 from tests.conftest import Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
-from tests.integration.orphans import (
+from worker.bookkeeper import BookieClient
+from worker.http import BackendError
+from worker.pulsar_admin import PulsarAdmin, TopicNotFound
+from worker.testing.orphans import (
     delete_topic_metadata_keep_ledgers,
     drop_ledgers_from_metadata,
     partition_count,
     quiesce,
 )
-from worker.bookkeeper import BookieClient
-from worker.http import BackendError
-from worker.pulsar_admin import PulsarAdmin, TopicNotFound
 from worker.topic_name import TopicName
 from worker.zookeeper import (
     LedgerMetadataChanged,

@@ -33,13 +33,13 @@ import yaml
 
 from tests.conftest import REPO, Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce
-from tests.integration.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata
 from tests.integration.worker_harness import WorkerHarness, free_port
 from tests.ops.promql import alert_rules, dashboard_queries
 from worker import nightly_metrics as nm
 from worker.bookkeeper import BookieClient
 from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
 from worker.pulsar_admin import PulsarAdmin
+from worker.testing.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata
 from worker.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
@@ -47,7 +47,8 @@ pytestmark = pytest.mark.integration
 RULES = REPO / "deploy" / "prometheus" / "ledger-deletion-rules.yml"
 DASHBOARD = REPO / "deploy" / "grafana" / "ledger-deletion.json"
 # Only BookKeeper's own exporter provides these; see the module docstring and test_bookie_exports_nothing.
-BOOKIE_ONLY = re.compile(r"bookie_")
+# The bookies' own metrics (bookie_*), not the worker's per-bookie counters (ledger_deletion_bookie_*).
+BOOKIE_ONLY = re.compile(r"(?<![a-z_])bookie_")
 # A series selector: a metric name with or without matchers, or matchers alone ({__name__=~...}).
 SELECTOR = re.compile(r"\b((?:ledger_deletion|pulsar|bookie)_[a-zA-Z0-9_]+|up)\b(\{[^}]*\})?|(\{__name__[^}]*\})")
 

@@ -12,13 +12,13 @@ import pytest
 
 from tests.conftest import Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce
-from tests.integration.orphans import quiesce
 from tests.integration.test_phase1 import cli, read_pending, settings_of, worker_config
 from tests.integration.test_scanner import live_topic_with_schema_and_cursor
 from tests.integration.worker_harness import WorkerHarness
 from worker.bookkeeper import BookieClient
 from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.pulsar_admin import PulsarAdmin, TopicNotFound
+from worker.testing.orphans import quiesce
 from worker.topic_name import TopicName
 from worker.verification import Verdict, verify_bookkeeper
 

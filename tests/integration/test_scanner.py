@@ -1,4 +1,4 @@
-"""The orphan scanner against real orphans on the real stack (tests/integration/orphans.py makes them).
+"""The orphan scanner against real orphans on the real stack (worker/testing/orphans.py makes them).
 
 Every test works in a namespace of its own and scans with ``--namespace``: other tests make orphans on
 the same stack at the same time, and a scan that queued theirs would delete what they are looking at.
@@ -17,11 +17,11 @@ import pytest
 
 from tests.conftest import Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
-from tests.integration.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
 from tests.integration.test_phase1 import cli, fresh_namespace, read_pending, settings_of, worker_config
 from tests.integration.worker_harness import WorkerHarness, create_ledgers
 from worker.bookkeeper import BookieClient
 from worker.pulsar_admin import PulsarAdmin, TopicNotFound
+from worker.testing.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
 from worker.topic_name import TopicName
 
 pytestmark = pytest.mark.integration

@@ -10,11 +10,11 @@ import pytest
 
 from tests.conftest import Stack
 from tests.integration.helpers import count_from_earliest, eventually, ml_ledger_ids, produce
-from tests.integration.orphans import drop_ledgers_from_metadata
 from tests.integration.worker_harness import WorkerHarness
 from worker.bookkeeper import BookieClient
 from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
 from worker.pulsar_admin import PulsarAdmin
+from worker.testing.orphans import drop_ledgers_from_metadata
 from worker.topic_name import TopicName
 from worker.zookeeper import ZooKeeper
 

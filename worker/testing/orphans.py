@@ -24,9 +24,9 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
 
-from tests.integration.helpers import eventually, ml_ledger_ids
 from worker.managed_ledger_metadata import parse_managed_ledger_info, without_ledgers
 from worker.pulsar_admin import PulsarAdmin, TopicNotFound
+from worker.testing.topics import eventually, ml_ledger_ids
 from worker.topic_name import TopicName, java_url_encode
 from worker.zookeeper import ZooKeeper, managed_ledger_path
 
@@ -36,8 +36,7 @@ ATTEMPTS = 5
 def partitioned_metadata_path(topic: TopicName) -> str:
     """Where the broker keeps ``{"partitions": N, ...}`` of a partitioned topic."""
     return (
-        f"/admin/partitioned-topics/{topic.tenant}/{topic.namespace}/{topic.domain}/"
-        f"{java_url_encode(topic.local_name)}"
+        f"/admin/partitioned-topics/{topic.tenant}/{topic.namespace}/{topic.domain}/{java_url_encode(topic.local_name)}"
     )
 
 

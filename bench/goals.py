@@ -1,0 +1,243 @@
+"""Issue 9's remaining goals, each measured side by side with its comparator in one run (part of
+``make bench``; ``python -m bench.goals``):
+
+- the already-gone fast path (ledgers that no longer exist, a gone topic) against raw pulsar-client
+  consume + acknowledge of the same number of messages, over a large backlog; the worker's RSS when
+  ready and its peak (VmHWM) over that backlog;
+- the worker (``delete_via: zookeeper``, 16 in flight) against the PIP's pseudocode run sequentially
+  (``bench/pip_baseline.py``) on the same number of real orphans;
+- admin API calls per 1,000 messages spread over 10 live topics (owner route, real orphans of each);
+- two workers (replicas on the Shared subscription) against one, on the same size of backlog.
+
+Knobs: ``BENCH_GONE_N`` (100000), ``BENCH_GOALS_N`` (3000), ``BENCH_TOPICS`` (10), ``BENCH_PER_TOPIC`` (100).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import pulsar
+
+from bench import drain, ledgers, pip_baseline, report
+from bench.env import OUT, stack
+from bench.result import Row
+from bench.run import _git_head, _loadavg, _machine
+from worker.http import new_session
+from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.pulsar_admin import PulsarAdmin
+from worker.testing.harness import pulsar_ml_metadata, quiet_logger
+from worker.testing.stack import REPO, Stack
+from worker.topic_name import TopicName
+from worker.zookeeper import ZooKeeper
+
+C = 16
+
+
+def _ml(topic: str, lid: int) -> PendingDeleteLedgerInfo:
+    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid)
+
+
+def raw_consume_ack(s: Stack, n: int, deadline_s: float) -> Row:
+    """The fast path's ceiling: receive + acknowledge n messages with the plain client (the same receiver
+    queue as the worker's 16 in flight), nothing else."""
+    row = Row(f"raw-consume-ack-{n}", "raw pulsar-client receive + acknowledge", "raw", "-", "-", 1, n)
+    topic = f"persistent://public/default/ldw-bench-consume-{uuid.uuid4().hex[:8]}"
+    client = pulsar.Client(s.service_url, logger=quiet_logger())
+    try:
+        consumer = client.subscribe(topic, "raw", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=C)
+        producer = client.create_producer(
+            topic, batching_enabled=True, batching_max_messages=500, block_if_queue_full=True
+        )
+        payload = b"x" * 120  # about the size of an encoded pending deletion
+        for _ in range(n):
+            producer.send_async(payload, None)
+        producer.flush()
+        producer.close()
+        start = time.monotonic()
+        while row.completed < n and time.monotonic() - start < deadline_s:
+            consumer.acknowledge(consumer.receive(timeout_millis=30_000))
+            row.completed += 1
+        row.finish(time.monotonic() - start)
+        consumer.unsubscribe()
+    finally:
+        client.close()
+    return row
+
+
+def _produce(s: Stack, topic: str, n: int) -> None:
+    client = pulsar.Client(s.service_url, logger=quiet_logger())
+    try:
+        p = client.create_producer(topic, batching_enabled=False)
+        for _ in range(n):
+            p.send(b"x" * 100)
+        p.close()
+    finally:
+        client.close()
+
+
+async def amain() -> int:
+    gone_n = int(os.environ.get("BENCH_GONE_N", "100000"))
+    n = int(os.environ.get("BENCH_GOALS_N", "3000"))
+    n_topics = int(os.environ.get("BENCH_TOPICS", "10"))
+    per_topic = int(os.environ.get("BENCH_PER_TOPIC", "100"))
+    s = stack()
+    OUT.mkdir(parents=True, exist_ok=True)
+    run_id = uuid.uuid4().hex[:8]
+    t0 = time.monotonic()
+    meta: dict[str, Any] = {
+        "run_id": run_id,
+        "bench": "goals",
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "git_head": _git_head(),
+        "gone_n": gone_n,
+        "n": n,
+        "topics": n_topics,
+        "per_topic": per_topic,
+        "concurrency": C,
+        "machine": _machine(),
+        "loadavg_before": _loadavg(),
+    }
+    rows: list[Row] = []
+    gone_topic = f"persistent://public/default/ldw-bench-goals-gone-{run_id}"
+
+    # 1. The already-gone fast path: ids far above anything the stack allocated, so none exists.
+    base = 10**12 + random.randrange(10**9)
+    print(f"[bench] raw consume + ack of {gone_n} messages ...", flush=True)
+    raw = await asyncio.to_thread(raw_consume_ack, s, gone_n, 60 + gone_n * 0.05)
+    rows.append(raw)
+    print(f"[bench] worker, already-gone fast path, {gone_n} messages ...", flush=True)
+    fast = await drain.drain(
+        s,
+        OUT,
+        key=f"worker-gone-{gone_n}",
+        what=f"worker, already-gone fast path (zookeeper), max_inflight={C}",
+        run_id=run_id,
+        infos=[_ml(gone_topic, base + i) for i in range(gone_n)],
+        route="direct",
+        concurrency=C,
+        delete_via="zookeeper",
+        deadline_s=120 + gone_n * 0.05,
+    )
+    fast.baseline, fast.ratio = raw.key, (fast.rate / raw.rate if fast.rate and raw.rate else None)
+    rows.append(fast)
+
+    # 2. The PIP's pseudocode, sequential, against the worker: real orphans, ZooKeeper deletes both.
+    print(f"[bench] creating {2 * n} ledgers ...", flush=True)
+    made = await asyncio.to_thread(ledgers.create, s, 2 * n, pulsar_ml_metadata(gone_topic), timeout_s=900)
+    pip_ids, worker_ids = made[:n], made[n:]
+    async with ZooKeeper(s.zookeeper_hosts) as zk:
+        paths = {lid: await zk.ledger_path(lid) for lid in pip_ids}
+    await asyncio.sleep(2.5)  # past the worker's minimum ledger age
+    print(f"[bench] PIP pseudocode, sequential, {n} orphans ...", flush=True)
+    pip = await asyncio.to_thread(pip_baseline.run, s, [_ml(gone_topic, x) for x in pip_ids], paths, 60 + n * 0.5)
+    rows.append(pip)
+    print(f"[bench] worker, {n} orphans, zookeeper ...", flush=True)
+    w1 = await drain.drain(
+        s,
+        OUT,
+        key=f"worker-zk-{n}",
+        what=f"worker, direct route, delete_via=zookeeper, max_inflight={C}",
+        run_id=run_id,
+        infos=[_ml(gone_topic, x) for x in worker_ids],
+        route="direct",
+        concurrency=C,
+        delete_via="zookeeper",
+        deadline_s=60 + n * 0.5,
+    )
+    w1.baseline, w1.ratio = pip.key, (w1.rate / pip.rate if w1.rate and pip.rate else None)
+    rows.append(w1)
+
+    # 3. Two replicas against one: the same size of backlog, fresh orphans.
+    print(f"[bench] two workers, {n} orphans ...", flush=True)
+    two_ids = await asyncio.to_thread(ledgers.create, s, n, pulsar_ml_metadata(gone_topic), timeout_s=900)
+    await asyncio.sleep(2.5)
+    two = await drain.drain_shared(
+        s,
+        OUT,
+        key=f"workers2-zk-{n}",
+        what=f"two workers (Shared subscription), zookeeper, max_inflight={C} each",
+        run_id=run_id,
+        infos=[_ml(gone_topic, x) for x in two_ids],
+        workers=2,
+        concurrency=C,
+        delete_via="zookeeper",
+        deadline_s=60 + n * 0.5,
+    )
+    two.baseline, two.ratio = w1.key, (two.rate / w1.rate if two.rate and w1.rate else None)
+    rows.append(two)
+
+    # 4. Admin calls per 1,000 messages over live topics (owner route): each topic's leaked ledgers.
+    print(f"[bench] {n_topics} live topics x {per_topic} orphans ...", flush=True)
+    ns = "public/ldw-bench"
+    topics = [f"persistent://{ns}/goals-{run_id}-{i}" for i in range(n_topics)]
+    async with new_session(30) as session:
+        admin = PulsarAdmin(s.admin_url, session)
+        await admin.ensure_namespace(ns)
+        await admin.set_retention(ns, -1, -1)
+        for t in topics:
+            await asyncio.to_thread(_produce, s, t, 12)
+        infos = []
+        for t in topics:
+            ids = await asyncio.to_thread(ledgers.create, s, per_topic, pulsar_ml_metadata(t), timeout_s=300)
+            infos += [_ml(t, x) for x in ids]
+        random.shuffle(infos)  # spread over the topics, as a real backlog is
+        await asyncio.sleep(2.5)
+        owner = await drain.drain(
+            s,
+            OUT,
+            key=f"worker-owner-{n_topics}topics",
+            what=f"worker, owner route over {n_topics} live topics, zookeeper",
+            run_id=run_id,
+            infos=infos,
+            route="owner",
+            concurrency=C,
+            delete_via="zookeeper",
+            deadline_s=60 + len(infos) * 0.5,
+        )
+        rows.append(owner)
+        for t in topics:
+            try:
+                await admin.delete_topic(TopicName.parse(t), force=True)
+            except Exception as e:
+                meta.setdefault("cleanup_errors", []).append(f"{t}: {e}")
+
+    meta["loadavg_after"] = _loadavg()
+    meta["total_s"] = round(time.monotonic() - t0, 1)
+    print()
+    print(report.table(rows))
+    print("compared against: each worker row's 'vs' row, measured in this run")
+    print(
+        f"already-gone fast path: worker {fast.rate or 0:.0f} msg/s vs raw consume+ack {raw.rate or 0:.0f} msg/s"
+        f" = {fast.ratio or 0:.2f}x (goal >= 0.5x); worker RSS at ready {fast.rss_ready_mib} MiB,"
+        f" peak over {gone_n} messages {fast.peak_rss_mib} MiB (goal < 200 MB and flat)"
+    )
+    print(f"worker vs sequential PIP pseudocode: {w1.ratio or 0:.2f}x (goal >= 10x)")
+    print(
+        f"two workers vs one: {two.ratio or 0:.2f}x; shares {two.extra.get('shares')}; CPU-s {two.cpu_s} vs {w1.cpu_s}"
+    )
+    print(
+        f"admin calls per 1,000 messages over {n_topics} topics: {owner.extra.get('admin_requests_per_1000_msgs')}"
+        f" ({owner.extra.get('admin_requests')} calls for {owner.n} messages; goal <= 20)"
+    )
+    for r in rows:
+        if r.errors:
+            print(f"  {r.key} ERRORS({len(r.errors)}): {r.errors[:3]}")
+    print(f"load average before/after: {meta['loadavg_before']} / {meta['loadavg_after']}; total {meta['total_s']}s")
+    kept = REPO / "bench" / "results" / f"{meta['started'][:19].replace(':', '')}-goals-{run_id}.json"
+    report.write_json(kept, rows, meta)
+    print(f"results: {kept.relative_to(REPO)}")
+    return 1 if any(r.errors for r in rows) else 0
+
+
+def main() -> int:
+    return asyncio.run(amain())
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
