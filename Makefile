@@ -71,6 +71,7 @@ demo: venv stack-up
 # BENCH_NIGHTLY_ARGS=--quick: 5k dead letters / 20k ledgers instead of 100k / 200k (bench/nightly.py).
 bench: venv stack-up
 	$(PY) -m bench
+	$(PY) -m bench.goals
 	$(PY) -m bench.nightly $(BENCH_NIGHTLY_ARGS)
 
 # The bookie HTTP route over one bookie endpoint vs both, on the cluster profile (two bookies).

@@ -14,4 +14,7 @@
 Knobs (environment): ``BENCH_N`` (300), ``BENCH_CONCURRENCY`` (16), ``BENCH_OWNER_N`` (50; 0 skips the owner
 route), ``BENCH_ZK`` (1; 0 skips the ZooKeeper-mode rows). Results: a table on stdout and
 ``bench/out/results.json``; worker logs under ``bench/out/``.
+
+``bench.goals`` (also run by ``make bench``) measures issue 9's other goals, ``bench.bookies``
+(``make bench-bookies``) the bookie HTTP route over one bookie and two on the cluster profile.
 """

@@ -161,6 +161,15 @@ class LiveStateReader:
     def forget_owner(self, topic: TopicName) -> None:
         self._owners.pop(str(topic), None)
 
+    async def partitions(self, topic: TopicName) -> int:
+        try:
+            n = await self.admin.partitions(topic)
+        except Exception:
+            self._on_request("partitions", "error")
+            raise
+        self._on_request("partitions", "ok")
+        return n
+
     async def owner(self, topic: TopicName) -> str:
         key = str(topic)
         if key in self._owners:
@@ -360,7 +369,7 @@ class SnapshotCache:
         if self._admin_said_not_found(key):
             return await self._confirm_gone(topic)
         self._not_found.pop(key, None)
-        partitions = 0 if topic.partition_index is not None else await self.reader.admin.partitions(topic)
+        partitions = 0 if topic.partition_index is not None else await self.reader.partitions(topic)
         if partitions > 0:
             parts: list[LiveSet] = []
             for i in range(partitions):

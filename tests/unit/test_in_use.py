@@ -147,6 +147,9 @@ class FakeReader:
     def set(self, topic: TopicName, answer: Answer) -> None:
         self.answers[str(topic)] = answer
 
+    async def partitions(self, topic: TopicName) -> int:
+        return await self.admin.partitions(topic)
+
     def count(self, topic: TopicName) -> int:
         return self.fetches.count(str(topic))
 
