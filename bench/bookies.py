@@ -27,22 +27,13 @@ from bench.result import Row
 from bench.run import _loadavg, _machine
 from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.testing.harness import pulsar_ml_metadata
-from worker.testing.stack import REPO, Stack, stack_env
+from worker.testing.stack import Stack, stack_env, stack_from_env
 
 GOAL = 1.8
 
 
 def _cluster() -> tuple[Stack, str]:
-    env = stack_env("cluster")
-    s = Stack(
-        admin_url=env["PULSAR_ADMIN_URL"],
-        service_url=env["PULSAR_SERVICE_URL"],
-        bookie_http_url=env["BOOKIE_HTTP_URL"],
-        zookeeper_hosts=env["ZOOKEEPER_HOSTS"],
-        s3_endpoint=env["S3_ENDPOINT"],
-        s3_bucket=env["S3_BUCKET"],
-    )
-    return s, env["BOOKIE_HTTP_URL_2"]
+    return stack_from_env("cluster"), stack_env("cluster")["BOOKIE_HTTP_URL_2"]
 
 
 async def _raw_both(b1: str, b2: str, ids: list[int], c: int, deadline_s: float) -> Row:
@@ -149,13 +140,7 @@ async def amain() -> int:
             f"worker over 2 bookies = {w2.ratio:.2f}x the worker on 1 bookie ({verdict}); raw 2 bookies = "
             f"{by[f'raw-bookies2-c{c}'].ratio or 0:.2f}x raw 1 bookie"
         )
-    for r in rows:
-        if r.errors:
-            print(f"  {r.key} ERRORS({len(r.errors)}): {r.errors[:3]}")
-    print(f"load average before/after: {meta['loadavg_before']} / {meta['loadavg_after']}; total {meta['total_s']}s")
-    kept = REPO / "bench" / "results" / f"{meta['started'][:19].replace(':', '')}-bookies-{run_id}.json"
-    report.write_json(kept, rows, meta)
-    print(f"results: {kept.relative_to(REPO)}")
+    report.keep(rows, meta, "bookies")
     return 1 if any(r.errors for r in rows) else 0
 
 

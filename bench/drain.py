@@ -155,6 +155,32 @@ def _send_fast(h: WorkerHarness, infos: list[PendingDeleteLedgerInfo]) -> None:
         raise RuntimeError(f"{len(failures)} of {len(infos)} sends failed: {failures[:3]}")
 
 
+def bench_harness(
+    stack: Stack, out_dir: Path, name: str, concurrency: int, bookkeeper: dict[str, Any]
+) -> WorkerHarness:
+    """The daemon as every worker row runs it."""
+    return WorkerHarness(
+        stack,
+        out_dir,
+        name,
+        topics={"parallelism": 4},
+        bookkeeper=bookkeeper,
+        offload={"s3_targets": []},
+        worker={
+            "max_inflight": concurrency,
+            # The rate limit out of the way: the storage, not the token bucket, sets the pace.
+            "deletes_per_second": 1_000_000.0,
+            "delete_burst": 1_000_000,
+            # The smallest safe pair (the age guard must outlast a cached snapshot): the ledgers were
+            # made well before this row starts, so none is retried as too young.
+            "min_ledger_age_s": 2,
+            "snapshot_ttl_s": 1.5,
+            "stats_poll_interval_s": 15,
+        },
+        logging={"level": "INFO", "format": "json"},
+    )
+
+
 async def drain(
     stack: Stack,
     out_dir: Path,
@@ -171,25 +197,8 @@ async def drain(
 ) -> Row:
     n = len(infos)
     row = Row(key, what, "worker", route, delete_via, concurrency, n)
-    h = WorkerHarness(
-        stack,
-        out_dir,
-        f"bench-{run_id}-{key}",
-        topics={"parallelism": 4},
-        bookkeeper={"delete_via": delete_via, **(bookkeeper or {})},
-        offload={"s3_targets": []},
-        worker={
-            "max_inflight": concurrency,
-            # The rate limit out of the way: the storage, not the token bucket, sets the pace.
-            "deletes_per_second": 1_000_000.0,
-            "delete_burst": 1_000_000,
-            # The smallest safe pair (the age guard must outlast a cached snapshot): the ledgers were
-            # made well before this row starts, so none is retried as too young.
-            "min_ledger_age_s": 2,
-            "snapshot_ttl_s": 1.5,
-            "stats_poll_interval_s": 15,
-        },
-        logging={"level": "INFO", "format": "json"},
+    h = bench_harness(
+        stack, out_dir, f"bench-{run_id}-{key}", concurrency, {"delete_via": delete_via, **(bookkeeper or {})}
     )
     settings = load_settings(h.config_path)
     async with new_session(30) as session:
@@ -348,25 +357,7 @@ async def drain_shared(
     for i in range(workers):
         d = out_dir / f"shared-{run_id}-{key}-{i}"
         d.mkdir(parents=True, exist_ok=True)
-        hs.append(
-            WorkerHarness(
-                stack,
-                d,
-                f"bench-{run_id}-{key}",
-                topics={"parallelism": 4},
-                bookkeeper={"delete_via": delete_via},
-                offload={"s3_targets": []},
-                worker={
-                    "max_inflight": concurrency,
-                    "deletes_per_second": 1_000_000.0,
-                    "delete_burst": 1_000_000,
-                    "min_ledger_age_s": 2,
-                    "snapshot_ttl_s": 1.5,
-                    "stats_poll_interval_s": 15,
-                },
-                logging={"level": "INFO", "format": "json"},
-            )
-        )
+        hs.append(bench_harness(stack, d, f"bench-{run_id}-{key}", concurrency, {"delete_via": delete_via}))
     settings = load_settings(hs[0].config_path)
     async with new_session(30) as session:
         admin = PulsarAdmin(stack.admin_url, session)

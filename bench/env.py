@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass
 
-from worker.testing.stack import REPO, STACK, Stack
+from worker.testing.stack import REPO, Stack, stack_from_env
 
 OUT = REPO / "bench" / "out"
 
@@ -46,16 +45,7 @@ def stack(wait_s: float = 180.0) -> Stack:
     only waits for it to be healthy (a broker restarting answers unhealthy for a while). It never starts
     one itself: a start from another checkout while the shared stack restarts takes its ports with an
     empty stack of its own."""
-    out = subprocess.run(["bash", str(STACK), "env"], check=True, capture_output=True, text=True, timeout=60).stdout
-    env = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-    s = Stack(
-        admin_url=env["PULSAR_ADMIN_URL"],
-        service_url=env["PULSAR_SERVICE_URL"],
-        bookie_http_url=env["BOOKIE_HTTP_URL"],
-        zookeeper_hosts=env["ZOOKEEPER_HOSTS"],
-        s3_endpoint=env["S3_ENDPOINT"],
-        s3_bucket=env["S3_BUCKET"],
-    )
+    s = stack_from_env()
     deadline = time.monotonic() + wait_s
     while not healthy(s):
         if time.monotonic() > deadline:

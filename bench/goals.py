@@ -7,7 +7,8 @@
 - the worker (``delete_via: zookeeper``, 16 in flight) against the PIP's pseudocode run sequentially
   (``bench/pip_baseline.py``) on the same number of real orphans;
 - admin API calls per 1,000 messages spread over 10 live topics (owner route, real orphans of each);
-- two workers (replicas on the Shared subscription) against one, on the same size of backlog.
+- two workers (replicas on the Shared subscription) against one, on the same size of backlog;
+- the scanner's ledgers classified per second, metadata from the bookie HTTP API against ZooKeeper.
 
 Knobs: ``BENCH_GONE_N`` (100000), ``BENCH_GOALS_N`` (3000), ``BENCH_TOPICS`` (10), ``BENCH_PER_TOPIC`` (100).
 """
@@ -15,14 +16,19 @@ Knobs: ``BENCH_GONE_N`` (100000), ``BENCH_GOALS_N`` (3000), ``BENCH_TOPICS`` (10
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
+import subprocess
+import sys
 import time
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pulsar
+import yaml
 
 from bench import drain, ledgers, pip_baseline, report
 from bench.env import OUT, stack
@@ -32,7 +38,7 @@ from worker.http import new_session
 from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.pulsar_admin import PulsarAdmin
 from worker.testing.harness import pulsar_ml_metadata, quiet_logger
-from worker.testing.stack import REPO, Stack
+from worker.testing.stack import Stack
 from worker.topic_name import TopicName
 from worker.zookeeper import ZooKeeper
 
@@ -70,6 +76,26 @@ def raw_consume_ack(s: Stack, n: int, deadline_s: float) -> Row:
     return row
 
 
+def _scan_row(cfg: Path, source: str) -> Row:
+    """One whole-cluster ``scan --dry-run`` as an operator runs it, timed from process start to exit."""
+    row = Row(
+        f"scan-{source}", f"scan --dry-run, whole cluster, --metadata-from {source}", "worker", "-", source, 16, 0
+    )
+    cmd = [sys.executable, "-m", "worker.cli", "scan", "--dry-run", "--json", "--min-age", "0s"]
+    t = time.monotonic()
+    out = subprocess.run([*cmd, "--metadata-from", source, "--config", str(cfg)], capture_output=True, text=True)
+    seconds = time.monotonic() - t
+    if out.returncode != 0:
+        row.errors.append(out.stderr[-500:])
+        return row
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    row.n = row.completed = int(report["listed"])
+    row.finish(seconds)
+    row.extra["counts"] = report["counts"]
+    row.extra["timing"] = "process start -> exit (includes interpreter start, the same for both)"
+    return row
+
+
 def _produce(s: Stack, topic: str, n: int) -> None:
     client = pulsar.Client(s.service_url, logger=quiet_logger())
     try:
@@ -85,7 +111,7 @@ async def amain() -> int:
     gone_n = int(os.environ.get("BENCH_GONE_N", "100000"))
     n = int(os.environ.get("BENCH_GOALS_N", "3000"))
     n_topics = int(os.environ.get("BENCH_TOPICS", "10"))
-    parts = set(os.environ.get("BENCH_GOALS", "gone,pip,two,topics").split(","))
+    parts = set(os.environ.get("BENCH_GOALS", "gone,pip,two,topics,scan").split(","))
     per_topic = int(os.environ.get("BENCH_PER_TOPIC", "100"))
     s = stack()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -223,6 +249,30 @@ async def amain() -> int:
                     except Exception as e:
                         meta.setdefault("cleanup_errors", []).append(f"{t}: {e}")
 
+    # 5. The scanner: ledgers classified per second, metadata from the bookie HTTP API vs ZooKeeper.
+    scan_rows: dict[str, Row] = {}
+    if "scan" in parts:
+        print(f"[bench] scanner: {n} more ledgers, then a whole-cluster dry run per metadata source ...", flush=True)
+        scan_ids = await asyncio.to_thread(ledgers.create, s, n, pulsar_ml_metadata(gone_topic), timeout_s=900)
+        cfg = OUT / f"scan-{run_id}.yaml"
+        cfg.write_text(
+            yaml.safe_dump(
+                {
+                    "pulsar": {"service_url": s.service_url, "admin_url": s.admin_url},
+                    "bookkeeper": {"http_url": s.bookie_http_url},
+                    "zookeeper": {"hosts": s.zookeeper_hosts},
+                }
+            )
+        )
+        for source in ("bookie", "zookeeper"):
+            scan_rows[source] = await asyncio.to_thread(_scan_row, cfg, source)
+            rows.append(scan_rows[source])
+        z, b = scan_rows["zookeeper"], scan_rows["bookie"]
+        z.baseline, z.ratio = b.key, (z.rate / b.rate if z.rate and b.rate else None)
+        async with ZooKeeper(s.zookeeper_hosts) as zk:
+            for lid in scan_ids:
+                await zk.delete_ledger_metadata(lid)
+
     meta["loadavg_after"] = _loadavg()
     meta["total_s"] = round(time.monotonic() - t0, 1)
     print()
@@ -241,19 +291,16 @@ async def amain() -> int:
             f"two workers vs one: {two.ratio or 0:.2f}x; shares {two.extra.get('shares')};"
             f" CPU-s {two.cpu_s} vs {w1.cpu_s}"
         )
+    if scan_rows:
+        z = scan_rows["zookeeper"]
+        print(f"scanner, metadata from ZooKeeper vs the bookie HTTP API: {z.ratio or 0:.2f}x ledgers classified/s")
     for order, r in owner_rows.items():
         print(
             f"admin calls per 1,000 messages over {n_topics} topics, orphans {order} than the topic's ledgers:"
             f" {r.extra.get('admin_requests_per_1000_msgs')} ({r.extra.get('admin_requests')} calls for {r.n}"
             " messages; goal <= 20)"
         )
-    for r in rows:
-        if r.errors:
-            print(f"  {r.key} ERRORS({len(r.errors)}): {r.errors[:3]}")
-    print(f"load average before/after: {meta['loadavg_before']} / {meta['loadavg_after']}; total {meta['total_s']}s")
-    kept = REPO / "bench" / "results" / f"{meta['started'][:19].replace(':', '')}-goals-{run_id}.json"
-    report.write_json(kept, rows, meta)
-    print(f"results: {kept.relative_to(REPO)}")
+    report.keep(rows, meta, "goals")
     return 1 if any(r.errors for r in rows) else 0
 
 

@@ -115,3 +115,19 @@ def notes(rows: list[Row], meta: dict[str, Any]) -> str:
 def write_json(path: Path, rows: list[Row], meta: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"meta": meta, "rows": [r.to_json() for r in rows]}, indent=2, default=str) + "\n")
+
+
+def keep(rows: list[Row], meta: dict[str, Any], label: str) -> Path:
+    """Print each row's errors and the load line, then keep the run under ``bench/results/`` (committed:
+    one file per run worth keeping, named by its start time, ``label`` and run id)."""
+    from worker.testing.stack import REPO
+
+    for r in rows:
+        if r.errors:
+            print(f"  {r.key} ERRORS({len(r.errors)}): {r.errors[:3]}")
+    print(f"load average before/after: {meta['loadavg_before']} / {meta['loadavg_after']}; total {meta['total_s']}s")
+    name = f"{meta['started'][:19].replace(':', '')}-{label + '-' if label else ''}{meta['run_id']}.json"
+    kept = REPO / "bench" / "results" / name
+    write_json(kept, rows, meta)
+    print(f"results: {kept.relative_to(REPO)}")
+    return kept

@@ -15,7 +15,7 @@ import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import pytest
@@ -25,6 +25,7 @@ from tests.integration.conftest import harnesses  # noqa: F401  (the same fixtur
 from worker.bookkeeper import BookieClient
 from worker.http import new_session
 from worker.pulsar_admin import PulsarAdmin
+from worker.testing.stack import stack_env, stack_from_env
 
 BROKERS = ("broker1", "broker2")
 
@@ -88,14 +89,9 @@ def cluster() -> Iterator[Cluster]:
     was_up = _run("status", timeout=60).returncode == 0
     r = _run("up", timeout=900)
     assert r.returncode == 0, f"PROFILE=cluster stack.sh up failed:\n{r.stderr[-5000:]}"
-    env = dict(line.split("=", 1) for line in _run("env", timeout=60).stdout.splitlines() if "=" in line)
+    env = stack_env("cluster")
     c = Cluster(
-        admin_url=env["PULSAR_ADMIN_URL"],
-        service_url=env["PULSAR_SERVICE_URL"],
-        bookie_http_url=env["BOOKIE_HTTP_URL"],
-        zookeeper_hosts=env["ZOOKEEPER_HOSTS"],
-        s3_endpoint=env["S3_ENDPOINT"],
-        s3_bucket=env["S3_BUCKET"],
+        **asdict(stack_from_env("cluster")),
         admin_url_2=env["PULSAR_ADMIN_URL_2"],
         service_url_1=env["PULSAR_SERVICE_URL_1"],
         service_url_2=env["PULSAR_SERVICE_URL_2"],

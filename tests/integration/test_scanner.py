@@ -257,3 +257,50 @@ async def test_scan_queues_orphans_and_the_worker_deletes_them(
     # A second scan finds nothing left to do.
     r = cli(h.config_path, "scan", "--dry-run", "--json", "--namespace", ns, "--min-age", "0s")
     assert last_json(r.stdout)["orphans"] == []
+
+
+async def test_metadata_from_zookeeper_and_from_the_bookie_decide_alike(
+    stack: Stack, unique: str, admin: PulsarAdmin, bookie: BookieClient, tmp_path: Path, harnesses: list[WorkerHarness]
+) -> None:
+    """``scan`` reads ledger metadata from ZooKeeper by default (one walk of /ledgers) and from the bookie
+    HTTP API on request: the same orphans, components and verdicts either way."""
+    ns = await fresh_namespace(admin, f"ldw-scanmd-{unique}")
+    scene = await build_scene(stack, admin, ns, unique)
+    await asyncio.sleep(1.5)
+    h = worker_config(harnesses, stack, tmp_path, f"scan-md-{unique}")
+    reports = {}
+    for source in ("zookeeper", "bookie"):
+        r = cli(
+            h.config_path,
+            "scan",
+            "--dry-run",
+            "--json",
+            "--full",
+            "-n",
+            ns,
+            "--min-age",
+            "1s",
+            "--metadata-from",
+            source,
+        )
+        assert r.returncode == 0, r.stderr[-3000:]
+        reports[source] = last_json(r.stdout)
+    default = cli(h.config_path, "scan", "--dry-run", "--json", "-n", ns, "--min-age", "1s")
+    assert default.returncode == 0, default.stderr[-3000:]
+
+    def verdicts(report: dict[str, Any]) -> dict[int, tuple[str, str]]:
+        return {
+            d["ledger_id"]: (d["verdict"], d.get("component") or "") for d in report["decisions"] + report["orphans"]
+        }
+
+    zk, bk = verdicts(reports["zookeeper"]), verdicts(reports["bookie"])
+    # Only this namespace's ledgers, and only those both listings saw (a broker may roll a cursor between
+    # the two runs): same verdict for each.
+    both = set(zk) & set(bk)
+    assert set(scene.orphans) <= both
+    assert {lid: zk[lid] for lid in both} == {lid: bk[lid] for lid in both}
+    found = await check_found(admin, bookie, ns, scene, {d["ledger_id"] for d in reports["zookeeper"]["orphans"]})
+    assert found == {d["ledger_id"] for d in reports["bookie"]["orphans"]}
+    assert found == {d["ledger_id"] for d in last_json(default.stdout)["orphans"]}
+    for lid, component in scene.orphans.items():
+        assert zk[lid] == ("orphan", component)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from worker.nightly.audit import OFFLOAD_KEY, _ledger_id
+from worker.ledger_listing import ledger_id_of_path as _ledger_id
+from worker.nightly.audit import OFFLOAD_KEY
 from worker.nightly.replay import ReplaySummary
 from worker.nightly.source import SCHEMA, TopicPartition, _position
 from worker.zookeeper import hierarchical_ledger_path

@@ -42,6 +42,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
         help="ignore ledgers younger than this (e.g. 10m, 90s, 1h; default: worker.min_ledger_age_s)",
     )
     p.add_argument("--concurrency", type=int, default=16, help="parallel metadata / live-state reads (default 16)")
+    p.add_argument(
+        "--metadata-from",
+        choices=("zookeeper", "bookie"),
+        default=None,
+        help="where ledger metadata is read: the metadata store directly (default when zookeeper.hosts is "
+        "set: one pipelined walk of /ledgers) or the bookie HTTP API (one call per ledger)",
+    )
     p.add_argument("--json", action="store_true", help="print only the JSON report")
     p.add_argument("--report", metavar="FILE", help="write the JSON report to FILE instead of stdout")
     p.add_argument("--full", action="store_true", help="list every decision in the report, not only orphans/skips")
@@ -67,6 +74,8 @@ def _validate(args: argparse.Namespace, settings: Settings) -> tuple[float, list
         namespaces.append(ns)
     if args.concurrency < 1 or args.concurrency > 1024:
         return "--concurrency: must be between 1 and 1024"
+    if args.metadata_from == "zookeeper" and not settings.zookeeper.hosts:
+        return "--metadata-from zookeeper: zookeeper.hosts is not set"
     return min_age, namespaces
 
 
@@ -91,9 +100,10 @@ async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, na
     from worker.commands.terminal import Progress, render_table
     from worker.http import BackendError, new_session
     from worker.in_use import LiveStateReader, SnapshotCache
+    from worker.ledger_listing import read_listing
     from worker.logs import get_logger
     from worker.pulsar_admin import PulsarAdmin
-    from worker.scanner import Decision, Scanner, Verdict
+    from worker.scanner import Decision, LedgerListing, Scanner, Verdict
     from worker.zookeeper import optional_zookeeper
 
     log = get_logger(command="scan")
@@ -111,6 +121,17 @@ async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, na
     ):
         admin = PulsarAdmin(str(s.pulsar.admin_url), admin_session, s.pulsar.auth_token)
         bookie = BookieClient(s.bookkeeper.endpoints, bk_session, zk.ledger_metadata_exists if zk else None)
+        listing: LedgerListing = bookie
+        if (args.metadata_from or ("zookeeper" if zk else "bookie")) == "zookeeper":
+            assert s.zookeeper.hosts is not None
+            try:
+                listing = await read_listing(s.zookeeper.hosts, s.zookeeper.ledgers_root, s.zookeeper.timeout_s)
+            except Exception as e:  # kazoo's errors are many; the operator needs the cause, not a traceback
+                print(
+                    f"ledger-deletion-worker scan: reading {s.zookeeper.ledgers_root} from ZooKeeper: {e}",
+                    file=sys.stderr,
+                )
+                return 1
         snapshots = SnapshotCache(
             LiveStateReader(admin),
             ttl_s=s.worker.snapshot_ttl_s,
@@ -118,7 +139,7 @@ async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, na
             metadata_store=zk,
         )
         scanner = Scanner(
-            bookie,
+            listing,
             snapshots,
             zk,
             min_age_s=min_age,

@@ -28,6 +28,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from worker.bookkeeper import LedgerMetadata
+from worker.ledger_listing import MetadataListing as _Listing
+from worker.ledger_listing import ledger_subtrees, read_subtrees
 from worker.settings import Settings
 
 LEDGER_DECISION_SCHEMA = (
@@ -42,74 +44,12 @@ OFFLOAD_KEY = re.compile(
     r"^(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-ledger-(?P<id>\d+)(?P<index>-index)?$"
 )
 HEX = "0123456789abcdef"
-CONNECT_TIMEOUT_FACTOR = 6
 # Metadata rows from the bookie HTTP fallback carry the parsed metadata, marked so (BookKeeper's own
 # serialization starts with "BookieMetadataFormatVersion").
 PICKLED = b"\x00pickle:"
 
 
 # ---- BookKeeper: the /ledgers tree as input partitions ------------------------------------------------
-
-
-def ledger_subtrees(hosts: str, root: str, timeout_s: float = 10) -> list[str]:
-    """The second-level znodes of BookKeeper's hierarchical layout (``root/00/0000``): each holds at most
-    10 000 ledgers (short form) or one branch of the long form. Non-digit children (LAYOUT, idgen,
-    available, underreplication, ...) are not ledgers."""
-    from kazoo.client import KazooClient
-
-    zk = KazooClient(hosts=hosts, timeout=timeout_s)
-    # A batch job can wait for a busy ensemble; a task failing on a slow connect fails the whole run.
-    zk.start(CONNECT_TIMEOUT_FACTOR * timeout_s)
-    try:
-        out: list[str] = []
-        for top in sorted(c for c in zk.get_children(root) if c.isdigit()):
-            out.extend(f"{root}/{top}/{c}" for c in sorted(zk.get_children(f"{root}/{top}")) if c.isdigit())
-        return out
-    finally:
-        zk.stop()
-        zk.close()
-
-
-def _ledger_id(root: str, path: str) -> int:
-    # /ledgers/00/0000/L0042 -> "00" "0000" "0042": the zero-padded id split into path components.
-    return int("".join(p.lstrip("L") for p in path[len(root) :].split("/") if p))
-
-
-def read_subtrees(hosts: str, root: str, paths: Iterator[str], timeout_s: float = 10) -> Iterator[tuple[Any, ...]]:
-    """Rows (ledger_id, metadata bytes, znode ctime ms, owner topic or "") of every ledger under ``paths``."""
-    from kazoo.client import KazooClient
-    from kazoo.exceptions import NoNodeError
-
-    zk = KazooClient(hosts=hosts, timeout=timeout_s)
-    # A batch job can wait for a busy ensemble; a task failing on a slow connect fails the whole run.
-    zk.start(CONNECT_TIMEOUT_FACTOR * timeout_s)
-    try:
-        for base in paths:
-            leaves: list[str] = []
-            stack = [base]
-            while stack:
-                p = stack.pop()
-                try:
-                    children = zk.get_children(p)
-                except NoNodeError:
-                    continue
-                for c in children:
-                    if c.startswith("L") and c[1:].isdigit():
-                        leaves.append(f"{p}/{c}")
-                    elif c.isdigit():
-                        stack.append(f"{p}/{c}")
-            # Pipelined reads: one round trip's latency for the whole subtree, not one per ledger.
-            pending = [(leaf, zk.get_async(leaf)) for leaf in sorted(leaves)]
-            for leaf, fut in pending:
-                try:
-                    data, stat = fut.get(timeout=timeout_s)
-                except NoNodeError:
-                    continue  # deleted since the listing: nothing to judge
-                lid = _ledger_id(root, leaf)
-                yield lid, bytes(data or b""), int(stat.ctime), owner_key(lid, bytes(data or b""), int(stat.ctime))
-    finally:
-        zk.stop()
-        zk.close()
 
 
 def owner_key(ledger_id: int, data: bytes, ctime_ms: int) -> str:
@@ -122,19 +62,6 @@ def owner_key(ledger_id: int, data: bytes, ctime_ms: int) -> str:
     except (Unmapped, ValueError):
         return ""
     return str(owner.topic) if owner is not None else ""
-
-
-class _Listing:
-    """The scanner's ledger listing, from metadata the partition already read."""
-
-    def __init__(self, metadata: dict[int, LedgerMetadata]) -> None:
-        self.metadata = metadata
-
-    async def list_ledger_ids(self) -> list[int]:
-        return sorted(self.metadata)
-
-    async def get_metadata(self, ledger_id: int) -> LedgerMetadata | None:
-        return self.metadata.get(ledger_id)
 
 
 async def judge_ledgers(
@@ -204,7 +131,10 @@ def read_ledger_metadata(spark: Any, settings: Settings, ledgers_root: str | Non
     subtrees = ledger_subtrees(hosts, root, settings.zookeeper.timeout_s)
     timeout = settings.zookeeper.timeout_s
     rdd = spark.sparkContext.parallelize(subtrees, max(1, len(subtrees))).mapPartitions(
-        lambda paths: read_subtrees(hosts, root, paths, timeout)
+        lambda paths: (
+            (lid, data, ctime, owner_key(lid, data, ctime))
+            for lid, data, ctime in read_subtrees(hosts, root, paths, timeout)
+        )
     )
     return spark.createDataFrame(rdd, "ledger_id long, data binary, ctime long, owner string")
 
