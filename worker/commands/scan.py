@@ -74,7 +74,7 @@ def _validate(args: argparse.Namespace, settings: Settings) -> tuple[float, list
         namespaces.append(ns)
     if args.concurrency < 1 or args.concurrency > 1024:
         return "--concurrency: must be between 1 and 1024"
-    if args.metadata_from == "zookeeper" and not settings.zookeeper.hosts:
+    if getattr(args, "metadata_from", None) == "zookeeper" and not settings.zookeeper.hosts:
         return "--metadata-from zookeeper: zookeeper.hosts is not set"
     return min_age, namespaces
 
