@@ -332,9 +332,15 @@ async def _drive_and_check(
     # The worker numbers seen through Prometheus are the worker's own.
     deleted_via_prom = prom.query('sum(ledger_deletion_deleted_total{job="ledger-deletion-worker",result="deleted"})')
     assert float(deleted_via_prom["data"]["result"][0]["value"][1]) == len(dropped) + len(dead_ids)
-    success = prom.query(f'{nm.LAST_SUCCESS}{{job="{nm.JOB_REPLAY}"}}')["data"]["result"]
-    failed = prom.query(f'{nm.FAILED}{{job="{nm.JOB_REPLAY}"}}')["data"]["result"]
-    assert success and float(failed[0]["value"][1]) == 1.0, "pushadd must keep the last success beside a failure"
+
+    # The two replay pushes came a moment apart: a scrape may have caught the first alone. Prometheus
+    # must show the failure (the newest push) beside the success time the first one set.
+    async def failure_beside_success() -> bool:
+        success = prom.query(f'{nm.LAST_SUCCESS}{{job="{nm.JOB_REPLAY}"}}')["data"]["result"]
+        failed = prom.query(f'{nm.FAILED}{{job="{nm.JOB_REPLAY}"}}')["data"]["result"]
+        return bool(success) and bool(failed) and float(failed[0]["value"][1]) == 1.0
+
+    await eventually(failure_beside_success, timeout=20, what="pushadd keeping the last success beside a failure")
 
     # The rules Prometheus loaded evaluate cleanly; the ones this run provokes are firing or pending.
     async def rules_evaluated() -> dict[str, str]:
