@@ -64,6 +64,15 @@ def _sum(m: Samples, name: str, **labels: str) -> float:
     return sum(v for (n, lbls), v in m.items() if n == name and all(dict(lbls).get(k) == x for k, x in labels.items()))
 
 
+def _settled(m: Samples) -> float:
+    """Messages settled for good (deleted or already gone, rejected, dead-lettered): the drain's progress."""
+    return (
+        _sum(m, "ledger_deletion_deleted_total")
+        + _sum(m, "ledger_deletion_rejected_total")
+        + _sum(m, "ledger_deletion_dlq_total")
+    )
+
+
 def _proc_status_kib(pid: int, field: str) -> float | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -267,11 +276,7 @@ async def _run(h: WorkerHarness, row: Row, n: int, deadline_s: float) -> None:
                 cpu0 = _cpu_s(pid)
                 rss = _proc_status_kib(pid, "VmRSS")
                 row.rss_ready_mib = round(rss / 1024, 1) if rss is not None else None
-            settled = (
-                _sum(m, "ledger_deletion_deleted_total")
-                + _sum(m, "ledger_deletion_rejected_total")
-                + _sum(m, "ledger_deletion_dlq_total")
-            )
+            settled = _settled(m)
             if settled >= n:
                 done_at = now
                 break
@@ -375,12 +380,7 @@ async def drain_shared(
                     break
                 got = [_scrape(h.port) for h in hs]
                 final = [g if g is not None else f for g, f in zip(got, final, strict=True)]
-                settled = sum(
-                    _sum(m, "ledger_deletion_deleted_total")
-                    + _sum(m, "ledger_deletion_rejected_total")
-                    + _sum(m, "ledger_deletion_dlq_total")
-                    for m in final
-                )
+                settled = sum(_settled(m) for m in final)
                 if settled >= n:
                     break
                 await asyncio.sleep(POLL_S)
