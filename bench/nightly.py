@@ -2,8 +2,9 @@
 
 1. DLQ replay on the not-found fast path: N dead letters (ledgers that do not exist, of topics that are
    gone; ``delete_via: zookeeper``, so storage answers from the metadata store) in a 2-partition DLQ.
-   Compared: ``replay`` on Spark local[2] (read, dedupe, decide, Parquet) vs the same source reader and
-   ``decide_rows`` in one process and one asyncio loop. Dry run: both read the same dead letters.
+   Compared: ``replay`` on Spark local[2] (read, dedupe, decide in its default 4 partitions per core,
+   Parquet) vs the same source reader and ``decide_rows`` in one process and one asyncio loop. Dry run:
+   both read the same dead letters.
 2. Audit: M ledger metadata records written in BookKeeper's own format (format 3) under a separate ledgers
    root in ZooKeeper, so no bookie sees them, owned by 100 topics that do not exist. Compared: the audit's
    ledger stage on Spark local[2] vs the scanner (``worker.scanner.Scanner``, what ``scan`` runs) in one
@@ -111,7 +112,7 @@ def bench_replay(spark: Any, s: Any, n: int) -> dict[str, Any]:
     out = tempfile.mkdtemp(prefix="bench-replay-")
     try:
         t0 = time.monotonic()
-        summary = replay(spark, settings, ReplayOptions(out, dry_run=True, partitions=2))
+        summary = replay(spark, settings, ReplayOptions(out, dry_run=True))
         spark_s = time.monotonic() - t0
     finally:
         shutil.rmtree(out, ignore_errors=True)

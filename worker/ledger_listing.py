@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from worker.bookkeeper import LedgerMetadata, parse_serialized_metadata
 from worker.protobuf_wire import MetadataFormatError
+from worker.zookeeper import kazoo_client
 
 # A batch job can wait for a busy ensemble; a slow connect must not fail a whole run.
 CONNECT_TIMEOUT_FACTOR = 6
@@ -19,9 +20,7 @@ def ledger_subtrees(hosts: str, root: str, timeout_s: float = 10) -> list[str]:
     """The second-level znodes of BookKeeper's hierarchical layout (``root/00/0000``): each holds at most
     10 000 ledgers (short form) or one branch of the long form. Non-digit children (LAYOUT, idgen,
     available, underreplication, ...) are not ledgers."""
-    from kazoo.client import KazooClient
-
-    zk = KazooClient(hosts=hosts, timeout=timeout_s)
+    zk = kazoo_client(hosts, timeout_s)
     # A batch job can wait for a busy ensemble; a task failing on a slow connect fails the whole run.
     zk.start(CONNECT_TIMEOUT_FACTOR * timeout_s)
     try:
@@ -43,10 +42,9 @@ def read_subtrees(
     hosts: str, root: str, paths: Iterator[str], timeout_s: float = 10
 ) -> Iterator[tuple[int, bytes, int]]:
     """(ledger_id, metadata bytes, znode ctime ms) of every ledger under ``paths``."""
-    from kazoo.client import KazooClient
     from kazoo.exceptions import NoNodeError
 
-    zk = KazooClient(hosts=hosts, timeout=timeout_s)
+    zk = kazoo_client(hosts, timeout_s)
     # A batch job can wait for a busy ensemble; a task failing on a slow connect fails the whole run.
     zk.start(CONNECT_TIMEOUT_FACTOR * timeout_s)
     try:

@@ -8,8 +8,9 @@ import pytest
 
 from worker.ledger_listing import ledger_id_of_path as _ledger_id
 from worker.nightly.audit import OFFLOAD_KEY
-from worker.nightly.replay import ReplaySummary
-from worker.nightly.source import SCHEMA, TopicPartition, _position
+from worker.nightly.replay import ReplaySummary, per_task_settings, task_slots_per_executor
+from worker.nightly.source import SCHEMA, TopicPartition, _position, arrow_batches
+from worker.settings import load_settings
 from worker.zookeeper import hierarchical_ledger_path
 
 
@@ -69,3 +70,44 @@ def test_report_dirs_of_both_jobs_stay_apart() -> None:
     assert report_dir(None, s, "replay") == "s3a://bucket/reports/replay"
     assert report_dir("/tmp/r", s, "audit") == "/tmp/r/audit"
     assert report_dir("/tmp/r/", s, "replay") == "/tmp/r/replay"
+
+
+@pytest.mark.parametrize(
+    ("conf", "master", "slots"),
+    [
+        ({}, "local[2]", 2),
+        ({}, "local[3,2]", 3),  # local[N,maxFailures]
+        ({"spark.task.cpus": "2"}, "local[4]", 2),
+        ({"spark.executor.cores": "4"}, "yarn", 4),
+        ({"spark.executor.cores": "4", "spark.task.cpus": "3"}, "k8s://https://kube:6443", 1),
+        ({}, "yarn", 1),
+        ({}, "spark://m:7077", 1),
+    ],
+)
+def test_task_slots_per_executor(conf: dict[str, str], master: str, slots: int) -> None:
+    assert task_slots_per_executor(conf, master) == slots
+
+
+def test_storage_rate_limit_is_shared_by_an_executors_tasks() -> None:
+    s = load_settings(None, worker={"deletes_per_second": 50, "delete_burst": 10})
+    assert per_task_settings(s, 1) is s
+    t = per_task_settings(s, 4)
+    assert (t.worker.deletes_per_second, t.worker.delete_burst) == (12.5, 2)
+    assert 4 * t.worker.deletes_per_second == s.worker.deletes_per_second
+    assert per_task_settings(s, 16).worker.delete_burst == 1  # never 0: a bucket of 0 would never delete
+    assert t.model_dump(exclude={"worker"}) == s.model_dump(exclude={"worker"})
+
+
+def test_arrow_batches_keep_every_row_and_value() -> None:
+    from datetime import UTC, datetime
+
+    when = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+    good = (b"id", "1:2:0:-1", "t-partition-0", when, {"reason": "x"}, b"p", "t", "MANAGED_LEDGER", "LEDGER", 7)
+    rows = [good + (None,) * 5, (b"id2", "1:3:0:-1", "t", None, {}, b"?") + (None,) * 8 + ("bad payload",)] * 3
+    batches = list(arrow_batches(iter(rows), size=4))
+    assert [b.num_rows for b in batches] == [4, 2]
+    got = [r for b in batches for r in b.to_pylist()]
+    assert [r["message_id_str"] for r in got] == [r[1] for r in rows]
+    assert got[0]["publish_time"] == when and dict(got[0]["properties"]) == {"reason": "x"}
+    assert got[1]["decode_error"] == "bad payload" and got[1]["ledger_id"] is None
+    assert batches[0].schema.names == SCHEMA.fieldNames()

@@ -22,7 +22,9 @@ from worker.settings import Settings
 def add_spark_options(p: argparse.ArgumentParser, subdir: str) -> None:
     p.add_argument("--master", default=None, help="Spark master URL (default: spark.master, else local[*])")
     p.add_argument("--report-dir", default=None, help=f"Parquet report root (default: nightly.report_dir + /{subdir})")
-    p.add_argument("--partitions", type=int, default=None, help="Spark partitions (default: default parallelism)")
+    p.add_argument(
+        "--partitions", type=int, default=None, help="Spark partitions to decide in (default 4 x parallelism)"
+    )
     p.add_argument(
         "--pushgateway",
         default=None,

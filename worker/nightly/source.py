@@ -181,12 +181,45 @@ class PulsarReader(DataSourceReader):
             # Spark reads an empty partition list as one partition None: here, nothing left to read.
             return iter(())
         # Not an isinstance check: Spark may ship the partition's class by value, a different class object.
-        return read_partition(self.service_url, self.token, partition, self.read_timeout_ms)
+        return arrow_batches(read_partition(self.service_url, self.token, partition, self.read_timeout_ms))
 
 
-def read_partition(
-    service_url: str, token: str | None, part: Any, timeout_ms: int
-) -> Iterator[tuple[Any, ...]]:
+ARROW_BATCH_ROWS = 4096
+
+
+def arrow_batches(rows: Iterator[tuple[Any, ...]], size: int = ARROW_BATCH_ROWS) -> Iterator[Any]:
+    """Rows of :data:`SCHEMA` as Arrow record batches of up to ``size`` rows.
+
+    Spark accepts either from ``read()``; given tuples it converts every value through a per-field Python
+    converter, which measured at about three times the cost of reading the messages. pyarrow builds each
+    column in one call instead."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(SCHEMA)
+    columns: list[list[Any]] = [[] for _ in SCHEMA.fields]
+    n = 0
+
+    def flush() -> Any:
+        batch = pa.RecordBatch.from_arrays(
+            [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema
+        )
+        for c in columns:
+            c.clear()
+        return batch
+
+    for r in rows:
+        for c, v in zip(columns, r, strict=True):
+            c.append(v)
+        n += 1
+        if n == size:
+            yield flush()
+            n = 0
+    if n:
+        yield flush()
+
+
+def read_partition(service_url: str, token: str | None, part: Any, timeout_ms: int) -> Iterator[tuple[Any, ...]]:
     import pulsar
 
     client = pulsar.Client(
