@@ -281,7 +281,10 @@ async def test_chaos_run(
             assert "deleted" not in final.get(("LEDGER", lid), set()), f"live ledger {lid} deleted"
             assert await zk.ledger_metadata_exists(lid), f"live ledger {lid} missing"
         for lid in foreign:
-            assert final.get(("LEDGER", lid)) == {"rejected"}
+            # A failed or stalled metadata read (the fault proxy) is "transient" first, then retried;
+            # what matters is that it ends rejected and is never deleted.
+            got = final.get(("LEDGER", lid), set())
+            assert "rejected" in got and not got & {"deleted", "already_gone"}, f"forged {lid}: {got}"
             assert await zk.ledger_metadata_exists(lid)
     for (_t, lid), ctx in live_ctx.items():
         assert _exists(s3, cluster.s3_bucket, f"{ctx.uuid}-ledger-{lid}"), f"live offloaded copy of {lid} deleted"
