@@ -6,8 +6,9 @@
 2. dedupe: one row per claim (ledger type, ledger id and the rest of the decoded message), keeping every
    message id. Two messages that name the same ledger but different owners stay two rows: a forged copy
    must not settle the genuine one;
-3. (partitioned by topic in step 2) one :class:`~worker.decision.Decider` per partition (one snapshot cache, one
-   storage rate limiter) fetches each topic's live state once per run; decide with bounded concurrency;
+3. one :class:`~worker.decision.Decider` per partition (rows partitioned by topic in step 2; one snapshot
+   cache) fetches each topic's live state once per run; decide with bounded concurrency; its storage
+   rate limiter gets the executor's rate divided by the executor's task slots;
 4. write the Parquet report (partitioned by ``run_date``) - the report on disk is what step 5 reads;
 5. acknowledge on the replay subscription exactly the messages of rows with a final outcome.
 
