@@ -20,9 +20,9 @@ venv: $(VENV)/.installed
 # Debian's Prometheus, promtool and Pushgateway for the alert-rule and scrape tests; installed only when missing.
 ops-tools:
 	@if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null \
-	    || ! command -v prometheus-pushgateway >/dev/null; then \
+	    || ! command -v prometheus-pushgateway >/dev/null || ! command -v openssl >/dev/null; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	    prometheus prometheus-pushgateway; \
+	    prometheus prometheus-pushgateway openssl; \
 	fi
 
 # deploy/grafana/ledger-deletion.json and deploy/k8s/prometheusrule.yaml from worker/dashboard.py and the

@@ -24,12 +24,13 @@ from worker.decision import open_decider
 from worker.logs import configure, get_logger
 from worker.metrics import Metrics, oldest_backlog_age_s
 from worker.pipeline import Pipeline
+from worker.preflight import StartupRefused, check_admin, refused_as
 from worker.pulsar_admin import PulsarAdmin
 from worker.pulsar_client import async_client, close_client
 from worker.settings import Settings
 from worker.settlement import Settler
 from worker.topic_name import TopicName
-from worker.topology import ensure_topology
+from worker.topology import TopologyNotPermitted, ensure_topology
 
 log = get_logger()
 
@@ -61,22 +62,32 @@ class Daemon:
             )
             stack.push_async_callback(runner.cleanup)
 
-            await ensure_topology(admin, s.topics)
+            await check_admin(admin, s.pulsar, TopicName.parse(s.topics.pending))
+            try:
+                await ensure_topology(admin, s.topics)
+            except TopologyNotPermitted as e:
+                raise StartupRefused(
+                    f"pulsar.admin_url {s.pulsar.admin_url}: {e}; token from {s.pulsar.token_source}. Create it once "
+                    "with a tenant-admin token: ledger-deletion-worker topology"
+                ) from e
 
             client = async_client(s.pulsar)
             stack.push_async_callback(close_client, client)
-            retry_producer = await client.create_producer(s.topics.retry, batching_enabled=False)
+            with refused_as(s.pulsar, f"produce to {s.topics.retry}"):
+                retry_producer = await client.create_producer(s.topics.retry, batching_enabled=False)
             stack.push_async_callback(retry_producer.close)
-            dlq_producer = await client.create_producer(s.topics.dlq, batching_enabled=False)
+            with refused_as(s.pulsar, f"produce to {s.topics.dlq}"):
+                dlq_producer = await client.create_producer(s.topics.dlq, batching_enabled=False)
             stack.push_async_callback(dlq_producer.close)
-            consumer = await client.subscribe(
-                [s.topics.pending, s.topics.retry],
-                s.topics.subscription,
-                consumer_type=pulsar.ConsumerType.Shared,
-                # A small prefetch: what sits in our queue is invisible to the other replicas.
-                receiver_queue_size=max(1, min(1000, s.worker.max_inflight)),
-                negative_ack_redelivery_delay_ms=int(s.worker.backoff_initial_s * 1000) or 1000,
-            )
+            with refused_as(s.pulsar, f"consume {s.topics.pending} and {s.topics.retry}"):
+                consumer = await client.subscribe(
+                    [s.topics.pending, s.topics.retry],
+                    s.topics.subscription,
+                    consumer_type=pulsar.ConsumerType.Shared,
+                    # A small prefetch: what sits in our queue is invisible to the other replicas.
+                    receiver_queue_size=max(1, min(1000, s.worker.max_inflight)),
+                    negative_ack_redelivery_delay_ms=int(s.worker.backoff_initial_s * 1000) or 1000,
+                )
             pipeline = Pipeline(
                 decider=decider,
                 settler=Settler(
@@ -202,4 +213,8 @@ class Daemon:
 
 async def run_daemon(settings: Settings) -> int:
     configure(settings.logging.level, settings.logging.format)
-    return await Daemon(settings).run()
+    try:
+        return await Daemon(settings).run()
+    except StartupRefused as e:
+        log.error("startup refused", error=str(e))
+        raise

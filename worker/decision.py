@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
 from worker.bookkeeper import BookieClient, BookieLedgerStore, CountedLedgerStore, LedgerStore
-from worker.http import BackendError, new_session
+from worker.http import BackendError, admin_session, new_session
 from worker.in_use import LiveSet, LiveStateReader, Snapshot, SnapshotCache, TopicGone, in_use
 from worker.managed_ledger_metadata import OffloadInfo
 from worker.message import InvalidMessage, LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
@@ -331,8 +331,8 @@ async def open_decider(
     if not s.zookeeper.hosts:
         raise ValueError("zookeeper.hosts: the worker needs the metadata store (it proves topics gone)")
     async with contextlib.AsyncExitStack() as stack:
-        admin_session = await stack.enter_async_context(new_session(s.pulsar.request_timeout_s))
-        admin = PulsarAdmin(str(s.pulsar.admin_url), admin_session, s.pulsar.auth_token)
+        admin_http = await stack.enter_async_context(admin_session(s.pulsar))
+        admin = PulsarAdmin(str(s.pulsar.admin_url), admin_http, s.pulsar.auth_token)
         zk = ZooKeeper(s.zookeeper.hosts, timeout_s=s.zookeeper.timeout_s, ledgers_root=s.zookeeper.ledgers_root)
         await zk.start()
         stack.push_async_callback(zk.close)

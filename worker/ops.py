@@ -18,7 +18,7 @@ from typing import Any
 import pulsar
 
 from worker import message as m
-from worker.http import new_session
+from worker.http import admin_session
 from worker.pulsar_admin import NotOwner, PulsarAdmin, TopicNotFound
 from worker.pulsar_client import blocking_client
 from worker.settings import Settings
@@ -97,7 +97,7 @@ async def inflight(admin: PulsarAdmin, settings: Settings) -> Inflight:
 
 async def inflight_from_settings(settings: Settings) -> Inflight:
     p = settings.pulsar
-    async with new_session(p.request_timeout_s) as session:
+    async with admin_session(p) as session:
         return await inflight(PulsarAdmin(str(p.admin_url), session, p.auth_token), settings)
 
 
@@ -228,7 +228,7 @@ async def list_dead_letters(
     p = settings.pulsar
     dlq = TopicName.parse(settings.topics.dlq)
     sub = settings.topics.dlq_replay_subscription
-    async with new_session(p.request_timeout_s) as session:
+    async with admin_session(p) as session:
         admin = PulsarAdmin(str(p.admin_url), session, p.auth_token)
         n = await admin.partitions(dlq)
         topics: Sequence[TopicName] = [dlq.partition(i) for i in range(n)] if n > 0 else [dlq]

@@ -32,7 +32,7 @@ import pulsar
 import pulsar.asyncio as pulsar_asyncio
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
-from worker.http import new_session
+from worker.http import admin_session
 from worker.logs import get_logger
 from worker.message import PendingDeleteLedgerInfo, PendingDeleteSchema
 from worker.metrics import Metrics
@@ -176,7 +176,7 @@ class PendingDeleteSender:
             await ensure_topology(self._admin, self.settings.topics)
             return
         p = self.settings.pulsar
-        async with new_session(p.request_timeout_s) as session:
+        async with admin_session(p) as session:
             await ensure_topology(PulsarAdmin(str(p.admin_url), session, p.auth_token), self.settings.topics)
 
     async def close(self) -> None:

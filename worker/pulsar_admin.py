@@ -187,7 +187,9 @@ class PulsarAdmin:
                 ask = e.location
         else:
             raise NotOwner(ask)
-        url = d.get("httpUrl") or d.get("httpUrlTls") if isinstance(d, dict) else None
+        # Over TLS, the owner is asked over TLS too: its plain port may be closed, and must not be needed.
+        keys = ("httpUrlTls", "httpUrl") if self.admin_url.startswith("https://") else ("httpUrl", "httpUrlTls")
+        url = (d.get(keys[0]) or d.get(keys[1])) if isinstance(d, dict) else None
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise BackendError("admin", f"lookup of {topic} returned no http url: {d}")
         return str(url)
@@ -227,9 +229,7 @@ class PulsarAdmin:
 
     async def stats(self, topic: TopicName, earliest_time_in_backlog: bool = False) -> dict[str, Any]:
         params = {"getEarliestTimeInBacklog": "true"} if earliest_time_in_backlog else None
-        return dict(
-            await self._call("GET", f"/admin/v2/{topic.rest_path}/stats", params=params, follow_redirect=True)
-        )
+        return dict(await self._call("GET", f"/admin/v2/{topic.rest_path}/stats", params=params, follow_redirect=True))
 
     async def partitioned_stats(self, topic: TopicName, earliest_time_in_backlog: bool = False) -> dict[str, Any]:
         params = {"perPartition": "false"}

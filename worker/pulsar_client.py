@@ -14,6 +14,7 @@ from worker.settings import PulsarSettings
 def _options(p: PulsarSettings) -> dict[str, Any]:
     return {
         "authentication": pulsar.AuthenticationToken(p.auth_token) if p.auth_token else None,
+        **({"tls_trust_certs_file_path": str(p.tls_trust_certs_file)} if p.tls_trust_certs_file else {}),
         "operation_timeout_seconds": int(max(1, p.request_timeout_s)),
         # The C++ client logs every (re)connection at INFO; our own logs say what matters.
         "logger": pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),

@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, HttpUrl, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    HttpUrl,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from worker.topic_name import InvalidTopicName, TopicName
@@ -25,8 +34,45 @@ class _Section(BaseModel):
 class PulsarSettings(_Section):
     service_url: str = "pulsar://127.0.0.1:6650"
     admin_url: HttpUrl = HttpUrl("http://127.0.0.1:8080")
+    # A JWT for both endpoints: inline (or LDW_PULSAR__AUTH_TOKEN), or read once at start from a file
+    # (a mounted Kubernetes secret). Never both.
     auth_token: str | None = None
+    auth_token_file: Path | None = None
+    # PEM CA bundle trusted for an https admin_url and a pulsar+ssl service_url (default: the system's).
+    tls_trust_certs_file: Path | None = None
     request_timeout_s: float = Field(10.0, gt=0)
+    _token_source: str | None = PrivateAttr(default=None)
+
+    @property
+    def token_source(self) -> str:
+        """Which setting the token came from, for error messages (never the token itself)."""
+        return self._token_source or (
+            "nowhere: no token is set (pulsar.auth_token, pulsar.auth_token_file or LDW_PULSAR__AUTH_TOKEN)"
+        )
+
+    @model_validator(mode="after")
+    def _token_file(self) -> PulsarSettings:
+        f = self.auth_token_file
+        if f is not None:
+            if self.auth_token:
+                raise ValueError("auth_token and auth_token_file are both set: keep one")
+            try:
+                token = f.read_text().strip()
+            except OSError as e:
+                raise ValueError(f"auth_token_file {f}: cannot read it ({e.strerror or e})") from e
+            if not token:
+                raise ValueError(f"auth_token_file {f} is empty")
+            # Resolved here, once: every client is built from auth_token, and a Spark executor gets the
+            # token itself (the file is the driver's).
+            object.__setattr__(self, "auth_token", token)
+            object.__setattr__(self, "auth_token_file", None)
+            self._token_source = f"pulsar.auth_token_file ({f})"
+        elif self.auth_token:
+            self._token_source = "pulsar.auth_token"
+        ca = self.tls_trust_certs_file
+        if ca is not None and not ca.is_file():
+            raise ValueError(f"tls_trust_certs_file {ca} is not a readable file")
+        return self
 
     @field_validator("service_url")
     @classmethod

@@ -40,6 +40,14 @@ class TopologyIncomplete(BackendError):
         super().__init__("admin", message)
 
 
+class TopologyNotPermitted(BackendError):
+    """A step is not in place and this role may not make it (401/403): a least-privileged worker or
+    sender needs the topology made once by a tenant admin (``ledger-deletion-worker topology``)."""
+
+    def __init__(self, what: str, e: BackendError) -> None:
+        super().__init__("admin", f"{what} is not in place and this role may not create it ({e})", e.status)
+
+
 async def _converge(
     what: str,
     act: Callable[[int], Awaitable[None]],
@@ -49,12 +57,17 @@ async def _converge(
     delay_s: float = DELAY_S,
 ) -> None:
     """Run ``act`` until ``done`` confirms its effect. A race status from ``act`` is not a failure by
-    itself (another starter may be creating the same thing): only ``done`` decides."""
+    itself (another starter may be creating the same thing): only ``done`` decides. What is already in
+    place is not written again, so a role that may read the topology but not create it starts."""
+    if await done():
+        return
     last: BackendError | None = None
     for attempt in range(attempts):
         try:
             await act(attempt)
         except BackendError as e:
+            if e.status in (401, 403):
+                raise TopologyNotPermitted(what, e) from e
             if e.status not in RACE_STATUSES:
                 raise
             last = e

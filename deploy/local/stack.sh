@@ -43,7 +43,17 @@ case $PROFILE in
     ZK_MEM=${ZK_MEM:--Xms64m -Xmx256m}
     export PULSAR_GC=${PULSAR_GC:--XX:+UseG1GC -XX:+PerfDisableSharedMem}
     ;;
-  *) echo "stack: unknown PROFILE=$PROFILE (standalone|cluster)" >&2; exit 2 ;;
+  auth)
+    # The standalone stack with token authentication and authorization on, and TLS on the admin
+    # endpoint: its own ports and data, beside the others. Keys, tokens and the certificate are made at
+    # first start under $STACK_DIR/auth (see auth_material).
+    STACK_DIR=${STACK_DIR:-$here/.data-auth}
+    WEB_PORT=${WEB_PORT:-8085} WEB_PORT_TLS=${WEB_PORT_TLS:-8445}
+    BROKER_PORT=${BROKER_PORT:-6655} BOOKIE_PORT=${BOOKIE_PORT:-3185} BOOKIE_HTTP_PORT=${BOOKIE_HTTP_PORT:-8005}
+    ZK_PORT=${ZK_PORT:-2185} S3_PORT=${S3_PORT:-5005}
+    export PULSAR_MEM=${PULSAR_MEM:--Xms256m -Xmx768m -XX:MaxDirectMemorySize=512m}
+    ;;
+  *) echo "stack: unknown PROFILE=$PROFILE (standalone|cluster|auth)" >&2; exit 2 ;;
 esac
 
 PULSAR_VERSION=${PULSAR_VERSION:-4.0.8}
@@ -66,6 +76,7 @@ offloaders_dir=$STACK_CACHE/offloaders
 offloader_nar=$offloaders_dir/tiered-storage-jcloud-$PULSAR_VERSION.nar
 run=$STACK_DIR/run
 logs=$STACK_DIR/logs
+auth=$STACK_DIR/auth
 mkdir -p "$run" "$logs"
 
 log() { echo "stack: $*" >&2; }
@@ -78,6 +89,14 @@ pid_alive() {
 }
 
 pulsar_ready() {
+  if [[ $PROFILE == auth ]]; then
+    # Authenticated as the superuser, over TLS with the stack's own CA: both must work to be ready.
+    [[ -f $auth/admin.token ]] || return 1
+    curl -fsS -m 3 -o /dev/null --cacert "$auth/ca.pem" -H "Authorization: Bearer $(cat "$auth/admin.token")" \
+      "https://127.0.0.1:$WEB_PORT_TLS/admin/v2/brokers/health" 2>/dev/null &&
+      http_ok "http://127.0.0.1:$BOOKIE_HTTP_PORT/heartbeat"
+    return
+  fi
   http_ok "http://127.0.0.1:$WEB_PORT/admin/v2/brokers/health" &&
     http_ok "http://127.0.0.1:$BOOKIE_HTTP_PORT/heartbeat"
 }
@@ -170,6 +189,44 @@ render_conf() {
     "$repo/config/standalone.conf" >"$run/standalone.conf"
 }
 
+auth_material() {
+  # PROFILE=auth: an HMAC secret key, one token per role (admin: superuser; worker, phase1, scanner,
+  # nobody: granted by the tests), a token signed with another key, and a self-signed certificate for
+  # 127.0.0.1 that is its own CA. Made once; `down` keeps them, deleting $STACK_DIR starts afresh.
+  [[ -f $auth/ca.pem && -f $auth/admin.token ]] && return 0
+  mkdir -p "$auth"
+  local role
+  "$pulsar_home/bin/pulsar" tokens create-secret-key --output "$auth/secret.key" >&2
+  "$pulsar_home/bin/pulsar" tokens create-secret-key --output "$auth/other-secret.key" >&2
+  for role in worker phase1 scanner nobody admin; do
+    "$pulsar_home/bin/pulsar" tokens create --secret-key "file://$auth/secret.key" --subject "$role" >"$auth/$role.token.tmp"
+    mv "$auth/$role.token.tmp" "$auth/$role.token"
+  done
+  "$pulsar_home/bin/pulsar" tokens create --secret-key "file://$auth/other-secret.key" --subject admin >"$auth/forged-admin.token"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=127.0.0.1" \
+    -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+    -keyout "$auth/broker.key.pem" -out "$auth/ca.pem.tmp" 2>/dev/null
+  mv "$auth/ca.pem.tmp" "$auth/ca.pem"
+  chmod 600 "$auth"/*.token "$auth"/*.key "$auth/broker.key.pem"
+  log "auth material in $auth (tokens: admin worker phase1 scanner nobody forged-admin)"
+}
+
+auth_conf() {  # auth_conf FILE: token authentication + authorization, TLS on the admin endpoint
+  local f=$1
+  conf_set "$f" authenticationEnabled true
+  conf_set "$f" authorizationEnabled true
+  conf_set "$f" authenticationProviders org.apache.pulsar.broker.authentication.AuthenticationProviderToken
+  conf_set "$f" tokenSecretKey "file://$auth/secret.key"
+  conf_set "$f" superUserRoles admin
+  # The broker's own client (the standalone creates its cluster, tenants and namespaces through it).
+  conf_set "$f" brokerClientAuthenticationPlugin org.apache.pulsar.client.impl.auth.AuthenticationToken
+  conf_set "$f" brokerClientAuthenticationParameters "file://$auth/admin.token"
+  conf_set "$f" webServicePortTls "$WEB_PORT_TLS"
+  conf_set "$f" tlsCertificateFilePath "$auth/ca.pem"
+  conf_set "$f" tlsKeyFilePath "$auth/broker.key.pem"
+  conf_set "$f" tlsTrustCertsFilePath "$auth/ca.pem"
+}
+
 start_pulsar() {
   if pulsar_ready; then log "pulsar already up"; return 0; fi
   if pid_alive pulsar; then
@@ -178,6 +235,7 @@ start_pulsar() {
     fetch_pulsar
     build_offloader
     render_conf
+    if [[ $PROFILE == auth ]]; then auth_material; auth_conf "$run/standalone.conf"; fi
     local t0=$SECONDS
     log "starting pulsar $PULSAR_VERSION standalone (web $WEB_PORT, broker $BROKER_PORT, bookie http $BOOKIE_HTTP_PORT)"
     (
@@ -546,6 +604,22 @@ case ${1:-} in
     ;;
   status) status ;;
   env)
+    if [[ $PROFILE == auth ]]; then
+      cat <<EOF
+PROFILE=auth
+PULSAR_ADMIN_URL=https://127.0.0.1:$WEB_PORT_TLS
+PULSAR_ADMIN_URL_PLAIN=http://127.0.0.1:$WEB_PORT
+PULSAR_TLS_CA=$auth/ca.pem
+PULSAR_TOKEN_DIR=$auth
+PULSAR_SERVICE_URL=pulsar://127.0.0.1:$BROKER_PORT
+BOOKIE_HTTP_URL=http://127.0.0.1:$BOOKIE_HTTP_PORT
+ZOOKEEPER_HOSTS=127.0.0.1:$ZK_PORT
+S3_ENDPOINT=http://127.0.0.1:$S3_PORT
+S3_BUCKET=$S3_BUCKET
+S3_REGION=$S3_REGION
+EOF
+      exit 0
+    fi
     cat <<EOF
 PULSAR_ADMIN_URL=http://127.0.0.1:$WEB_PORT
 PULSAR_SERVICE_URL=pulsar://127.0.0.1:$BROKER_PORT

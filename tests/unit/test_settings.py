@@ -217,3 +217,41 @@ def test_an_age_guard_that_lets_a_ledger_being_created_look_deletable_is_refused
 def test_a_safe_age_guard_is_accepted(tmp_path: Path) -> None:
     s = load_settings(write(tmp_path, "worker: {min_ledger_age_s: 2, snapshot_ttl_s: 0.5}\n"))
     assert (s.worker.min_ledger_age_s, s.worker.snapshot_ttl_s) == (2, 0.5)
+
+
+def test_token_from_a_file_is_read_once_and_travels_as_the_token(tmp_path: Path) -> None:
+    f = tmp_path / "worker.token"
+    f.write_text("eyJ.header.sig\n")
+    s = load_settings(None, pulsar={"auth_token_file": str(f)})
+    assert s.pulsar.auth_token == "eyJ.header.sig"
+    assert s.pulsar.token_source == f"pulsar.auth_token_file ({f})"
+    # What a Spark executor gets: the token itself, no path it may not be able to read.
+    again = type(s).model_validate_json(s.model_dump_json())
+    assert again.pulsar.auth_token == "eyJ.header.sig" and again.pulsar.auth_token_file is None
+    f.unlink()
+    assert type(s).model_validate_json(s.model_dump_json()).pulsar.auth_token == "eyJ.header.sig"
+
+
+@pytest.mark.parametrize(
+    ("pulsar", "message"),
+    [
+        ({"auth_token": "a", "auth_token_file": "__FILE__"}, "auth_token and auth_token_file are both set"),
+        ({"auth_token_file": "__MISSING__"}, "auth_token_file"),
+        ({"auth_token_file": "__EMPTY__"}, "is empty"),
+        ({"tls_trust_certs_file": "__MISSING__"}, "tls_trust_certs_file"),
+    ],
+)
+def test_token_and_tls_settings_fail_at_start_with_the_key(
+    tmp_path: Path, pulsar: dict[str, str], message: str
+) -> None:
+    (tmp_path / "t").write_text("tok")
+    (tmp_path / "e").write_text("  \n")
+    paths = {"__FILE__": str(tmp_path / "t"), "__MISSING__": str(tmp_path / "nope"), "__EMPTY__": str(tmp_path / "e")}
+    with pytest.raises(ConfigError) as e:
+        load_settings(None, pulsar={k: paths.get(v, v) for k, v in pulsar.items()})
+    assert "pulsar" in str(e.value) and message in str(e.value)
+
+
+def test_no_token_says_where_one_could_come_from() -> None:
+    assert "LDW_PULSAR__AUTH_TOKEN" in load_settings(None).pulsar.token_source
+    assert load_settings(None, pulsar={"auth_token": "x"}).pulsar.token_source == "pulsar.auth_token"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from worker.commands import audit, dlq, inflight, purge_topic, replay_dlq, run, scan, send
+from worker.commands import audit, dlq, inflight, purge_topic, replay_dlq, run, scan, send, topology
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], argparse.ArgumentParser]
 
@@ -18,6 +18,7 @@ REGISTRY: list[Register] = [
     inflight.register,
     dlq.register,
     purge_topic.register,
+    topology.register,
     # Nightly jobs on Spark (the spark extra).
     replay_dlq.register,
     audit.register,

@@ -51,7 +51,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _run(args: argparse.Namespace, settings: Settings, topic: object) -> int:
-    from worker.http import new_session
+    from worker.http import admin_session
     from worker.pulsar_admin import PulsarAdmin
     from worker.purge import purge_topic
     from worker.topic_name import TopicName
@@ -60,7 +60,7 @@ async def _run(args: argparse.Namespace, settings: Settings, topic: object) -> i
     assert isinstance(topic, TopicName)
     s = settings
     async with (
-        new_session(s.pulsar.request_timeout_s) as session,
+        admin_session(s.pulsar) as session,
         optional_zookeeper(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
     ):
         admin = PulsarAdmin(str(s.pulsar.admin_url), session, s.pulsar.auth_token)

@@ -24,4 +24,10 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         print("ledger-deletion-worker run: zookeeper.hosts: the worker needs the metadata store", file=sys.stderr)
         return 2
 
-    return int(asyncio.run(run_daemon(settings)))
+    from worker.preflight import StartupRefused
+
+    try:
+        return int(asyncio.run(run_daemon(settings)))
+    except StartupRefused as e:
+        print(f"ledger-deletion-worker run: {e}", file=sys.stderr)
+        return 2

@@ -98,7 +98,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
 async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, namespaces: list[str]) -> int:
     from worker.bookkeeper import BookieClient
     from worker.commands.terminal import Progress, render_table
-    from worker.http import BackendError, new_session
+    from worker.http import BackendError, admin_session, new_session
     from worker.in_use import LiveStateReader, SnapshotCache
     from worker.ledger_listing import read_listing
     from worker.logs import get_logger
@@ -115,11 +115,11 @@ async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, na
             log.info("ledger decision", **d.to_dict())
 
     async with (
-        new_session(s.pulsar.request_timeout_s) as admin_session,
+        admin_session(s.pulsar) as admin_http,
         new_session(s.bookkeeper.request_timeout_s, limit=max(32, args.concurrency)) as bk_session,
         optional_zookeeper(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
     ):
-        admin = PulsarAdmin(str(s.pulsar.admin_url), admin_session, s.pulsar.auth_token)
+        admin = PulsarAdmin(str(s.pulsar.admin_url), admin_http, s.pulsar.auth_token)
         bookie = BookieClient(s.bookkeeper.endpoints, bk_session, zk.ledger_metadata_exists if zk else None)
         listing: LedgerListing = bookie
         if (args.metadata_from or ("zookeeper" if zk else "bookie")) == "zookeeper":

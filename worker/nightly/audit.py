@@ -69,7 +69,7 @@ async def judge_ledgers(
 ) -> list[dict[str, Any]]:
     """Run the scanner over these ledgers (one partition: its topics' live sets fetched once each)."""
     from worker.bookkeeper import parse_serialized_metadata
-    from worker.http import new_session
+    from worker.http import admin_session
     from worker.in_use import LiveStateReader, SnapshotCache
     from worker.pulsar_admin import PulsarAdmin
     from worker.scanner import Decision, Scanner, Verdict
@@ -87,7 +87,7 @@ async def judge_ledgers(
         except ValueError as e:
             out.append(Decision(lid, Verdict.SKIPPED, f"unparseable ledger metadata: {e}").to_dict())
     async with (
-        new_session(s.pulsar.request_timeout_s) as session,
+        admin_session(s.pulsar) as session,
         optional_zookeeper(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
     ):
         admin = PulsarAdmin(str(s.pulsar.admin_url), session, s.pulsar.auth_token)
@@ -257,7 +257,7 @@ def list_prefix(target: dict[str, Any], prefix: str, timeout_s: float) -> Iterat
 
 async def judge_objects(settings: Settings, sets: list[dict[str, Any]], *, min_age_s: float) -> None:
     """Judge offload attempts in place (verdict, orphan_class, why, topic, namespace)."""
-    from worker.http import new_session
+    from worker.http import admin_session
     from worker.in_use import LiveSet, LiveStateReader, SnapshotCache
     from worker.pulsar_admin import PulsarAdmin
     from worker.topic_name import InvalidTopicName, TopicName
@@ -266,7 +266,7 @@ async def judge_objects(settings: Settings, sets: list[dict[str, Any]], *, min_a
     s = settings
     now = datetime.now(UTC)
     async with (
-        new_session(s.pulsar.request_timeout_s) as session,
+        admin_session(s.pulsar) as session,
         optional_zookeeper(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
     ):
         admin = PulsarAdmin(str(s.pulsar.admin_url), session, s.pulsar.auth_token)

@@ -84,6 +84,8 @@ def source_options(settings: Settings, topic: str, subscription: str | None) -> 
         opts["subscription"] = subscription
     if p.auth_token:
         opts["token"] = p.auth_token
+    if p.tls_trust_certs_file:
+        opts["tls_trust_certs_file"] = str(p.tls_trust_certs_file)
     return opts
 
 

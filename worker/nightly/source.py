@@ -21,6 +21,8 @@ Options (strings, as every Spark option):
                             acknowledged by the source: the DLQ replay acknowledges on that subscription
                             itself, after its report is written
 ``token``                   optional bearer token, for both endpoints
+``tls_trust_certs_file``    optional PEM CA bundle for an https ``admin_url`` and a ``pulsar+ssl://``
+                            ``service_url`` (a path every executor can read)
 ``read_timeout_ms``         how long a reader waits for the next message before the partition fails
                             (default 30000): the end was captured, so a missing message is an error,
                             never a silent short read
@@ -128,7 +130,9 @@ def _position(value: object) -> Position | None:
         return None
 
 
-async def plan(admin_url: str, topic: str, subscription: str | None, token: str | None) -> list[TopicPartition]:
+async def plan(
+    admin_url: str, topic: str, subscription: str | None, token: str | None, ca_file: str | None = None
+) -> list[TopicPartition]:
     """The partitions to read and where each ends, as of now (the driver calls this once per query)."""
     from worker.http import new_session
     from worker.ops import CursorState, topic_internal_stats
@@ -137,7 +141,7 @@ async def plan(admin_url: str, topic: str, subscription: str | None, token: str 
 
     t = TopicName.parse(topic)
     out: list[TopicPartition] = []
-    async with new_session(30) as session:
+    async with new_session(30, ca_file=ca_file) as session:
         admin = PulsarAdmin(admin_url, session, token)
         n = await admin.partitions(t)
         for p in [t.partition(i) for i in range(n)] if n > 0 else [t]:
@@ -168,20 +172,23 @@ class PulsarReader(DataSourceReader):
         self.topic = _required(options, "topic")
         self.subscription = options.get("subscription") or None
         self.token = options.get("token") or None
+        self.ca_file = options.get("tls_trust_certs_file") or None
         try:
             self.read_timeout_ms = int(options.get("read_timeout_ms") or 30000)
         except ValueError as e:
             raise OptionError(f"pulsar data source: option 'read_timeout_ms': {e}") from e
 
     def partitions(self) -> list[InputPartition]:
-        return list(asyncio.run(plan(self.admin_url, self.topic, self.subscription, self.token)))
+        return list(asyncio.run(plan(self.admin_url, self.topic, self.subscription, self.token, self.ca_file)))
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         if partition is None:
             # Spark reads an empty partition list as one partition None: here, nothing left to read.
             return iter(())
         # Not an isinstance check: Spark may ship the partition's class by value, a different class object.
-        return arrow_batches(read_partition(self.service_url, self.token, partition, self.read_timeout_ms))
+        return arrow_batches(
+            read_partition(self.service_url, self.token, partition, self.read_timeout_ms, self.ca_file)
+        )
 
 
 ARROW_BATCH_ROWS = 4096
@@ -219,12 +226,15 @@ def arrow_batches(rows: Iterator[tuple[Any, ...]], size: int = ARROW_BATCH_ROWS)
         yield flush()
 
 
-def read_partition(service_url: str, token: str | None, part: Any, timeout_ms: int) -> Iterator[tuple[Any, ...]]:
+def read_partition(
+    service_url: str, token: str | None, part: Any, timeout_ms: int, ca_file: str | None = None
+) -> Iterator[tuple[Any, ...]]:
     import pulsar
 
     client = pulsar.Client(
         service_url,
         authentication=pulsar.AuthenticationToken(token) if token else None,
+        **({"tls_trust_certs_file_path": ca_file} if ca_file else {}),
         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
     )
     try:

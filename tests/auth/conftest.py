@@ -1,0 +1,96 @@
+"""The auth profile of the local stack (deploy/local/stack.sh, PROFILE=auth): Pulsar standalone with token
+authentication and authorization on and TLS on the admin endpoint, beside the standalone stack.
+
+Every test in this directory is marked ``auth`` (and ``integration``). The package-scoped fixture starts
+the profile if it is not up (~20 s; tokens and the certificate are made at its first start) and stops it
+after the last test here unless it was already up; ``LDW_AUTH=0`` skips these tests, saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from worker.testing.stack import STACK, Stack, stack_env
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = os.path.dirname(__file__)
+    for item in items:
+        if str(item.fspath).startswith(here):
+            item.add_marker(pytest.mark.auth)
+            item.add_marker(pytest.mark.integration)
+
+
+def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PROFILE": "auth"}
+    return subprocess.run(["bash", str(STACK), *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@dataclass(frozen=True)
+class AuthStack(Stack):
+    admin_url_plain: str
+    token_dir: Path
+    ca: Path
+
+    def token_file(self, role: str) -> Path:
+        return self.token_dir / f"{role}.token"
+
+    def token(self, role: str) -> str:
+        return self.token_file(role).read_text().strip()
+
+    def rest(
+        self, method: str, path: str, body: Any = None, *, role: str = "admin", ok: tuple[int, ...] = (200, 204)
+    ) -> Any:
+        """One admin REST call over TLS as ``role``."""
+        req = urllib.request.Request(
+            f"{self.admin_url}{path}",
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.token(role)}"},
+        )
+        ctx = ssl.create_default_context(cafile=str(self.ca))
+        try:
+            with urllib.request.urlopen(req, timeout=60, context=ctx) as r:
+                status, text = r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            status, text = e.code, e.read().decode(errors="replace")
+        if status not in ok:
+            raise AssertionError(f"{method} {path} as {role} answered {status}: {text[:500]}")
+        return json.loads(text) if text.strip().startswith(("{", "[")) else text
+
+    def grant(self, namespace: str, role: str, actions: list[str]) -> None:
+        self.rest("POST", f"/admin/v2/namespaces/{namespace}/permissions/{role}", actions)
+
+
+@pytest.fixture(scope="package")
+def auth_stack() -> Iterator[AuthStack]:
+    if os.environ.get("LDW_AUTH") == "0":
+        pytest.skip("auth profile disabled by LDW_AUTH=0")
+    was_up = _run("status", timeout=60).returncode == 0
+    r = _run("up", timeout=900)
+    assert r.returncode == 0, f"PROFILE=auth stack.sh up failed:\n{r.stderr[-5000:]}"
+    env = stack_env("auth")
+    yield AuthStack(
+        admin_url=env["PULSAR_ADMIN_URL"],
+        service_url=env["PULSAR_SERVICE_URL"],
+        bookie_http_url=env["BOOKIE_HTTP_URL"],
+        zookeeper_hosts=env["ZOOKEEPER_HOSTS"],
+        s3_endpoint=env["S3_ENDPOINT"],
+        s3_bucket=env["S3_BUCKET"],
+        admin_url_plain=env["PULSAR_ADMIN_URL_PLAIN"],
+        token_dir=Path(env["PULSAR_TOKEN_DIR"]),
+        ca=Path(env["PULSAR_TLS_CA"]),
+    )
+    if not was_up:
+        _run("down", timeout=300)

@@ -1,0 +1,53 @@
+"""``topology``: create the deletion topics, their schema and subscriptions, and exit.
+
+The worker and phase 1 create what is missing at start, which takes tenant-admin rights on the topics'
+namespace. Where they run with least-privileged roles (README: Authentication), run this once with a
+tenant-admin token instead; it is idempotent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from worker.settings import Settings
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "topology", help="create the deletion topics and subscriptions (tenant admin)", description=__doc__
+    )
+    p.set_defaults(handler=handle)
+    return p
+
+
+async def _create(settings: Settings) -> None:
+    from worker.http import admin_session
+    from worker.preflight import check_admin
+    from worker.pulsar_admin import PulsarAdmin
+    from worker.topic_name import TopicName
+    from worker.topology import ensure_topology
+
+    p = settings.pulsar
+    async with admin_session(p) as session:
+        admin = PulsarAdmin(str(p.admin_url), session, p.auth_token)
+        await check_admin(admin, p, TopicName.parse(settings.topics.pending))
+        await ensure_topology(admin, settings.topics)
+
+
+def handle(args: argparse.Namespace, settings: Settings) -> int:
+    from worker.http import BackendError
+    from worker.preflight import StartupRefused
+
+    try:
+        asyncio.run(_create(settings))
+    except (StartupRefused, BackendError) as e:
+        print(f"ledger-deletion-worker topology: {e}", file=sys.stderr)
+        return 2
+    t = settings.topics
+    print(
+        f"topology in place: {t.pending} ({t.parallelism} partitions), {t.retry}, {t.dlq}; "
+        f"subscriptions {t.subscription}, {t.dlq_replay_subscription}"
+    )
+    return 0
