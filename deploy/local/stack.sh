@@ -604,31 +604,25 @@ case ${1:-} in
     ;;
   status) status ;;
   env)
+    admin_url=http://127.0.0.1:$WEB_PORT
+    [[ $PROFILE == auth ]] && admin_url=https://127.0.0.1:$WEB_PORT_TLS
+    cat <<EOF
+PULSAR_ADMIN_URL=$admin_url
+PULSAR_SERVICE_URL=pulsar://127.0.0.1:$BROKER_PORT
+BOOKIE_HTTP_URL=http://127.0.0.1:$BOOKIE_HTTP_PORT
+ZOOKEEPER_HOSTS=127.0.0.1:$ZK_PORT
+S3_ENDPOINT=http://127.0.0.1:$S3_PORT
+S3_BUCKET=$S3_BUCKET
+S3_REGION=$S3_REGION
+EOF
     if [[ $PROFILE == auth ]]; then
       cat <<EOF
 PROFILE=auth
-PULSAR_ADMIN_URL=https://127.0.0.1:$WEB_PORT_TLS
 PULSAR_ADMIN_URL_PLAIN=http://127.0.0.1:$WEB_PORT
 PULSAR_TLS_CA=$auth/ca.pem
 PULSAR_TOKEN_DIR=$auth
-PULSAR_SERVICE_URL=pulsar://127.0.0.1:$BROKER_PORT
-BOOKIE_HTTP_URL=http://127.0.0.1:$BOOKIE_HTTP_PORT
-ZOOKEEPER_HOSTS=127.0.0.1:$ZK_PORT
-S3_ENDPOINT=http://127.0.0.1:$S3_PORT
-S3_BUCKET=$S3_BUCKET
-S3_REGION=$S3_REGION
 EOF
-      exit 0
     fi
-    cat <<EOF
-PULSAR_ADMIN_URL=http://127.0.0.1:$WEB_PORT
-PULSAR_SERVICE_URL=pulsar://127.0.0.1:$BROKER_PORT
-BOOKIE_HTTP_URL=http://127.0.0.1:$BOOKIE_HTTP_PORT
-ZOOKEEPER_HOSTS=127.0.0.1:$ZK_PORT
-S3_ENDPOINT=http://127.0.0.1:$S3_PORT
-S3_BUCKET=$S3_BUCKET
-S3_REGION=$S3_REGION
-EOF
     ;;
   *) echo "usage: $0 up|down|status|env|restart-pulsar" >&2; exit 2 ;;
 esac

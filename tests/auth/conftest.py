@@ -15,26 +15,21 @@ import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from worker.testing.stack import STACK, Stack, stack_env
+from worker.testing.stack import Stack, mark_directory, run_profile, stack_env, stack_from_env
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = os.path.dirname(__file__)
-    for item in items:
-        if str(item.fspath).startswith(here):
-            item.add_marker(pytest.mark.auth)
-            item.add_marker(pytest.mark.integration)
+    mark_directory(items, os.path.dirname(__file__), pytest.mark.auth, pytest.mark.integration)
 
 
 def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PROFILE": "auth"}
-    return subprocess.run(["bash", str(STACK), *args], env=env, capture_output=True, text=True, timeout=timeout)
+    return run_profile("auth", *args, timeout=timeout)
 
 
 @dataclass(frozen=True)
@@ -82,12 +77,7 @@ def auth_stack() -> Iterator[AuthStack]:
     assert r.returncode == 0, f"PROFILE=auth stack.sh up failed:\n{r.stderr[-5000:]}"
     env = stack_env("auth")
     yield AuthStack(
-        admin_url=env["PULSAR_ADMIN_URL"],
-        service_url=env["PULSAR_SERVICE_URL"],
-        bookie_http_url=env["BOOKIE_HTTP_URL"],
-        zookeeper_hosts=env["ZOOKEEPER_HOSTS"],
-        s3_endpoint=env["S3_ENDPOINT"],
-        s3_bucket=env["S3_BUCKET"],
+        **asdict(stack_from_env("auth")),
         admin_url_plain=env["PULSAR_ADMIN_URL_PLAIN"],
         token_dir=Path(env["PULSAR_TOKEN_DIR"]),
         ca=Path(env["PULSAR_TLS_CA"]),

@@ -22,13 +22,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pulsar
 import pytest
 import yaml
 
 from tests.auth.conftest import AuthStack
-from worker.testing.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata, quiet_logger
+from worker.testing.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.testing.stack import REPO
+from worker.testing.topics import count_from_earliest, produce
 from worker.zookeeper import ZooKeeper
 
 SYSTEM_NS = "pulsar/system"
@@ -82,44 +82,11 @@ def harness(auth_stack: AuthStack, tmp_path: Path, role: str | None, **pulsar_se
     return h
 
 
-def produce(auth_stack: AuthStack, topic: str, n: int) -> None:
-    client = pulsar.Client(
-        auth_stack.service_url,
-        authentication=pulsar.AuthenticationToken(auth_stack.token("admin")),
-        logger=quiet_logger(),
-    )
-    try:
-        p = client.create_producer(topic, batching_enabled=False)
-        for i in range(n):
-            p.send(b"x" * 100 + str(i).encode())
-        p.close()
-    finally:
-        client.close()
-
-
-def count_from_earliest(auth_stack: AuthStack, topic: str) -> int:
-    client = pulsar.Client(
-        auth_stack.service_url,
-        authentication=pulsar.AuthenticationToken(auth_stack.token("admin")),
-        logger=quiet_logger(),
-    )
-    try:
-        r = client.create_reader(topic, pulsar.MessageId.earliest)
-        n = 0
-        while r.has_message_available():
-            r.read_next(timeout_millis=5000)
-            n += 1
-        r.close()
-        return n
-    finally:
-        client.close()
-
-
 def test_least_privileged_roles_delete_orphans_and_keep_live_ledgers(
     auth_stack: AuthStack, namespace: str, tmp_path: Path
 ) -> None:
     live_topic = f"persistent://{namespace}/live-{uuid.uuid4().hex[:6]}"
-    produce(auth_stack, live_topic, 15)
+    produce(auth_stack.service_url, live_topic, 15, token=auth_stack.token("admin"))
     stats = auth_stack.rest("GET", f"/admin/v2/persistent/{live_topic.removeprefix('persistent://')}/internalStats")
     live_ledger = int(stats["ledgers"][0]["ledgerId"])
     gone_topic = f"persistent://{namespace}/gone-{uuid.uuid4().hex[:6]}"
@@ -178,7 +145,7 @@ def test_least_privileged_roles_delete_orphans_and_keep_live_ledgers(
         assert not {o for lid, o in outcomes if lid == live_ledger} & {"deleted", "already_gone"}
     finally:
         w.close()
-    assert count_from_earliest(auth_stack, live_topic) == 15
+    assert count_from_earliest(auth_stack.service_url, live_topic, token=auth_stack.token("admin")) == 15
 
 
 @pytest.mark.parametrize(

@@ -20,27 +20,22 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import STACK, Stack
+from tests.conftest import Stack
 from tests.integration.conftest import harnesses  # noqa: F401  (the same fixture for cluster tests)
 from worker.bookkeeper import BookieClient
 from worker.http import new_session
 from worker.pulsar_admin import PulsarAdmin
-from worker.testing.stack import stack_env, stack_from_env
+from worker.testing.stack import mark_directory, run_profile, stack_env, stack_from_env
 
 BROKERS = ("broker1", "broker2")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = os.path.dirname(__file__)
-    for item in items:
-        if str(item.fspath).startswith(here):
-            item.add_marker(pytest.mark.cluster)
-            item.add_marker(pytest.mark.integration)
+    mark_directory(items, os.path.dirname(__file__), pytest.mark.cluster, pytest.mark.integration)
 
 
 def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PROFILE": "cluster"}
-    return subprocess.run(["bash", str(STACK), *args], env=env, capture_output=True, text=True, timeout=timeout)
+    return run_profile("cluster", *args, timeout=timeout)
 
 
 @dataclass(frozen=True)

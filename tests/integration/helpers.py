@@ -8,9 +8,10 @@ from typing import Any
 
 import pulsar
 
-from worker.testing.topics import eventually, ml_ledger_ids, produce
+from worker.testing.topics import count_from_earliest, eventually, ml_ledger_ids, produce
 
-__all__ = ["eventually", "ml_ledger_ids", "produce", "quiet_logger"]
+__all__ = ["count_from_earliest", "eventually", "ml_ledger_ids", "produce", "quiet_logger"]
+
 
 def quiet_logger() -> Any:
     """The C++ client logs every connect at INFO; tests only want its warnings."""
@@ -100,21 +101,6 @@ class TcpProxy:
                     s.close()
                 except OSError:
                     pass
-
-
-def count_from_earliest(service_url: str, topic: str, timeout_ms: int = 5000) -> int:
-    """How many messages a reader gets from the earliest position: proof the ledgers are readable."""
-    client = pulsar.Client(service_url, logger=quiet_logger())
-    try:
-        reader = client.create_reader(topic, pulsar.MessageId.earliest)
-        n = 0
-        while reader.has_message_available():
-            reader.read_next(timeout_millis=timeout_ms)
-            n += 1
-        reader.close()
-        return n
-    finally:
-        client.close()
 
 
 class HttpProxy:

@@ -6,6 +6,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 STACK = REPO / "deploy" / "local" / "stack.sh"
@@ -40,3 +41,17 @@ def stack_from_env(profile: str | None = None) -> Stack:
         s3_endpoint=env["S3_ENDPOINT"],
         s3_bucket=env["S3_BUCKET"],
     )
+
+
+def run_profile(profile: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``PROFILE=<profile> stack.sh <args>`` (up, down, status, kill9 C, ...), output captured."""
+    env = {**os.environ, "PROFILE": profile}
+    return subprocess.run(["bash", str(STACK), *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def mark_directory(items: list[Any], directory: str, *marks: Any) -> None:
+    """Add ``marks`` to every collected test under ``directory`` (a conftest's collection hook)."""
+    for item in items:
+        if str(item.fspath).startswith(directory):
+            for m in marks:
+                item.add_marker(m)

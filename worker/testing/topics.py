@@ -14,15 +14,40 @@ from worker.testing.harness import quiet_logger
 T = TypeVar("T")
 
 
-def produce(service_url: str, topic: str, n: int, *, payload: bytes = b"x" * 100) -> None:
+def client_for(service_url: str, token: str | None = None) -> pulsar.Client:
+    """A blocking client for staging and checking topics (quiet, 30 s operations, optional token)."""
+    return pulsar.Client(
+        service_url,
+        authentication=pulsar.AuthenticationToken(token) if token else None,
+        operation_timeout_seconds=30,
+        logger=quiet_logger(),
+    )
+
+
+def produce(service_url: str, topic: str, n: int, *, payload: bytes = b"x" * 100, token: str | None = None) -> None:
     """Send n messages one by one (batching off: one entry each, so the broker rolls a ledger per 5)."""
-    client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    client = client_for(service_url, token)
     try:
         producer = client.create_producer(topic, batching_enabled=False)
         for i in range(n):
             producer.send(payload + str(i).encode())
         producer.flush()
         producer.close()
+    finally:
+        client.close()
+
+
+def count_from_earliest(service_url: str, topic: str, timeout_ms: int = 5000, *, token: str | None = None) -> int:
+    """How many messages a reader gets from the earliest position: proof the ledgers are readable."""
+    client = client_for(service_url, token)
+    try:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        n = 0
+        while reader.has_message_available():
+            reader.read_next(timeout_millis=timeout_ms)
+            n += 1
+        reader.close()
+        return n
     finally:
         client.close()
 
