@@ -234,3 +234,70 @@ def test_a_role_refused_on_the_binary_protocol_refuses_to_start(
     assert r.returncode == 2, r.stderr[-2000:]
     assert f"pulsar.service_url {auth_stack.service_url}" in r.stderr
     assert "not authorized to produce to persistent://pulsar/system/" in r.stderr, r.stderr[-2000:]
+
+
+def test_nightly_jobs_with_least_privileged_roles(auth_stack: AuthStack, namespace: str, tmp_path: Path) -> None:
+    """replay-dlq with the worker's role and the audit with the scanner's, over the TLS admin endpoint:
+    the Spark source reads the DLQ with the token, the replay deletes a dead letter's orphan and
+    acknowledges it on the replay subscription, the audit finds orphans of a gone topic."""
+    from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode
+    from worker.testing.topics import client_for
+
+    gone_topic = f"persistent://{namespace}/nightly-gone-{uuid.uuid4().hex[:6]}"
+    orphans = create_ledgers(auth_stack, 2, pulsar_ml_metadata(gone_topic))
+    w = harness(auth_stack, tmp_path, "worker")
+    admin_cfg = write_config(tmp_path / "admin.yaml", w.config, auth_token_file=str(auth_stack.token_file("admin")))
+    assert cli("topology", "--config", str(admin_cfg)).returncode == 0
+    client = client_for(auth_stack.service_url, auth_stack.token("admin"))
+    try:
+        p = client.create_producer(w.topics["dlq"], batching_enabled=False)
+        for lid in orphans:
+            info = PendingDeleteLedgerInfo(gone_topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid)
+            p.send(encode(info), properties={"reason": "transient", "RECONSUMETIMES": "10"})
+        p.send(b"\x00garbage")
+        p.close()
+    finally:
+        client.close()
+
+    reports = tmp_path / "reports"
+    r = cli(
+        "replay-dlq", "--config", str(w.config_path), "--master", "local[2]", "--report-dir", str(reports), timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "3 dead letters read; acknowledged 3" in r.stdout, r.stdout[-2000:]
+
+    async def gone() -> list[bool]:
+        async with ZooKeeper(auth_stack.zookeeper_hosts) as zk:
+            return [not await zk.ledger_metadata_exists(i) for i in orphans]
+
+    assert all(asyncio.run(gone()))
+    again = cli(
+        "replay-dlq", "--config", str(w.config_path), "--master", "local[2]", "--report-dir", str(reports), timeout=600
+    )
+    assert again.returncode == 0 and "0 dead letters read" in again.stdout, again.stdout[-2000:]
+
+    audited = create_ledgers(
+        auth_stack, 2, pulsar_ml_metadata(f"persistent://{namespace}/audit-gone-{uuid.uuid4().hex[:6]}")
+    )
+    scanner = write_config(tmp_path / "scanner.yaml", w.config, auth_token_file=str(auth_stack.token_file("scanner")))
+    r = cli(
+        "audit",
+        "--config",
+        str(scanner),
+        "--master",
+        "local[2]",
+        "--report-dir",
+        str(reports),
+        "--no-buckets",
+        "-n",
+        namespace,
+        "--min-age",
+        "0",
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(reports / "audit" / "ledgers").to_pylist()
+    verdicts = {row["ledger_id"]: row["verdict"] for row in rows}
+    assert all(verdicts.get(i) == "orphan" for i in audited), {i: verdicts.get(i) for i in audited}

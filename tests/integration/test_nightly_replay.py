@@ -196,3 +196,18 @@ async def test_replay_killed_midway_then_rerun_finishes_and_pushes_metrics(
     line = f'ledger_deletion_nightly_rows{{instance="",job="ledger_deletion_replay",outcome="deleted"}} {len(left)}'
     assert line in text, text
     assert 'ledger_deletion_nightly_failed{instance="",job="ledger_deletion_replay"} 0' in text
+
+
+def test_first_run_on_an_empty_dlq_reports_nothing(stack: Stack, unique: str, tmp_path: Path, spark: Any) -> None:
+    """No dead letter, no report written before: no Parquet file exists to read back (Spark cannot infer a
+    schema from nothing), and the run must still complete with an empty summary."""
+    from worker.settings import load_settings
+
+    settings = load_settings(
+        None,
+        pulsar={"service_url": stack.service_url, "admin_url": stack.admin_url},
+        topics={"dlq": f"persistent://pulsar/system/__never-written-{unique}-DLQ"},
+        zookeeper={"hosts": stack.zookeeper_hosts},
+    )
+    s = replay(spark, settings, ReplayOptions(str(tmp_path / "fresh-reports")))
+    assert (s.read, s.rows, s.acknowledged) == (0, {}, 0)

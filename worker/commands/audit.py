@@ -89,7 +89,8 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         if args.send:
             from worker.nightly.send import orphan_infos, send_orphans
 
-            infos = orphan_infos(spark, settings, reports, run_id)
+            # No orphan row was written when there is none: nothing to read back.
+            infos = orphan_infos(spark, settings, reports, run_id) if summary.orphans else []
             sent, failures = asyncio.run(send_orphans(settings, infos))
             print(f"\nqueued {sent} orphans for deletion ({failures} failed)")
             rc = 1 if failures else 0

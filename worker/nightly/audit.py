@@ -373,6 +373,8 @@ def run_audit(
     is computed from what was written."""
     from pyspark.sql import functions as F
 
+    from worker.nightly.spark import write_report
+
     t0 = time.monotonic()
     run_date = datetime.now(UTC).strftime("%Y-%m-%d")
     summary = AuditSummary(run_id, report_path=report_dir)
@@ -383,8 +385,7 @@ def run_audit(
     ledgers = audit_ledgers(
         spark, settings, min_age_s=min_age_s, namespaces=namespaces, ledgers_root=ledgers_root, partitions=partitions
     )
-    stamp(ledgers).write.mode("append").partitionBy("run_date").parquet(f"{report_dir}/ledgers")
-    led = spark.read.parquet(f"{report_dir}/ledgers").where(F.col("run_id") == run_id)
+    led = write_report(stamp(ledgers), f"{report_dir}/ledgers").where(F.col("run_id") == run_id)
     summary.ledgers = {r["verdict"]: int(r["n"]) for r in led.groupBy("verdict").agg(F.count("*").alias("n")).collect()}
     for r in (
         led.where(F.col("verdict") == "orphan")
@@ -397,8 +398,7 @@ def run_audit(
         objs = audit_buckets(spark, settings, min_age_s=min_age_s, partitions=partitions)
         if namespaces:
             objs = objs.where(F.col("namespace").isin(list(namespaces)))
-        stamp(objs).write.mode("append").partitionBy("run_date").parquet(f"{report_dir}/objects")
-        ob = spark.read.parquet(f"{report_dir}/objects").where(F.col("run_id") == run_id)
+        ob = write_report(stamp(objs), f"{report_dir}/objects").where(F.col("run_id") == run_id)
         summary.objects = {
             r["verdict"]: int(r["n"]) for r in ob.groupBy("verdict").agg(F.count("*").alias("n")).collect()
         }

@@ -230,6 +230,8 @@ def decide_partition(settings_json: str, dry_run: bool, concurrency: int) -> Any
 def replay(spark: Any, settings: Settings, opts: ReplayOptions) -> ReplaySummary:
     from pyspark.sql import functions as F
 
+    from worker.nightly.spark import write_report
+
     t0 = time.monotonic()
     summary = ReplaySummary(opts.run_id, opts.run_date, opts.dry_run)
     # Pinned: the end captured at planning holds for every step below, and the DLQ is read once.
@@ -247,9 +249,8 @@ def replay(spark: Any, settings: Settings, opts: ReplayOptions) -> ReplaySummary
         .withColumn("run_date", F.lit(opts.run_date))
     )
     # One action decides (and deletes); everything after reads what it wrote.
-    decided.write.mode("append").partitionBy("run_date").parquet(opts.report_dir)
+    report = write_report(decided, opts.report_dir).where(F.col("run_id") == opts.run_id)
     summary.report_path = f"{opts.report_dir}/run_date={opts.run_date}"
-    report = spark.read.parquet(opts.report_dir).where(F.col("run_id") == opts.run_id)
     for r in report.groupBy("outcome").agg(F.count(F.lit(1)).alias("n"), F.sum("messages").alias("m")).collect():
         summary.rows[r["outcome"]] = int(r["n"])
         summary.messages[r["outcome"]] = int(r["m"])

@@ -39,3 +39,11 @@ def spark_running() -> bool:
     from pyspark import SparkContext
 
     return SparkContext._active_spark_context is not None
+
+
+def write_report(df: Any, path: str) -> Any:
+    """Append ``df`` to the Parquet report at ``path`` (partitioned by ``run_date``) and return the report
+    as a DataFrame of the same schema. A run with no rows writes no file; without the schema given,
+    reading a root that holds none (the first run of an empty DLQ) fails to infer one."""
+    df.write.mode("append").partitionBy("run_date").parquet(path)
+    return df.sparkSession.read.schema(df.schema).parquet(path)
