@@ -32,7 +32,7 @@ def new_session(timeout_s: float, *, limit: int = 32, ca_file: str | None = None
     )
 
 
-def admin_session(p: PulsarSettings, *, timeout_s: float | None = None) -> aiohttp.ClientSession:
+def admin_session(p: PulsarSettings) -> aiohttp.ClientSession:
     """The session for a Pulsar admin API: its timeout, and its CA bundle when the endpoint is https."""
     ca = p.tls_trust_certs_file
-    return new_session(p.request_timeout_s if timeout_s is None else timeout_s, ca_file=str(ca) if ca else None)
+    return new_session(p.request_timeout_s, ca_file=str(ca) if ca else None)

@@ -92,9 +92,10 @@ class ReusedSelectorHandler(SequentialThreadingHandler):  # type: ignore[misc]  
                 raise ValueError("Invalid event mask or fd") from e
             kept = self._kept[key] = (sel, fds)
         ready = {k.fd: ev for k, ev in kept[0].select(timeout)}
+        # fds are in key order: the read list's objects first, then the write list's.
         return (
-            [o for o in rlist if ready.get(_fd(o), 0) & selectors.EVENT_READ],
-            [o for o in wlist if ready.get(_fd(o), 0) & selectors.EVENT_WRITE],
+            [o for o, fd in zip(rlist, fds, strict=False) if ready.get(fd, 0) & selectors.EVENT_READ],
+            [o for o, fd in zip(wlist, fds[len(rlist) :], strict=True) if ready.get(fd, 0) & selectors.EVENT_WRITE],
             [],
         )
 
