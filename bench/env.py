@@ -6,10 +6,14 @@ import os
 import time
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 
 from worker.testing.stack import REPO, Stack, stack_from_env
 
 OUT = REPO / "bench" / "out"
+# Runs worth keeping are committed under bench/results/; a smoke run (the README-commands test) points this
+# elsewhere so it leaves the tree as it found it.
+RESULTS = Path(os.environ.get("BENCH_RESULTS_DIR") or REPO / "bench" / "results")
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,7 @@ def write_json(path: Path, rows: list[Row], meta: dict[str, Any]) -> None:
 def keep(rows: list[Row], meta: dict[str, Any], label: str) -> Path:
     """Print each row's errors and the load line, then keep the run under ``bench/results/`` (committed:
     one file per run worth keeping, named by its start time, ``label`` and run id)."""
+    from bench.env import RESULTS
     from worker.testing.stack import REPO
 
     for r in rows:
@@ -127,7 +128,7 @@ def keep(rows: list[Row], meta: dict[str, Any], label: str) -> Path:
             print(f"  {r.key} ERRORS({len(r.errors)}): {r.errors[:3]}")
     print(f"load average before/after: {meta['loadavg_before']} / {meta['loadavg_after']}; total {meta['total_s']}s")
     name = f"{meta['started'][:19].replace(':', '')}-{label + '-' if label else ''}{meta['run_id']}.json"
-    kept = REPO / "bench" / "results" / name
+    kept = RESULTS / name
     write_json(kept, rows, meta)
-    print(f"results: {kept.relative_to(REPO)}")
+    print(f"results: {kept.relative_to(REPO) if kept.is_relative_to(REPO) else kept}")
     return kept

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import drain, ledgers, owner, raw, report
-from bench.env import OUT, Knobs, stack
+from bench.env import OUT, RESULTS, Knobs, stack
 from bench.result import Row
 from worker.bookkeeper import BookieClient
 from worker.http import new_session
@@ -288,9 +288,9 @@ async def amain() -> int:
     path = OUT / "results.json"
     report.write_json(path, rows, meta)
     # A copy that stays: bench/results/ is committed, one file per run worth keeping.
-    kept = REPO / "bench" / "results" / f"{meta['started'][:19].replace(':', '')}-{run_id}.json"
+    kept = RESULTS / f"{meta['started'][:19].replace(':', '')}-{run_id}.json"
     report.write_json(kept, rows, meta)
-    print(f"results: {path.relative_to(REPO)} and {kept.relative_to(REPO)}")
+    print(f"results: {path.relative_to(REPO)} and {kept}")
     return 1 if any(r.errors for r in rows) else 0
 
 

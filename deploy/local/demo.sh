@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: the whole story on the local stack, in about a minute.
 #
-#   1. make real orphans the way the integration tests do (tests/integration/orphans.py): drop two ledgers
+#   1. make real orphans the way the integration tests do (worker/testing/orphans.py): drop two ledgers
 #      from a live topic's managed-ledger metadata in ZooKeeper, and delete another topic's metadata while
 #      its data and cursor ledgers stay in BookKeeper;
 #   2. `scan --dry-run` shows them; 3. the worker daemon starts in the background; 4. `scan` queues them;
@@ -51,7 +51,7 @@ bookkeeper: {http_url: $BOOKIE_HTTP_URL}
 zookeeper: {hosts: "$ZOOKEEPER_HOSTS"}
 offload:
   s3_targets: [{bucket: $S3_BUCKET, endpoint: $S3_ENDPOINT, region: us-east-1, access_key_id: testing, secret_access_key: testing}]
-worker: {send_delay_s: 1, min_ledger_age_s: $MIN_AGE, in_use_retry_s: 2, backoff_initial_s: 1, backoff_max_s: 5, stats_poll_interval_s: 1}
+worker: {send_delay_s: 1, min_ledger_age_s: $MIN_AGE, snapshot_ttl_s: 2, in_use_retry_s: 2, backoff_initial_s: 1, backoff_max_s: 5, stats_poll_interval_s: 1}
 http: {host: 127.0.0.1, port: $PORT}
 logging: {level: INFO, format: json}
 EOF
@@ -83,9 +83,8 @@ EOF
 step "1. making real orphans in $ns"
 "$PY" - "$PULSAR_ADMIN_URL" "$PULSAR_SERVICE_URL" "$ZOOKEEPER_HOSTS" "$ns" <<'EOF'
 import asyncio, sys
-import pulsar
-from tests.integration.helpers import ml_ledger_ids, produce, quiet_logger
-from tests.integration.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
+from worker.testing.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
+from worker.testing.topics import client_for, ml_ledger_ids, produce
 from worker.http import new_session
 from worker.pulsar_admin import PulsarAdmin
 from worker.topic_name import TopicName
@@ -102,8 +101,8 @@ async def main(admin_url: str, service_url: str, zk: str, ns: str) -> None:
         print(f"  {live}: ledgers {dropped} dropped from its metadata; BookKeeper keeps them")
 
         gone = TopicName.parse(f"persistent://{ns}/clicks")
-        client = pulsar.Client(service_url, logger=quiet_logger())
-        consumer = client.subscribe(str(gone), "analytics", consumer_type=pulsar.ConsumerType.Shared)
+        client = client_for(service_url)
+        consumer = client.subscribe(str(gone), "analytics")
         produce(service_url, str(gone), 12)
         for _ in range(12):
             consumer.acknowledge(consumer.receive(timeout_millis=10_000))

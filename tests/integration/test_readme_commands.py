@@ -1,0 +1,123 @@
+"""Every command the README's quick start shows, run as a user runs it, against the real local stack.
+
+The list is read from the README itself, so a command added there without a test here fails the suite.
+`make test` is this suite; `make stack-down` is what .ci/run calls after it (stopping the stack mid-suite
+would take it from every later test).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, Stack
+
+pytestmark = pytest.mark.integration
+
+COVERED_ELSEWHERE = {"test": "this suite itself", "stack-down": ".ci/run, after the suite"}
+
+
+def quick_start_commands() -> list[str]:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^make ([a-z-]+)", section, flags=re.M)
+
+
+def make(target: str, *, timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", target],
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_every_quick_start_command_has_a_test() -> None:
+    tested = {name.removeprefix("test_make_") for name in globals() if name.startswith("test_make_")}
+    shown = set(quick_start_commands())
+    assert shown, "the README has no quick start commands"
+    untested = shown - {t.replace("_", "-") for t in tested} - set(COVERED_ELSEWHERE)
+    assert not untested, f"README quick start commands without a test: {sorted(untested)}"
+
+
+def test_make_demo(stack: Stack) -> None:
+    r = make("demo", timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    out = r.stdout
+    assert "queued" in out and "of them belong to" in out
+    assert "orphans left in the demo namespace: 0" in out, out[-3000:]
+
+
+def test_make_run(stack: Stack) -> None:
+    """`make run` starts the worker in the foreground; Ctrl-C (SIGINT to the foreground group) drains it."""
+    proc = subprocess.Popen(
+        ["make", "run"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        ready = False
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:8090/readyz", timeout=2) as resp:
+                    ready = resp.status == 200
+            except OSError:
+                pass
+            if ready:
+                break
+            time.sleep(0.5)
+        assert ready, f"the worker never became ready (exit {proc.poll()})"
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    # make itself takes the SIGINT too and re-raises it (as at a terminal): the worker's own clean stop is
+    # what counts, and nothing may have been handed back undrained.
+    assert proc.returncode in (0, -signal.SIGINT, 128 + signal.SIGINT), out[-3000:]
+    assert "worker stopped" in out and "Traceback" not in out, out[-3000:]
+    assert "unsettled messages handed back" not in out, out[-3000:]
+
+
+def test_make_dashboards() -> None:
+    """Regenerating changes nothing that is committed (the generated files are current)."""
+    files = [REPO / "deploy/grafana/ledger-deletion.json", REPO / "deploy/k8s/prometheusrule.yaml"]
+    before = {f: f.read_text() for f in files}
+    r = make("dashboards", timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for f in files:
+        assert f.read_text() == before[f], f"{f.relative_to(REPO)} was stale: commit what `make dashboards` writes"
+
+
+def test_make_bench(stack: Stack, tmp_path: Path) -> None:
+    """`make bench` at smoke size: every bench runs and prints its comparisons; results kept out of the tree."""
+    env = {
+        "BENCH_N": "40",
+        "BENCH_OWNER_N": "5",
+        "BENCH_GONE_N": "300",
+        "BENCH_GOALS_N": "60",
+        "BENCH_TOPICS": "2",
+        "BENCH_PER_TOPIC": "10",
+        "BENCH_NIGHTLY_ARGS": "--quick",
+        "BENCH_NIGHTLY_N": "200",
+        "BENCH_NIGHTLY_M": "500",
+        "BENCH_RESULTS_DIR": str(tmp_path),
+    }
+    r = make("bench", timeout=1500, env=env)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert "compared against" in r.stdout, r.stdout[-4000:]
+    assert list(tmp_path.glob("*.json")), "no results kept"
