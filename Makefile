@@ -25,10 +25,10 @@ ops-tools:
 	    prometheus prometheus-pushgateway openssl; \
 	fi
 
-# deploy/grafana/ledger-deletion.json and deploy/k8s/prometheusrule.yaml from worker/dashboard.py and the
+# deploy/grafana/ledger-deletion.json and deploy/k8s/prometheusrule.yaml from tools/dashboards.py and the
 # alert rules (tests fail when a committed file is stale).
 dashboards: venv
-	$(PY) -m worker.dashboard
+	$(PY) -m tools.dashboards
 
 stack-up: venv
 	PROFILE=$(PROFILE) bash $(STACK) up
@@ -40,8 +40,9 @@ stack-status:
 	PROFILE=$(PROFILE) bash $(STACK) status
 
 lint: venv
-	$(VENV)/bin/ruff check worker tests bench
+	$(VENV)/bin/ruff check worker tests bench tools
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 unit: venv
 	$(VENV)/bin/pytest -q tests/unit
@@ -49,8 +50,9 @@ unit: venv
 # The whole suite (unit + integration + the cluster tests, which start and stop the cluster profile
 # themselves) against the real local stacks; the chaos run is its own target.
 test: venv ops-tools stack-up
-	$(VENV)/bin/ruff check worker tests bench
+	$(VENV)/bin/ruff check worker tests bench tools
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest -q -rfEs -m "not chaos" tests
 
 # Only the tests on the cluster profile (started if it is not up, left up: LDW_CLUSTER_KEEP=1).

@@ -11,38 +11,13 @@ stderr. No path is ever resolved relative to the current directory behind the op
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 
+from worker.commands.config_file import CONFIG_ENV, config_help, resolve_config
 from worker.settings import ConfigError, Settings, load_settings
 
-CONFIG_ENV = "LDW_CONFIG"
-
 Handler = Callable[[argparse.Namespace, Settings], int]
-
-
-def config_help(env: Mapping[str, str] | None = None) -> str:
-    """The ``--config`` help, naming the file a run would use now."""
-    env = os.environ if env is None else env
-    chosen = env.get(CONFIG_ENV)
-    now = f"now {chosen}" if chosen else "unset, so built-in defaults are used"
-    return (
-        f"YAML settings file; without it ${CONFIG_ENV} ({now}); with neither, built-in defaults."
-        " LDW_<SECTION>__<KEY> variables override any of them"
-    )
-
-
-def resolve_config(arg: str | None, env: Mapping[str, str] | None = None) -> tuple[Path | None, str]:
-    """The settings file to load (absolute) and where that choice came from, for messages."""
-    env = os.environ if env is None else env
-    if arg is not None:
-        return Path(arg).expanduser().absolute(), "--config"
-    chosen = env.get(CONFIG_ENV)
-    if chosen:
-        return Path(chosen).expanduser().absolute(), f"${CONFIG_ENV}"
-    return None, "built-in defaults"
 
 
 def _add_config(p: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""The committed dashboard is what worker/dashboard.py generates, and every panel has working queries."""
+"""The committed dashboard is what tools/dashboards.py generates, and every panel has working queries."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 from tests.conftest import REPO
 from tests.ops.promql import dashboard_queries
-from worker import dashboard
+from tools import dashboards as dashboard
 
 JSON = REPO / "deploy" / "grafana" / "ledger-deletion.json"
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from worker import dashboard
+from tools import dashboards as dashboard
 from worker.settings import Settings, load_settings
 
 K8S = REPO / "deploy" / "k8s"

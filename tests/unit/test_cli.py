@@ -39,7 +39,7 @@ def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]
 
 
 def test_config_resolution_never_looks_in_the_current_directory(tmp_path: Path) -> None:
-    from worker.cli import resolve_config
+    from worker.commands.config_file import resolve_config
 
     assert resolve_config("rel.yaml", {}) == (Path.cwd() / "rel.yaml", "--config")
     assert resolve_config("a.yaml", {"LDW_CONFIG": "/etc/b.yaml"}) == (Path.cwd() / "a.yaml", "--config")

@@ -14,7 +14,7 @@ import json
 import sys
 from dataclasses import asdict
 
-from worker.cli import config_help
+from worker.commands.config_file import config_help
 from worker.settings import Settings
 
 

@@ -1,6 +1,6 @@
 """The Grafana dashboard, as code (grafana-foundation-sdk, Grafana 11 builds; the ``ops`` extra).
 
-``make dashboards`` runs ``python -m worker.dashboard``: it writes ``deploy/grafana/ledger-deletion.json`` and
+``make dashboards`` runs ``python -m tools.dashboards``: it writes ``deploy/grafana/ledger-deletion.json`` and
 the Prometheus operator's copy of the alert rules, ``deploy/k8s/prometheusrule.yaml`` (from
 ``deploy/prometheus/ledger-deletion-rules.yml``, the one source). A test fails when either committed file
 differs from what this module generates, and the Prometheus integration test runs every

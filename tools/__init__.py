@@ -1,0 +1,1 @@
+"""Development tools run by make targets; not part of the installed package."""
