@@ -7,7 +7,7 @@ CONFIG ?= config/worker.example.yaml
 # standalone (the default stack) or cluster (ZooKeeper, two bookies, two brokers: deploy/local/stack.sh)
 PROFILE ?= standalone
 
-.PHONY: venv ops-tools dashboards stack-up stack-down stack-status test test-cluster chaos unit integration lint run demo bench bench-bookies clean
+.PHONY: venv ops-tools dashboards broker-extension leak-demo stack-up stack-down stack-status test test-cluster chaos unit integration lint run demo bench bench-bookies clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -29,6 +29,11 @@ ops-tools:
 # alert rules (tests fail when a committed file is stale).
 dashboards: venv
 	$(PY) -m tools.dashboards
+
+# The broker extension's jar (broker-extension/, docs/broker-extension.md): Java 17, Maven, Pulsar's jars from
+# Maven Central as provided; runs its unit tests. The stack's brokers load it (BROKER_EXTENSION=1, the default).
+broker-extension:
+	mvn -B -q -f broker-extension/pom.xml package
 
 stack-up: venv
 	PROFILE=$(PROFILE) bash $(STACK) up

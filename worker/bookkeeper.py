@@ -12,6 +12,9 @@ Facts this client relies on (bookkeeper-server 4.17, checked against the local s
 - ``DELETE /api/v1/ledger/delete/?ledger_id=N`` opens a BookKeeper client per call on the bookie, and
   a bookie's HTTP server (Vert.x) runs these calls one at a time: ~115 ms each on the local stack, the
   ceiling of one bookie. Any bookie deletes any ledger, so the client spreads calls over all of them.
+- Any bookie deletes any ledger *of its own cluster*: so, given the metadata store's registered bookies,
+  the client proves each endpoint belongs to that cluster (``worker.core.bookie_identity``) before it
+  sends it a call, and :meth:`BookieClient.verify_endpoints` does so for all of them at start.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from worker.core.bookie_identity import bookie_id_from_config, why_not_ours
 from worker.http import BackendError
 from worker.protobuf_wire import MetadataFormatError, as_bytes, as_int, as_str, fields, read_varint
 
@@ -156,12 +160,23 @@ class CountedLedgerStore:
 
 @dataclass(slots=True)
 class BookieEndpoint:
-    """One bookie's HTTP admin API, as the client sees it: calls in flight, and until when it is skipped
-    after refusing a connection."""
+    """One bookie's HTTP admin API, as the client sees it: calls in flight, until when it is skipped
+    after refusing a connection (or proving foreign), and whether it is proven a bookie of our cluster."""
 
     url: str
     inflight: int = 0
     down_until: float = 0.0
+    verified: bool = True
+
+
+class BookieNotInCluster(Exception):
+    """A configured bookie HTTP endpoint answered, but is not a bookie of our BookKeeper cluster (or
+    cannot tell which bookie it is)."""
+
+    def __init__(self, url: str, why: str) -> None:
+        super().__init__(f"{url}: {why}")
+        self.url = url
+        self.why = why
 
 
 def pick_endpoint(endpoints: Sequence[BookieEndpoint], now: float, exclude: Container[str] = ()) -> BookieEndpoint:
@@ -191,11 +206,16 @@ class BookieClient:
         *,
         down_s: float = 5.0,
         on_request: Callable[[str, str, str], None] | None = None,
+        registered_bookies: Callable[[], Awaitable[frozenset[str]]] | None = None,
     ) -> None:
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
         if not urls:
             raise ValueError("BookieClient needs at least one bookie HTTP endpoint")
-        self.endpoints = [BookieEndpoint(u.rstrip("/")) for u in dict.fromkeys(urls)]
+        # With the metadata store's registered bookies, no endpoint serves a call before it is proven to
+        # be one of them; without (tools, tests), every endpoint is trusted.
+        self.registered_bookies = registered_bookies
+        verified = registered_bookies is None
+        self.endpoints = [BookieEndpoint(u.rstrip("/"), verified=verified) for u in dict.fromkeys(urls)]
         self.base_url = self.endpoints[0].url
         self.session = session
         # The metadata store's per-ledger answer (``ZooKeeper.ledger_metadata_exists``) that settles an
@@ -209,6 +229,55 @@ class BookieClient:
         if self._on_request is not None:
             self._on_request(ep.url, operation, outcome)
 
+    async def _get_from(self, ep: BookieEndpoint, path: str, params: dict[str, str] | None = None) -> Any:
+        """GET JSON from this one endpoint (the identity check: never spread to another bookie)."""
+        async with self.session.get(f"{ep.url}{path}", params=params) as r:
+            self._note(ep, "identify", str(r.status))
+            if r.status != 200:
+                raise BookieNotInCluster(ep.url, f"GET {path} answered {r.status}: cannot tell which bookie it is")
+            try:
+                return await r.json(content_type=None)
+            except ValueError as e:
+                raise BookieNotInCluster(ep.url, f"GET {path}: not JSON ({e}): not a bookie HTTP API") from e
+
+    async def _verify(self, ep: BookieEndpoint) -> bool:
+        """Prove ``ep`` a bookie of our cluster: True when it is, False when it cannot be reached (marked
+        down, left unverified). Raises :class:`BookieNotInCluster` when it answers and is not."""
+        assert self.registered_bookies is not None
+        try:
+            conf = await self._get_from(ep, "/api/v1/config/server_config")
+            if not isinstance(conf, dict):
+                raise BookieNotInCluster(ep.url, "server_config is not a JSON object: not a bookie HTTP API")
+            own_id = bookie_id_from_config(conf)
+            its_cluster: set[str] | None = None
+            if own_id is None:
+                its_cluster = set()
+                for kind in ("rw", "ro"):
+                    listed = await self._get_from(ep, "/api/v1/bookie/list_bookies", {"type": kind})
+                    its_cluster |= set(listed) if isinstance(listed, dict) else set()
+        except aiohttp.ClientConnectorError:
+            ep.down_until = time.monotonic() + self.down_s
+            self._note(ep, "identify", "unreachable")
+            return False
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise BackendError("bookie", f"identity of {ep.url}: {type(e).__name__}: {e}") from e
+        why = why_not_ours(own_id, its_cluster, await self.registered_bookies())
+        if why is not None:
+            self._note(ep, "identify", "foreign")
+            raise BookieNotInCluster(ep.url, why)
+        ep.verified = True
+        return True
+
+    async def verify_endpoints(self) -> None:
+        """At start: prove every reachable endpoint a bookie of our cluster. Raises
+        :class:`BookieNotInCluster` for the first that is not; one that cannot be reached stays
+        unverified and is proven before its first call (as a bookie that is down at start may be)."""
+        if self.registered_bookies is None:
+            return
+        for ep in self.endpoints:
+            if not ep.verified:
+                await self._verify(ep)
+
     @contextlib.asynccontextmanager
     async def _call(
         self, method: str, path: str, params: dict[str, str], operation: str
@@ -219,6 +288,20 @@ class BookieClient:
         while True:
             ep = pick_endpoint(self.endpoints, time.monotonic(), tried)
             tried.add(ep.url)
+            if not ep.verified:
+                try:
+                    proven = await self._verify(ep)
+                except BookieNotInCluster as e:
+                    # A URL that now reaches another cluster's bookie (moved DNS, a changed config): never
+                    # sent the call; left out like a bookie that refused, and checked again after down_s.
+                    ep.down_until = time.monotonic() + self.down_s
+                    if len(tried) < len(self.endpoints):
+                        continue
+                    raise BackendError("bookie", f"{method} {path}: no bookie of our cluster reachable ({e})") from e
+                if not proven:
+                    if len(tried) < len(self.endpoints):
+                        continue
+                    raise BackendError("bookie", f"{method} {path}: no bookie reachable ({ep.url} is down)")
             ep.inflight += 1
             try:
                 try:

@@ -24,7 +24,7 @@ from worker.decision import open_decider
 from worker.logs import configure, get_logger
 from worker.metrics import Metrics, oldest_backlog_age_s
 from worker.pipeline import Pipeline
-from worker.preflight import StartupRefused, check_admin, refused_as
+from worker.preflight import StartupRefused, check_admin, check_pulsar_store, check_queue_policies, refused_as
 from worker.pulsar_admin import PulsarAdmin
 from worker.pulsar_client import async_client, close_client
 from worker.settings import Settings
@@ -70,6 +70,10 @@ class Daemon:
                     f"pulsar.admin_url {s.pulsar.admin_url}: {e}; token from {s.pulsar.token_source}. Create it once "
                     "with a tenant-admin token: ledger-deletion-worker topology"
                 ) from e
+            # No TTL, subscription expiration, evicting quota or inactive-topic deletion may drop the queue.
+            await check_queue_policies(admin, s.topics)
+            # Only now does the pending topic surely have its managed ledger: prove zookeeper.hosts holds it.
+            await check_pulsar_store(decider.metadata, TopicName.parse(s.topics.pending))
 
             client = async_client(s.pulsar)
             stack.push_async_callback(close_client, client)
@@ -91,7 +95,12 @@ class Daemon:
             pipeline = Pipeline(
                 decider=decider,
                 settler=Settler(
-                    consumer, retry_producer, dlq_producer, self.metrics, max_attempts=s.worker.max_attempts
+                    consumer,
+                    retry_producer,
+                    dlq_producer,
+                    self.metrics,
+                    max_attempts=s.worker.max_attempts,
+                    max_payload_bytes=s.worker.max_payload_bytes,
                 ),
                 settings=s.worker,
                 metrics=self.metrics,
@@ -161,9 +170,11 @@ class Daemon:
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            # Settling failed (e.g. the retry producer timed out): nothing was acknowledged, so ask for
-            # redelivery rather than leave the message parked in this consumer. The redelivery counts as
-            # an attempt (``attempts_of``), so a message that can never settle still reaches the DLQ.
+            # The pipeline dead-letters every message it cannot settle (a failure that repeats on every
+            # delivery must not loop). This is what is left: the DLQ refused even a bounded copy (the broker
+            # or the DLQ topic is unavailable), or a bug outside the settle path. Nothing was acknowledged:
+            # ask for redelivery rather than leave the message parked in this consumer; the redelivery counts
+            # as an attempt (``attempts_of``), and the DLQ takes it once it is back.
             self.metrics.failed.labels(stage="settle").inc()
             log.error("message not settled; negative-acknowledged", error=f"{type(e).__name__}: {e}")
             try:

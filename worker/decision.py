@@ -1,4 +1,4 @@
-"""The decision core: steps 1-5 of DESIGN's pipeline (decode, route, in use, verify, delete).
+"""The decision core: steps 1-5 of docs/design.md's pipeline (decode, route, in use, verify, delete).
 
 The shape is "gather, then decide":
 - :class:`Decider` gathers every fact a decision needs in one I/O step (:class:`Facts`: the topic's live
@@ -21,16 +21,20 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
 from worker.bookkeeper import BookieClient, BookieLedgerStore, CountedLedgerStore, LedgerStore
+from worker.core.offload_in_use import bookkeeper_copy_released, offloaded_copy_use
+from worker.core.schema_in_use import schema_ledger_hold
 from worker.http import BackendError, admin_session, new_session
-from worker.in_use import LiveSet, LiveStateReader, Snapshot, SnapshotCache, TopicGone, in_use
+from worker.in_use import LiveSet, LiveStateReader, Snapshot, SnapshotCache, in_use
 from worker.managed_ledger_metadata import OffloadInfo
 from worker.message import InvalidMessage, LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
 from worker.metrics import Metrics
+from worker.preflight import check_bookies, check_bookkeeper_store, check_pulsar_store
 from worker.pulsar_admin import NotOwner, PulsarAdmin, TopicNotFound
 from worker.rate_limit import TokenBucket
 from worker.settings import Settings, WorkerSettings
 from worker.storage_copy import Missing, Refused, StorageCopy, Stored, StoredLedger, StoredObjects, copies
 from worker.tiered_storage import TieredStorage
+from worker.topic_name import TopicName
 from worker.verification import Verdict, verify_bookkeeper, verify_offload_object_metadata
 from worker.zookeeper import ZooKeeper, ZooKeeperLedgerStore
 
@@ -81,9 +85,10 @@ class Result:
 class Facts:
     live: Snapshot  # the owner's live state, or the proven absence of the topic
     stored: Stored  # what storage holds of the announced copy
-    # A gone topic's schema ledgers stay in use while the registry still holds its schema: a topic
-    # re-created under the same name takes it back.
-    schema_registered: bool = False
+    # A schema ledger's registry entry: the ledger ids of the schema's locator in the metadata store
+    # (None: no entry, or not a schema ledger). ``worker.core.schema_in_use`` says why this, not the
+    # admin API, is the proof.
+    schema_registry: frozenset[int] | None = None
     # What the topic's managed-ledger metadata records about the offload of this ledger (None: nothing).
     offload: OffloadInfo | None = None
 
@@ -128,8 +133,9 @@ def decide(info: PendingDeleteLedgerInfo, facts: Facts, *, now_ms: int, rules: R
             return Result(Outcome.REJECTED, route, v.reason)
         if isinstance(live, LiveSet) and _bookkeeper_copy_in_use(info, live, facts.offload, now_ms, rules):
             return Result(Outcome.IN_USE, route, "referenced by its topic")
-        if _schema_held(info, facts):
-            return Result(Outcome.IN_USE, route, "the schema registry still holds the topic's schema")
+        held = _schema_held(info, facts)
+        if held is not None:
+            return Result(Outcome.IN_USE, route, held)
         if v.verdict is Verdict.OPEN:
             return Result(Outcome.IN_USE, route, v.reason)
         if v.verdict is Verdict.TOO_YOUNG:
@@ -156,31 +162,24 @@ def _bookkeeper_copy_in_use(
     return not (
         info.ledger_component is LedgerComponent.MANAGED_LEDGER
         and info.ledger_id in live.offloaded_ledgers
-        and offload is not None
-        and offload.complete
-        and (
-            offload.bookkeeper_deleted
-            or (offload.timestamp is not None and now_ms - offload.timestamp >= rules.offload_deletion_lag_ms)
-        )
+        and bookkeeper_copy_released(offload, now_ms=now_ms, deletion_lag_ms=rules.offload_deletion_lag_ms)
     )
 
 
 def _offloaded_copy_in_use(info: PendingDeleteLedgerInfo, live: LiveSet, offload: OffloadInfo | None) -> bool:
-    # The offloaded copy is in use while its ledger is listed, unless the topic records another offload
-    # uuid for it: then this copy is a failed earlier offload attempt, garbage.
-    if info.ledger_id not in live.ml_ledgers:
-        return False
-    recorded = offload.uuid if offload is not None else None
     ctx = info.offload_context
-    return recorded is None or ctx is None or recorded == ctx.uuid
+    return offloaded_copy_use(
+        listed=info.ledger_id in live.ml_ledgers,
+        recorded_uuid=offload.uuid if offload is not None else None,
+        copy_uuid=ctx.uuid if ctx is not None else None,
+    ).in_use
 
 
-def _schema_held(info: PendingDeleteLedgerInfo, facts: Facts) -> bool:
-    return (
-        isinstance(facts.live, TopicGone)
-        and info.ledger_component is LedgerComponent.SCHEMA_STORAGE
-        and facts.schema_registered
-    )
+def _schema_held(info: PendingDeleteLedgerInfo, facts: Facts) -> str | None:
+    if info.ledger_component is not LedgerComponent.SCHEMA_STORAGE:
+        return None
+    live = facts.live.schema_ledgers if isinstance(facts.live, LiveSet) else frozenset()
+    return schema_ledger_hold(info.ledger_id, registry=facts.schema_registry, live=live)
 
 
 # ---- gathering the facts, and carrying out a delete ------------------------------------------------
@@ -299,19 +298,18 @@ class Decider:
             stored = await copy.inspect(info)
         if isinstance(stored, Missing | Refused):
             return Facts(live, stored)
-        with _stage("route"):
-            schema_registered = (
-                isinstance(live, TopicGone)
-                and info.ledger_component is LedgerComponent.SCHEMA_STORAGE
-                and await self.admin.schema_info(info.topic) is not None
-            )
+        schema_registry = None
+        if info.ledger_component is LedgerComponent.SCHEMA_STORAGE:
+            # The topic's own schema id (a message's schema_id is verified against it, not trusted).
+            with _stage("zookeeper"):
+                schema_registry = await self.metadata.schema_ledgers(info.topic.schema_name)
         offload = None
         if isinstance(live, LiveSet) and _offload_matters(info, live):
             with _stage("zookeeper"):
                 ml = await self.metadata.read_managed_ledger(info.topic)
                 ledger = ml.ledger(info.ledger_id) if ml is not None else None
                 offload = ledger.offload if ledger is not None else None
-        return Facts(live, stored, schema_registered, offload)
+        return Facts(live, stored, schema_registry, offload)
 
 
 def _offload_matters(info: PendingDeleteLedgerInfo, live: LiveSet) -> bool:
@@ -322,10 +320,15 @@ def _offload_matters(info: PendingDeleteLedgerInfo, live: LiveSet) -> bool:
 
 @contextlib.asynccontextmanager
 async def open_decider(
-    settings: Settings, metrics: Metrics | None = None, *, dry_run: bool = False
+    settings: Settings, metrics: Metrics | None = None, *, dry_run: bool = False, prove_pulsar_store: bool = False
 ) -> AsyncIterator[Decider]:
     """Everything a :class:`Decider` talks to, opened from the settings and closed on exit: one admin
-    session, one bookie session, the offload targets' S3 clients, one ZooKeeper client."""
+    session, one bookie session, the offload targets' S3 clients, the metadata stores' ZooKeeper clients.
+
+    Refused (:class:`~worker.preflight.StartupRefused`, naming the key) when BookKeeper's store has no
+    usable ledgers root or a reachable bookie endpoint is not one of its bookies, and, with
+    ``prove_pulsar_store`` (the topology must exist by then; the daemon proves it after making it),
+    when Pulsar's store does not hold the pending topic's managed ledger."""
     s = settings
     m = metrics or Metrics()
     if not s.zookeeper.hosts:
@@ -333,11 +336,13 @@ async def open_decider(
     async with contextlib.AsyncExitStack() as stack:
         admin_http = await stack.enter_async_context(admin_session(s.pulsar))
         admin = PulsarAdmin(str(s.pulsar.admin_url), admin_http, s.pulsar.auth_token)
-        zk = ZooKeeper(s.zookeeper.hosts, timeout_s=s.zookeeper.timeout_s, ledgers_root=s.zookeeper.ledgers_root)
+        zk = ZooKeeper.from_settings(s.zookeeper)
         await zk.start()
         stack.push_async_callback(zk.close)
-        # Fail at start, not on the first message, when the ledgers root or its layout is unusable.
-        await zk.ledger_path(0)
+        # Fail at start, not on the first message, when a store is not where the config says.
+        await check_bookkeeper_store(zk)
+        if prove_pulsar_store:
+            await check_pulsar_store(zk, TopicName.parse(s.topics.pending))
         ledgers: LedgerStore
         if s.bookkeeper.delete_via == "zookeeper":
             ledgers, ledger_stage = ZooKeeperLedgerStore(zk), "zookeeper"
@@ -349,7 +354,9 @@ async def open_decider(
                 zk.ledger_metadata_exists,
                 down_s=s.bookkeeper.bookie_down_s,
                 on_request=lambda url, op, outcome: m.bookie_http_requests.labels(url, op, outcome).inc(),
+                registered_bookies=zk.registered_bookies,
             )
+            await check_bookies(bookie, zk)
             ledgers, ledger_stage = BookieLedgerStore(bookie), "bookkeeper"
         backend = "zookeeper" if ledger_stage == "zookeeper" else "bookie"
         ledgers = CountedLedgerStore(ledgers, lambda op, outcome: m.storage_requests.labels(backend, op, outcome).inc())

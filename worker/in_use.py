@@ -2,13 +2,15 @@
 
 The live set of a topic is every ledger its owner still references: managed-ledger ledgers (the current
 one included), each cursor's ledger, the schema ledgers and the compacted ledger. It comes from
-``internalStats`` on the *owning* broker only.
+``internalStats`` on the *owning* broker only; the parse and the in-use rule are ``worker.core.live_set``,
+this module is the I/O around them (owner lookup, the read, the cache).
 
 Caching is safe because ledger ids only grow and a removed id never comes back, with two guards:
 - stale-id rule: a ledger id above the largest id of the snapshot may have been created after the
   snapshot was taken, so the snapshot cannot clear it: refetch before deciding;
-- epochs (PIP-269's lesson): a 307, an ownership change or the topic going away bumps the topic's epoch;
-  a decision taken on an older epoch is re-evaluated before anything is deleted.
+- epochs (PIP-269's lesson): a 307, an ownership change, the topic going away or the admin API losing
+  it (not found while the metadata store still has it) bumps the topic's epoch; a decision taken on an
+  older epoch is re-evaluated before anything is deleted.
 """
 
 from __future__ import annotations
@@ -18,91 +20,14 @@ import dataclasses
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from worker.core.live_set import Hold, LiveSet, ledger_hold
 from worker.http import BackendError
-from worker.message import LedgerComponent, PendingDeleteLedgerInfo
+from worker.message import PendingDeleteLedgerInfo
 from worker.pulsar_admin import NotOwner, PulsarAdmin, TopicNotFound
 from worker.topic_name import TopicName
-
-
-@dataclass(frozen=True, slots=True)
-class LiveSet:
-    """What the owner of ``topic`` references right now (as of ``fetched_at``)."""
-
-    topic: TopicName
-    ml_ledgers: frozenset[int]
-    cursor_ledgers: dict[str, int]
-    schema_ledgers: frozenset[int]
-    compacted_ledger: int | None
-    offloaded_ledgers: frozenset[int]
-    owner_url: str
-    epoch: int
-    fetched_at: float
-    partitions: tuple[TopicName, ...] = field(default=())
-    # A base name's union: each partition's owner, in partition order (a move of any one partition
-    # changes the base name's state).
-    partition_owners: tuple[str, ...] = field(default=())
-
-    @property
-    def all_ids(self) -> frozenset[int]:
-        ids = set(self.ml_ledgers) | set(self.cursor_ledgers.values()) | set(self.schema_ledgers)
-        if self.compacted_ledger is not None:
-            ids.add(self.compacted_ledger)
-        return frozenset(ids)
-
-    @property
-    def max_id(self) -> int:
-        return max(self.all_ids, default=-1)
-
-    def references(self, ledger_id: int) -> bool:
-        return ledger_id in self.all_ids
-
-    def covers(self, ledger_id: int) -> bool:
-        """False when the id is newer than anything the snapshot saw (the stale-id rule)."""
-        return ledger_id <= self.max_id
-
-    @classmethod
-    def from_internal_stats(
-        cls, topic: TopicName, stats: dict[str, Any], owner_url: str, epoch: int, now: float
-    ) -> LiveSet:
-        ledgers = stats.get("ledgers") or []
-        ml = frozenset(int(ld["ledgerId"]) for ld in ledgers if int(ld.get("ledgerId", -1)) >= 0)
-        offloaded = frozenset(int(ld["ledgerId"]) for ld in ledgers if ld.get("offloaded"))
-        cursors = {
-            str(name): int(c["cursorLedger"])
-            for name, c in (stats.get("cursors") or {}).items()
-            if int(c.get("cursorLedger", -1)) >= 0
-        }
-        schema = frozenset(
-            int(s["ledgerId"]) for s in (stats.get("schemaLedgers") or []) if int(s.get("ledgerId", -1)) >= 0
-        )
-        cl = (stats.get("compactedLedger") or {}).get("ledgerId", -1)
-        compacted = int(cl) if cl is not None and int(cl) >= 0 else None
-        return cls(topic, ml, cursors, schema, compacted, offloaded, owner_url, epoch, now)
-
-    @classmethod
-    def union(cls, topic: TopicName, parts: list[LiveSet], epoch: int, now: float) -> LiveSet:
-        """A partitioned topic named by its base name: its ledgers live in the partitions."""
-        cursors: dict[str, int] = {}
-        for p in parts:
-            for name, lid in p.cursor_ledgers.items():
-                cursors[f"{p.topic.local_name}/{name}"] = lid
-        compacted = [p.compacted_ledger for p in parts if p.compacted_ledger is not None]
-        return cls(
-            topic,
-            frozenset().union(*(p.ml_ledgers for p in parts)),
-            cursors,
-            frozenset().union(*(p.schema_ledgers | set(compacted) for p in parts)),
-            None,
-            frozenset().union(*(p.offloaded_ledgers for p in parts)),
-            ",".join(sorted({p.owner_url for p in parts})),
-            epoch,
-            now,
-            tuple(p.topic for p in parts),
-            tuple(p.owner_url for p in parts),
-        )
 
 
 class TopicGone:
@@ -119,7 +44,23 @@ class TopicGone:
 
 Snapshot = LiveSet | TopicGone
 
+__all__ = [
+    "GoneUnconfirmed",
+    "Hold",
+    "LiveSet",
+    "LiveStateReader",
+    "MetadataStore",
+    "Snapshot",
+    "SnapshotCache",
+    "TopicGone",
+    "confirm_gone",
+    "in_use",
+    "ledger_hold",
+]
+
 _GONE = "<gone>"
+# The admin API said "not found" but the metadata store still has the managed ledger.
+_UNCONFIRMED = "<not found, unconfirmed>"
 
 
 class GoneUnconfirmed(BackendError):
@@ -217,20 +158,26 @@ class LiveStateReader:
 
 @dataclass(slots=True)
 class _TopicState:
+    """Everything the cache knows of one topic, in one place: evicting the topic drops its snapshot
+    with its epoch, so a snapshot is never served under an epoch its topic no longer has."""
+
     epoch: int
-    # What the topic looked like at its last read (owner URL, or _GONE): a change bumps the epoch even
-    # when the snapshot itself was evicted.
+    # What the topic looked like at its last read (owner URL, _GONE or _UNCONFIRMED): a change bumps the
+    # epoch even when the snapshot itself was evicted.
     last_seen: str | None = None
+    snapshot: Snapshot | None = None
+    fetched_at: float = 0.0
 
 
 class SnapshotCache:
     """Per-topic snapshots: bounded LRU with TTL, epochs, the stale-id rule, the "gone" rule, and one
     fetch at a time per topic.
 
-    Epochs come from one counter, so no value is ever reused. Per-topic state (epoch, last seen) is
-    bounded too: evicting a topic's state moves the epoch every state-less topic reports
-    (``_base``) to a fresh value, so a decision still holding a snapshot of an evicted topic is
-    re-taken instead of trusted.
+    Epochs come from one counter, so no value is ever reused. Per-topic state (epoch, last seen, the
+    snapshot) is one entry, bounded by ``max_topics``: evicting it drops the snapshot with the epoch, and
+    moves the epoch every state-less topic reports (``_base``) to a fresh value, so a decision still
+    holding a snapshot of an evicted topic is re-taken instead of trusted. At most ``max_size`` entries
+    hold a snapshot (least recently used loses it first; its epoch stays).
     """
 
     def __init__(
@@ -259,9 +206,9 @@ class SnapshotCache:
         self.max_topics = max(max_size, max_topics if max_topics is not None else 10 * max_size)
         self.clock = clock
         self.on_bump = on_bump or (lambda topic, why: None)
-        self._entries: OrderedDict[str, Snapshot] = OrderedDict()
-        self._fetched_at: dict[str, float] = {}
         self._states: OrderedDict[str, _TopicState] = OrderedDict()
+        # The keys of the states holding a snapshot, least recently used first (bounded by max_size).
+        self._snapshots: OrderedDict[str, None] = OrderedDict()
         self._counter = 0
         self._base = 0
         self._inflight: dict[str, asyncio.Task[Snapshot]] = {}
@@ -275,7 +222,8 @@ class SnapshotCache:
         if st is None:
             st = self._states[key] = _TopicState(self._base)
             while len(self._states) > self.max_topics:
-                self._states.popitem(last=False)
+                old, _ = self._states.popitem(last=False)
+                self._snapshots.pop(old, None)  # the snapshot goes with its epoch
                 self._base = self._next_epoch()
         else:
             self._states.move_to_end(key)
@@ -293,36 +241,50 @@ class SnapshotCache:
         # The new epoch already invalidates everything seen before; the next read starts afresh
         # (a 307 followed by a read at the new owner is one move, not two).
         st.last_seen = None
-        self._entries.pop(key, None)
-        self._fetched_at.pop(key, None)
+        self._drop_snapshot(key)
         self._not_found.pop(key, None)
         self.reader.forget_owner(topic)
         self.on_bump(topic, why)
         return st.epoch
 
+    def _drop_snapshot(self, key: str) -> None:
+        self._snapshots.pop(key, None)
+        st = self._states.get(key)
+        if st is not None:
+            st.snapshot = None
+
     def _store(self, topic: TopicName, snap: Snapshot) -> Snapshot:
         key = str(topic)
-        self._entries[key] = snap
-        self._entries.move_to_end(key)
-        self._fetched_at[key] = self.clock()
-        while len(self._entries) > self.max_size:
-            old, _ = self._entries.popitem(last=False)
-            self._fetched_at.pop(old, None)
+        st = self._state(key)
+        st.snapshot = snap
+        st.fetched_at = self.clock()
+        self._snapshots[key] = None
+        self._snapshots.move_to_end(key)
+        while len(self._snapshots) > self.max_size:
+            self._drop_snapshot(next(iter(self._snapshots)))
         return snap
 
     def _cached(self, topic: TopicName) -> Snapshot | None:
         key = str(topic)
-        snap = self._entries.get(key)
-        if snap is None:
+        st = self._states.get(key)
+        if st is None or st.snapshot is None:
             return None
-        if self.clock() - self._fetched_at.get(key, 0.0) > self.ttl_s:
+        if self.clock() - st.fetched_at > self.ttl_s:
             return None
-        self._entries.move_to_end(key)
-        return snap
+        # A hit is a use of the topic's whole entry: its epoch is kept as long as its snapshot is used.
+        self._states.move_to_end(key)
+        self._snapshots.move_to_end(key)
+        return st.snapshot
+
+    def snapshot_count(self) -> int:
+        return len(self._snapshots)
+
+    def topic_count(self) -> int:
+        return len(self._states)
 
     def _seen(self, topic: TopicName, state: str) -> None:
         """Record what a read found; a change from the previous read bumps the epoch (owner moved,
-        topic gone, topic (re-)created)."""
+        topic gone, topic lost by the admin API but not gone, topic (re-)created)."""
         st = self._state(str(topic))
         prev = st.last_seen
         if prev is not None and prev != state:
@@ -334,7 +296,13 @@ class SnapshotCache:
         # The epoch is taken BEFORE the read (PIP-269's lesson): a bump while the read is in flight
         # (a 307 or an owner change seen by another decision) makes this snapshot stale, not current.
         before = self.epoch(topic)
-        snap = await self._read(topic)
+        try:
+            snap = await self._read(topic)
+        except GoneUnconfirmed:
+            # The admin API lost a topic the metadata store still has (unloading, moving, failing to
+            # load, re-created): whatever was decided on the previous observation is re-taken.
+            self._seen(topic, _UNCONFIRMED)
+            raise
         if self.epoch(topic) != before:
             return _with_epoch(snap, before)
         # Only this read's own observation is left to compare; no await between here and the return.
@@ -445,10 +413,6 @@ def _with_epoch(snap: Snapshot, epoch: int) -> Snapshot:
 
 
 def in_use(snap: LiveSet, info: PendingDeleteLedgerInfo) -> bool:
-    """Whether the owner still references the ledger of ``info`` (BookKeeper copy)."""
-    if snap.references(info.ledger_id):
-        return True
-    if info.ledger_component is LedgerComponent.MANAGED_CURSOR and info.cursor_name is not None:
-        # The cursor's current ledger is in use even if another listing missed it.
-        return snap.cursor_ledgers.get(info.cursor_name) == info.ledger_id
-    return False
+    """Whether the owner keeps the ledger of ``info`` (BookKeeper copy): ``worker.core.live_set``'s rule,
+    where a compacted ledger the topic may still use counts as in use (retried, never deleted)."""
+    return ledger_hold(snap, info.ledger_component, info.ledger_id) is not None

@@ -1,6 +1,9 @@
 """BookKeeper's ledger metadata read from the metadata store directly: the ``/ledgers`` tree of the
 hierarchical layout, walked subtree by subtree with pipelined reads. What ``scan`` uses by default when
 ZooKeeper is configured, and what the Spark audit spreads over its input partitions.
+
+``hosts`` is always BookKeeper's metadata store (``ZooKeeperSettings.bookkeeper_store``), which may be
+another ensemble than Pulsar's; ``root`` its ledgers root ("/" when a chroot is BookKeeper's root).
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ def ledger_subtrees(hosts: str, root: str, timeout_s: float = 10) -> list[str]:
     """The second-level znodes of BookKeeper's hierarchical layout (``root/00/0000``): each holds at most
     10 000 ledgers (short form) or one branch of the long form. Non-digit children (LAYOUT, idgen,
     available, underreplication, ...) are not ledgers."""
+    root = root.rstrip("/")
     zk = kazoo_client(hosts, timeout_s)
     # A batch job can wait for a busy ensemble; a task failing on a slow connect fails the whole run.
     zk.start(CONNECT_TIMEOUT_FACTOR * timeout_s)
     try:
         out: list[str] = []
-        for top in sorted(c for c in zk.get_children(root) if c.isdigit()):
+        for top in sorted(c for c in zk.get_children(root or "/") if c.isdigit()):
             out.extend(f"{root}/{top}/{c}" for c in sorted(zk.get_children(f"{root}/{top}")) if c.isdigit())
         return out
     finally:
@@ -44,6 +48,7 @@ def read_subtrees(
     """(ledger_id, metadata bytes, znode ctime ms) of every ledger under ``paths``."""
     from kazoo.exceptions import NoNodeError
 
+    root = root.rstrip("/")
     zk = kazoo_client(hosts, timeout_s)
     # A batch job can wait for a busy ensemble; a task failing on a slow connect fails the whole run.
     zk.start(CONNECT_TIMEOUT_FACTOR * timeout_s)

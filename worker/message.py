@@ -19,16 +19,11 @@ import _pulsar
 import fastavro
 from pulsar.schema import Schema
 
+# Defined with the owner rule (worker.core must not import this module's pulsar client); re-exported here.
+from worker.core.ledger_owner import LedgerComponent as LedgerComponent
 from worker.topic_name import InvalidTopicName, TopicName
 
 NAMESPACE = "org.apache.pulsar.broker.service.ledgerdeletion"
-
-
-class LedgerComponent(enum.StrEnum):
-    MANAGED_LEDGER = "MANAGED_LEDGER"
-    MANAGED_CURSOR = "MANAGED_CURSOR"
-    SCHEMA_STORAGE = "SCHEMA_STORAGE"
-    COMPACTED_LEDGER = "COMPACTED_LEDGER"
 
 
 class LedgerType(enum.StrEnum):
@@ -321,10 +316,31 @@ class PendingDeleteSchema(Schema):  # type: ignore[misc]
         return "PendingDeleteSchema"
 
 
-# Properties of retry and dead-letter copies (the names Pulsar's own retry/DLQ producers use).
+# Properties of retry and dead-letter copies: the one home of these names (the daemon, the nightly replay
+# and the operator commands all use them). The first three are the names Pulsar's own retry/DLQ producers use.
 REAL_TOPIC = "REAL_TOPIC"
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-RECONSUMETIMES = "RECONSUMETIMES"
-REASON = "reason"
+RECONSUMETIMES = "RECONSUMETIMES"  # attempts so far (a Java int in Pulsar's consumers)
+REASON = "reason"  # the outcome (worker.decision.Outcome value) that sent it to the retry topic or the DLQ
 LAST_ERROR = "last_error"
-FIRST_SEEN_MS = "first_seen_ms"
+FIRST_SEEN_MS = "first_seen_ms"  # when the first copy was published (epoch milliseconds)
+# Only on a bounded dead letter (worker.core.bounded_payload), published when the message could not be
+# dead-lettered whole: the original payload's size and SHA-256; "true" when the payload kept is only its
+# first KiB; how many properties were cut short or dropped.
+PAYLOAD_SIZE = "payload_size"
+PAYLOAD_SHA256 = "payload_sha256"
+PAYLOAD_TRUNCATED = "payload_truncated"
+PROPERTIES_TRUNCATED = "properties_truncated"
+# The worker's own properties, in the order a bounded copy keeps them first.
+WORKER_PROPERTIES = (
+    REASON,
+    LAST_ERROR,
+    RECONSUMETIMES,
+    FIRST_SEEN_MS,
+    REAL_TOPIC,
+    ORIGIN_MESSAGE_ID,
+    PAYLOAD_SIZE,
+    PAYLOAD_SHA256,
+    PAYLOAD_TRUNCATED,
+    PROPERTIES_TRUNCATED,
+)

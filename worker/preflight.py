@@ -3,6 +3,9 @@
 A wrong or missing token, a role without the permissions the worker needs, or an admin endpoint whose
 certificate is not trusted would otherwise surface as an endless stream of retried messages. They are
 refused at start instead, with the endpoint, the setting to fix and, for a 403, what was asked.
+
+So are metadata stores that are not where the config says (each proven by what it must hold) and bookie
+HTTP endpoints that are not bookies of the cluster those stores describe.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ import aiohttp
 import pulsar
 import pulsar.asyncio as pulsar_asyncio
 
+from worker.bookkeeper import BookieClient, BookieNotInCluster
 from worker.http import BackendError
 from worker.pulsar_admin import PulsarAdmin
-from worker.settings import PulsarSettings
+from worker.settings import PulsarSettings, TopicsSettings
 from worker.topic_name import TopicName
+from worker.zookeeper import WrongMetadataStore, ZooKeeper
 
 
 class StartupRefused(Exception):
@@ -49,7 +54,7 @@ async def check_admin(admin: PulsarAdmin, p: PulsarSettings, topic: TopicName) -
             raise StartupRefused(
                 f"pulsar.admin_url {url}: the token's role may not look up {topic} ({e.status}: "
                 f"{denied or 'forbidden'}); token from {p.token_source}. Grant it consume and produce on "
-                f"{topic.namespace_name} (README: Authentication)"
+                f"{topic.namespace_name} (docs/operations.md: Authentication and TLS)"
             ) from e
         if e.status == 401:
             raise StartupRefused(
@@ -87,7 +92,7 @@ def binary_refusal(p: PulsarSettings, what: str, e: Exception) -> StartupRefused
     if result == pulsar.Result.AuthorizationError:
         return StartupRefused(
             f"pulsar.service_url {p.service_url}: the token's role is not authorized to {what} ({e}); "
-            f"token from {p.token_source} (README: Authentication)"
+            f"token from {p.token_source} (docs/operations.md: Authentication and TLS)"
         )
     return None
 
@@ -102,3 +107,72 @@ def refused_as(p: PulsarSettings, what: str) -> Iterator[None]:
         if refused is None:
             raise
         raise refused from e
+
+
+async def check_pulsar_store(zk: ZooKeeper, pending: TopicName | None) -> None:
+    """``zookeeper.hosts`` holds the pending topic's managed ledger (call once the topology exists)."""
+    try:
+        await zk.check_pulsar_store(pending)
+    except WrongMetadataStore as e:
+        raise StartupRefused(str(e)) from e
+
+
+async def prove_metadata_stores(zk: ZooKeeper, admin: PulsarAdmin, pending: TopicName) -> None:
+    """For the operator commands (scan, purge-topic): both stores where the config says. The pending
+    topic anchors Pulsar's store when it exists (the admin API says so); before the worker's topology
+    exists, only the managed-ledgers root can be asked for."""
+    try:
+        exists = await admin.partitions(pending) > 0 or str(pending) in await admin.list_topics(
+            pending.namespace_name, include_system=True
+        )
+    except BackendError as e:
+        if e.status not in (401, 403, 404):
+            raise
+        exists = False  # no such namespace, or a role that may not look: the weaker proof only
+    await check_pulsar_store(zk, pending if exists else None)
+    await check_bookkeeper_store(zk)
+
+
+async def check_bookkeeper_store(zk: ZooKeeper) -> None:
+    """BookKeeper's store (``zookeeper.bookkeeper_hosts`` or ``zookeeper.hosts``) has a known LAYOUT."""
+    try:
+        await zk.check_bookkeeper_store()
+    except WrongMetadataStore as e:
+        raise StartupRefused(str(e)) from e
+
+
+async def check_bookies(bookie: BookieClient, zk: ZooKeeper) -> None:
+    """Every reachable configured bookie is registered in BookKeeper's store (one that is down is
+    checked before its first call)."""
+    try:
+        await bookie.verify_endpoints()
+    except BookieNotInCluster as e:
+        bk = zk.bookkeeper
+        raise StartupRefused(
+            f"bookkeeper.http_url/http_urls {e.url}: not a bookie of the BookKeeper cluster in "
+            f"{zk.bookkeeper_key} {bk.hosts} ({bk.ledgers_root or '/'}/available): {e.why}. List only that "
+            "cluster's bookies: any bookie deletes ledgers of its own cluster, by id"
+        ) from e
+
+
+async def check_queue_policies(admin: PulsarAdmin, topics: TopicsSettings) -> None:
+    """No Pulsar policy on the queue topics drops queued deletions (``worker.core.queue_policies``): one
+    that would is refused, by name. A role that may not read them (a least-privileged worker: only tenant
+    admins may) is warned and starts; ``topology``, run by a tenant admin, sets and checks them."""
+    from worker.core.queue_policies import dropping, unknown
+    from worker.logs import get_logger
+    from worker.topology import read_queue_policies
+
+    policies, expirations = await read_queue_policies(admin, topics)
+    problems = dropping(policies, expirations)
+    if problems:
+        raise StartupRefused(
+            f"queue policies would drop pending deletions: {'; '.join(problems)}. A tenant admin makes them "
+            "safe with: ledger-deletion-worker topology"
+        )
+    if unread := unknown(policies, expirations):
+        get_logger().warning(
+            "queue policies not checked: this role may not read them; run `ledger-deletion-worker topology` "
+            "with a tenant-admin token, which sets and checks them",
+            policies=unread,
+        )

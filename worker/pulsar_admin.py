@@ -24,12 +24,14 @@ class TopicNotFound(Exception):
     exist. Only half of the proof that a topic is gone: the metadata store must agree (``worker.in_use``)."""
 
 
-# Pulsar's 404 answers carry ``{"reason": ...}``; these are the ones that mean "no such topic". A 404
-# with any other body (a proxy's page, a wrong path, another API) proves nothing and is a failure.
+# Pulsar's 404 answers carry ``{"reason": ...}``; these are the ones that mean "no such topic" (or, from
+# the schema API, no such schema: ``SchemasResourceBase`` answers "Schema not found", and "Schema is
+# deleted" for a tombstone version). A 404 with any other body (a proxy's page, a wrong path, another
+# API) proves nothing and is a failure.
 _NOT_FOUND_REASONS = re.compile(
     r"^(Topic .*not found.*|Topic not found.*|Partitioned Topic not found.*|Partitioned topic does not exist.*"
     r"|Namespace not found.*|Namespace does not exist.*|Tenant does not exist.*|Tenant not found.*"
-    r"|Schema not found.*)$",
+    r"|Schema not found.*|Schema is deleted.*)$",
     re.IGNORECASE | re.DOTALL,
 )
 
@@ -67,6 +69,8 @@ class PulsarAdmin:
         self.admin_url = admin_url.rstrip("/")
         self.session = session
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._tls = self.admin_url.startswith("https://")
+        self._why = "pulsar.admin_url is https"
 
     async def _call(
         self,
@@ -95,6 +99,10 @@ class PulsarAdmin:
         follow_redirect: bool,
         hops: int = 0,
     ) -> Any:
+        if self._tls and not url.startswith("https://"):
+            # The URL came from a lookup answer or a redirect: with an https admin URL the token never
+            # goes over plain http, whoever names it.
+            raise BackendError("admin", f"{method} {path}: refused to send it over plain http to {url} ({self._why})")
         # Jersey answers 415 to a PUT/POST without a JSON content type, even with no body.
         headers = {**self._headers, "Content-Type": "application/json"}
         data = None if body is None else json.dumps(body)
@@ -115,6 +123,10 @@ class PulsarAdmin:
             except ValueError:
                 return text  # a few endpoints (health) answer plain text
         if status in (301, 302, 307, 308):
+            if self._tls and location and not location.startswith("https://"):
+                raise BackendError(
+                    "admin", f"{method} {path}: redirected from https to plain http {location}: refused ({self._why})"
+                )
             if follow_redirect and location and hops < _LOOKUP_HOPS and location.startswith(("http://", "https://")):
                 # Calls whose answer does not feed an in-use decision (read-outs, idempotent topology
                 # writes) simply ask the owner, as Pulsar's admin client does; an unowned bundle may take
@@ -187,12 +199,24 @@ class PulsarAdmin:
                 ask = e.location
         else:
             raise NotOwner(ask)
-        # Over TLS, the owner is asked over TLS too: its plain port may be closed, and must not be needed.
-        keys = ("httpUrlTls", "httpUrl") if self.admin_url.startswith("https://") else ("httpUrl", "httpUrlTls")
-        url = (d.get(keys[0]) or d.get(keys[1])) if isinstance(d, dict) else None
+        if not isinstance(d, dict):
+            raise BackendError("admin", f"lookup of {topic} returned no http url: {d}")
+        if self._tls:
+            # Over TLS, the owner is asked over TLS only: never its plain httpUrl, which would carry the
+            # token in clear text (and whose port may be closed).
+            url = d.get("httpUrlTls")
+            if not isinstance(url, str) or not url.startswith("https://"):
+                raise BackendError(
+                    "admin",
+                    f"lookup of {topic}: the answer has no https owner URL (httpUrlTls: {url!r}; httpUrl "
+                    f"{d.get('httpUrl')!r} is plain http, refused: {self._why}). Enable the brokers' "
+                    "webServicePortTls",
+                )
+            return url
+        url = d.get("httpUrl") or d.get("httpUrlTls")
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise BackendError("admin", f"lookup of {topic} returned no http url: {d}")
-        return str(url)
+        return url
 
     async def partitions(self, topic: TopicName) -> int:
         """Partition count of the partitioned topic ``topic`` (0: not partitioned, or absent)."""
@@ -310,3 +334,26 @@ class PulsarAdmin:
     async def offload_status(self, topic: TopicName) -> dict[str, Any]:
         """``{"status": NOT_RUN|RUNNING|SUCCESS|ERROR, "lastError": ...}``."""
         return dict(await self._call("GET", f"/admin/v2/{topic.rest_path}/offload", follow_redirect=True))
+
+    # ---- policies (the queue topics' namespace: worker.core.queue_policies) ------------------------
+    async def topic_policy(self, topic: TopicName, name: str, *, applied: bool) -> Any:
+        """A topic-level policy (``messageTTL``, ``backlogQuotaMap``, ...): with ``applied`` the value the
+        broker applies (topic, else namespace, else broker default), else the topic's own (None: unset)."""
+        params = {"applied": "true"} if applied else None
+        return await self._call("GET", f"/admin/v2/{topic.rest_path}/{name}", params=params, follow_redirect=True)
+
+    async def remove_topic_policy(self, topic: TopicName, name: str, params: Mapping[str, str] | None = None) -> None:
+        await self._call("DELETE", f"/admin/v2/{topic.rest_path}/{name}", params=params, follow_redirect=True)
+
+    async def namespace_policy(self, namespace: str, name: str) -> Any:
+        """A namespace policy as set (None: unset, the broker's default applies)."""
+        return await self._call("GET", f"/admin/v2/namespaces/{namespace}/{name}")
+
+    async def set_namespace_policy(
+        self, namespace: str, name: str, body: Any, params: Mapping[str, str] | None = None
+    ) -> None:
+        await self._call("POST", f"/admin/v2/namespaces/{namespace}/{name}", body=body, params=params)
+
+    async def broker_runtime_config(self) -> dict[str, Any]:
+        """The broker's effective configuration (superuser only)."""
+        return dict(await self._call("GET", "/admin/v2/brokers/configuration/runtime"))

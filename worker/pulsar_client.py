@@ -15,6 +15,10 @@ def _options(p: PulsarSettings) -> dict[str, Any]:
     return {
         "authentication": pulsar.AuthenticationToken(p.auth_token) if p.auth_token else None,
         **({"tls_trust_certs_file_path": str(p.tls_trust_certs_file)} if p.tls_trust_certs_file else {}),
+        # The client's default checks the chain only: any certificate a trusted CA signed, for any host,
+        # would be accepted, and the token handed to whoever holds one.
+        "tls_validate_hostname": not p.tls_insecure_skip_hostname_verification,
+        "tls_allow_insecure_connection": False,
         "operation_timeout_seconds": int(max(1, p.request_timeout_s)),
         # The C++ client logs every (re)connection at INFO; our own logs say what matters.
         "logger": pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),

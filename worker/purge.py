@@ -24,18 +24,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from worker.core.live_set import LiveSet
+from worker.core.offload_driver_metadata import driver_metadata
 from worker.in_use import LiveStateReader, confirm_gone
-from worker.managed_ledger_metadata import (
-    ManagedLedgerInfo,
-    MetadataFormatError,
-    parse_managed_ledger_info,
-)
+from worker.managed_ledger_metadata import ManagedLedgerInfo
 from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
 from worker.phase1 import PendingDeleteSender, SendFailed
 from worker.pulsar_admin import NotOwner, PulsarAdmin, TopicNotFound
 from worker.settings import OffloadSettings, Settings
 from worker.topic_name import TopicName
-from worker.zookeeper import ZooKeeper
+from worker.zookeeper import UnreadableManagedLedger, ZooKeeper
 
 
 class PurgeError(Exception):
@@ -93,10 +91,7 @@ def _offload_from_settings(offload: OffloadSettings) -> tuple[str, dict[str, str
     if len(offload.s3_targets) != 1:
         return None
     t = offload.s3_targets[0]
-    md = {"bucket": t.bucket, "region": t.region}
-    if t.endpoint is not None:
-        md["endpoint"] = str(t.endpoint).rstrip("/")
-    return t.driver, md
+    return t.driver, driver_metadata(t)
 
 
 class Collector:
@@ -158,13 +153,10 @@ class Collector:
     async def _ml_info(self, topic: TopicName) -> ManagedLedgerInfo | None:
         if self.zk is None:
             return None
-        data = await self.zk.get_data(f"/managed-ledgers/{topic.managed_ledger_name}")
-        if data is None:
-            return None
         try:
-            return parse_managed_ledger_info(data)
-        except MetadataFormatError as e:
-            raise PurgeError(f"managed-ledger metadata of {topic} is unreadable: {e}") from e
+            return await self.zk.read_managed_ledger(topic)
+        except UnreadableManagedLedger as e:
+            raise PurgeError(f"managed-ledger metadata of {topic} is unreadable: {e.__cause__ or e}") from e
 
     async def _collect_physical(self, plan: PurgePlan, pt: TopicName, stats: dict[str, Any], owner: str) -> None:
         ml = await self._ml_info(pt)
@@ -183,7 +175,10 @@ class Collector:
         else:
             offloads = await self._offloads_from_internal_info(pt, owner)
 
-        ledger_ids = [int(ld["ledgerId"]) for ld in stats.get("ledgers") or [] if int(ld.get("ledgerId", -1)) >= 0]
+        # The worker's parse of the owner's view (worker.core.live_set): the compacted ledger included when
+        # only the __compaction cursor names it.
+        live = LiveSet.from_internal_stats(pt, stats, owner, -1, 0.0)
+        ledger_ids = sorted(live.ml_ledgers)
         if ml is not None:
             # The stored list and the owner's view agree except for a ledger being added right now.
             ledger_ids = sorted(set(ledger_ids) | set(ml.ledger_ids))
@@ -196,13 +191,10 @@ class Collector:
                     pt, LedgerComponent.MANAGED_LEDGER, lid, ledger_type=LedgerType.OFFLOAD_LEDGER, offload_context=ctx
                 )
             )
-        for name, cur in sorted((stats.get("cursors") or {}).items()):
-            lid = int(cur.get("cursorLedger", -1))
-            if lid >= 0:
-                plan.add(self._info(pt, LedgerComponent.MANAGED_CURSOR, lid, cursor_name=str(name)))
-        cl = int((stats.get("compactedLedger") or {}).get("ledgerId", -1))
-        if cl >= 0:
-            plan.add(self._info(pt, LedgerComponent.COMPACTED_LEDGER, cl))
+        for name, lid in sorted(live.cursor_ledgers.items()):
+            plan.add(self._info(pt, LedgerComponent.MANAGED_CURSOR, lid, cursor_name=name))
+        for lid in sorted(live.compacted_ledgers):
+            plan.add(self._info(pt, LedgerComponent.COMPACTED_LEDGER, lid))
 
     async def _offloads_from_internal_info(self, pt: TopicName, owner: str) -> dict[int, OffloadContext]:
         raw = await self.admin.offload_uuids(pt, base=owner)
@@ -231,9 +223,7 @@ class Collector:
         for pt in physical:
             got = await self._fetch(pt)
             if got is not None:
-                ids |= {
-                    int(s["ledgerId"]) for s in got[0].get("schemaLedgers") or [] if int(s.get("ledgerId", -1)) >= 0
-                }
+                ids |= LiveSet.from_internal_stats(pt, got[0], got[1], -1, 0.0).schema_ledgers
         for lid in sorted(ids):
             plan.add(self._info(base, LedgerComponent.SCHEMA_STORAGE, lid, schema_id=schema_id))
 

@@ -5,29 +5,25 @@ whose id left its topic's metadata (or whose topic was deleted) but whose delete
 The scanner is an anti-join: every ledger BookKeeper has, minus every ledger some topic still references.
 
 Being wrong one way costs disk; being wrong the other way loses data. So every doubt is a skip:
-- only ``application=pulsar`` ledgers with a known component and a parseable owner are considered;
-- a ledger younger than the minimum age may be one whose id is not yet in its topic's metadata;
+- only ``application=pulsar`` ledgers with a known component and a parseable owner are considered
+  (``worker.core.ledger_owner``: the very parse the worker verifies a message against);
+- a ledger younger than the minimum age may be one whose id is not yet in its topic's metadata
+  (``worker.core.ledger_age``, the worker's rule);
 - the live set comes from the owner broker (``worker.in_use``), fetched after the ledger listing, so a
   ledger older than the minimum age is either in it or no longer referenced;
 - "the topic is gone" is believed only when the metadata store agrees: the managed ledger's znode is
-  absent too (a managed ledger can exist without a loadable topic, e.g. a transaction log), and for
-  schema ledgers the schema registry's locator (``/schemas/<schemaId>``) must not reference the ledger:
-  the registry outlives topics, and Pulsar's health check shows why it matters (its v1 topic
-  ``pulsar/<cluster>/<broker>/healthcheck`` stores its schema under the v2-style id
-  ``pulsar/<broker>/healthcheck``, a topic that does not exist);
+  absent too (a managed ledger can exist without a loadable topic, e.g. a transaction log);
+- a schema ledger is in use while the schema registry's locator (``/schemas/<schemaId>``) references it,
+  whether its topic exists or not (``worker.core.schema_in_use``, the worker's rule): the registry
+  outlives topics;
+- an open ledger of a live topic may still be written (``worker.core.open_ledger``, the worker's rule);
 - an error while reading live state skips that topic's ledgers for this run.
-
-Custom metadata keys (``LedgerMetadataUtils`` in Pulsar): ``application=pulsar``; ``component`` is
-``managed-ledger`` (+ ``pulsar/managed-ledger`` = ``tenant/ns/persistent/topic``, + ``pulsar/cursor`` for
-cursor ledgers), ``schema`` (+ ``pulsar/schemaId`` = ``tenant/ns/topic``) or ``compacted-ledger``
-(+ ``pulsar/compactedTopic`` = the full topic name).
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
-import re
 import time
 import uuid
 from collections import Counter as Tally
@@ -36,13 +32,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from worker.bookkeeper import LedgerMetadata
+from worker.core.ledger_age import ledger_age
+from worker.core.ledger_owner import Owner, Unmapped, owner_of
+from worker.core.live_set import ledger_hold
+from worker.core.open_ledger import may_be_written
+from worker.core.schema_in_use import schema_ledger_hold
 from worker.in_use import GoneUnconfirmed, LiveSet, MetadataStore, SnapshotCache, TopicGone
 from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
-from worker.topic_name import InvalidTopicName, TopicName
-
-# Pulsar stores a topic's local name URL-encoded in managed-ledger names and znode paths. Names made
-# only of these characters encode to themselves; anything else is skipped rather than guessed at.
-_PLAIN_LOCAL_NAME = re.compile(r"^[A-Za-z0-9._\-]+$")
+from worker.topic_name import TopicName
 
 
 class Verdict(enum.StrEnum):
@@ -51,65 +48,6 @@ class Verdict(enum.StrEnum):
     TOO_YOUNG = "too_young"
     NOT_PULSAR = "not_pulsar"
     SKIPPED = "skipped"
-
-
-@dataclass(frozen=True, slots=True)
-class Owner:
-    """What a ledger's custom metadata says it belongs to."""
-
-    component: LedgerComponent
-    topic: TopicName
-    cursor: str | None = None
-    schema_id: str | None = None
-
-
-class Unmapped(Exception):
-    """A Pulsar ledger whose owner cannot be determined safely: never an orphan candidate."""
-
-
-def _plain(topic: TopicName, raw: str) -> TopicName:
-    if not _PLAIN_LOCAL_NAME.match(topic.local_name):
-        raise Unmapped(f"topic name needs URL encoding, not supported: {raw!r}")
-    return topic
-
-
-def owner_of(md: LedgerMetadata) -> Owner | None:
-    """The owner named by the ledger's custom metadata; None for a ledger Pulsar did not create."""
-    cm = md.custom_metadata
-    if cm.get("application") != "pulsar":
-        return None
-    component = cm.get("component")
-    try:
-        if component == "managed-ledger":
-            ml = cm.get("pulsar/managed-ledger")
-            if not ml:
-                raise Unmapped("managed-ledger ledger without pulsar/managed-ledger")
-            if len(ml.split("/")) == 5:
-                # tenant/cluster/ns/persistent/topic: a v1 name (e.g. the broker health check topic).
-                raise Unmapped(f"v1 topic name, not supported: {ml!r}")
-            topic = _plain(TopicName.from_managed_ledger_name(ml), ml)
-            cursor = cm.get("pulsar/cursor")
-            if cursor is not None:
-                if not cursor:
-                    raise Unmapped("empty pulsar/cursor")
-                return Owner(LedgerComponent.MANAGED_CURSOR, topic, cursor=cursor)
-            return Owner(LedgerComponent.MANAGED_LEDGER, topic)
-        if component == "schema":
-            sid = cm.get("pulsar/schemaId")
-            if not sid:
-                raise Unmapped("schema ledger without pulsar/schemaId")
-            topic = _plain(TopicName.parse(f"persistent://{sid}"), sid)
-            if topic.partition_index is not None:
-                raise Unmapped(f"schema id names a partition: {sid!r}")
-            return Owner(LedgerComponent.SCHEMA_STORAGE, topic, schema_id=sid)
-        if component == "compacted-ledger":
-            ct = cm.get("pulsar/compactedTopic")
-            if not ct:
-                raise Unmapped("compacted ledger without pulsar/compactedTopic")
-            return Owner(LedgerComponent.COMPACTED_LEDGER, _plain(TopicName.parse(ct), ct))
-    except InvalidTopicName as e:
-        raise Unmapped(f"unparseable owner: {e}") from e
-    raise Unmapped(f"unknown component {component!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +187,7 @@ class Scanner:
         by_topic: dict[TopicName, list[_Candidate]] = {}
         for md in metadata:
             try:
-                owner = owner_of(md)
+                owner = owner_of(md.custom_metadata)
             except Unmapped as e:
                 if not self.namespaces:
                     self._decide(
@@ -272,11 +210,12 @@ class Scanner:
             if self.namespaces and owner.topic.namespace_name not in self.namespaces:
                 report.filtered += 1
                 continue
-            if md.ctime_ms is None:
+            age = ledger_age(md.ctime_ms, now_ms=now_ms, min_age_ms=self.min_age_s * 1000)
+            if age.age_ms is None:
                 self._decide(report, self._decision(md, owner, Verdict.SKIPPED, "no creation time: age unknown", None))
                 continue
-            age_s = max(0.0, (now_ms - md.ctime_ms) / 1000)
-            if age_s < self.min_age_s:
+            age_s = age.age_ms / 1000
+            if not age.old_enough:
                 self._decide(
                     report, self._decision(md, owner, Verdict.TOO_YOUNG, f"younger than {self.min_age_s:g}s", age_s)
                 )
@@ -338,7 +277,7 @@ class Scanner:
                 verdict, why = await self._judge(c, snap)
             except Exception as e:
                 verdict, why = Verdict.SKIPPED, f"metadata store unavailable: {type(e).__name__}: {e}"
-            if verdict is Verdict.ORPHAN and isinstance(snap, LiveSet) and c.md.state.upper() != "CLOSED":
+            if verdict is Verdict.ORPHAN and may_be_written(c.md.state, topic_exists=isinstance(snap, LiveSet)):
                 # Its topic exists, so a writer may still be adding to it (a compaction in progress): the
                 # worker never deletes such a ledger, so it is never queued either.
                 why = f"open ledger of a live topic (state {c.md.state}): compaction may be in progress"
@@ -352,8 +291,11 @@ class Scanner:
         if owner.component is LedgerComponent.SCHEMA_STORAGE:
             return await self._judge_schema(c, snap)
         if isinstance(snap, LiveSet):
-            if snap.references(lid):
-                return Verdict.IN_USE, "referenced by its topic"
+            # The worker's rule (worker.core.live_set): what it would keep is never queued; what it keeps
+            # without proof of use (a compacted ledger its compacting topic does not name) is a skip.
+            hold = ledger_hold(snap, owner.component, lid)
+            if hold is not None:
+                return (Verdict.IN_USE if hold.proven else Verdict.SKIPPED), hold.value
             what = {
                 LedgerComponent.MANAGED_LEDGER: "not in its topic's ledger list",
                 LedgerComponent.MANAGED_CURSOR: f"not the ledger of cursor {owner.cursor!r}",
@@ -365,15 +307,16 @@ class Scanner:
     async def _judge_schema(self, c: _Candidate, snap: LiveSet | TopicGone) -> tuple[Verdict, str]:
         lid = c.md.ledger_id
         assert c.owner.schema_id is not None
-        if isinstance(snap, LiveSet) and lid in snap.schema_ledgers:
-            return Verdict.IN_USE, "in its topic's schema ledgers"
-        if self.store is None:
-            if isinstance(snap, LiveSet):
-                return Verdict.ORPHAN, "not in its topic's schema ledger list"
-            return Verdict.SKIPPED, "schemaId topic not found, and no metadata store to read the schema registry"
-        registry = await self.store.schema_ledgers(c.owner.schema_id)
-        if registry is not None and lid in registry:
-            return Verdict.IN_USE, "referenced by the schema registry"
+        live = snap.schema_ledgers if isinstance(snap, LiveSet) else frozenset()
+        registry = None
+        if lid not in live:
+            if self.store is None:
+                # The registry's locator is the proof the worker asks for too: without it, no verdict.
+                return Verdict.SKIPPED, "no metadata store to read the schema registry"
+            registry = await self.store.schema_ledgers(c.owner.schema_id)
+        held = schema_ledger_hold(lid, registry=registry, live=live)
+        if held is not None:
+            return Verdict.IN_USE, held
         if isinstance(snap, LiveSet):
             return Verdict.ORPHAN, "not in its topic's schema ledger list"
         if registry is None:

@@ -8,6 +8,7 @@ stops the process at start with the key's dotted name (see :func:`load_settings`
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,8 +19,10 @@ from pydantic import (
     Field,
     HttpUrl,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     ValidationError,
     field_validator,
+    model_serializer,
     model_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -34,12 +37,16 @@ class _Section(BaseModel):
 class PulsarSettings(_Section):
     service_url: str = "pulsar://127.0.0.1:6650"
     admin_url: HttpUrl = HttpUrl("http://127.0.0.1:8080")
-    # A JWT for both endpoints: inline (or LDW_PULSAR__AUTH_TOKEN), or read once at start from a file
-    # (a mounted Kubernetes secret). Never both.
-    auth_token: str | None = None
+    # A JWT for both endpoints: inline (or LDW_PULSAR__AUTH_TOKEN), or read from a file (a mounted
+    # Kubernetes secret) by every process that loads the settings. Never both.
+    auth_token: str | None = Field(None, repr=False)
     auth_token_file: Path | None = None
     # PEM CA bundle trusted for an https admin_url and a pulsar+ssl service_url (default: the system's).
     tls_trust_certs_file: Path | None = None
+    # UNSAFE. Both endpoints check that the broker's certificate names the host in the URL; true turns that
+    # off, so any certificate a trusted CA signed for any host is accepted and the token goes to whoever
+    # presents one. Only for a test broker whose certificate does not name its address.
+    tls_insecure_skip_hostname_verification: bool = False
     request_timeout_s: float = Field(10.0, gt=0)
     _token_source: str | None = PrivateAttr(default=None)
 
@@ -62,10 +69,9 @@ class PulsarSettings(_Section):
                 raise ValueError(f"auth_token_file {f}: cannot read it ({e.strerror or e})") from e
             if not token:
                 raise ValueError(f"auth_token_file {f} is empty")
-            # Resolved here, once: every client is built from auth_token, and a Spark executor gets the
-            # token itself (the file is the driver's).
+            # Every client is built from auth_token. The path stays: what is serialized (a Spark
+            # executor's copy of the settings) carries it instead of the token, and reads it again.
             object.__setattr__(self, "auth_token", token)
-            object.__setattr__(self, "auth_token_file", None)
             self._token_source = f"pulsar.auth_token_file ({f})"
         elif self.auth_token:
             self._token_source = "pulsar.auth_token"
@@ -73,6 +79,13 @@ class PulsarSettings(_Section):
         if ca is not None and not ca.is_file():
             raise ValueError(f"tls_trust_certs_file {ca} is not a readable file")
         return self
+
+    @model_serializer(mode="wrap")
+    def _token_stays_in_its_file(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if self.auth_token_file is not None:
+            out["auth_token"] = None
+        return out
 
     @field_validator("service_url")
     @classmethod
@@ -117,10 +130,67 @@ class BookKeeperSettings(_Section):
         return list(dict.fromkeys(str(u).rstrip("/") for u in [self.http_url, *self.http_urls]))
 
 
+def _zk_connect_string(v: str | None) -> str | None:
+    """``host:port[,host:port...][/chroot]`` (kazoo's form; ``null`` or empty: not configured)."""
+    if v is None or not v.strip():
+        return None
+    v = v.strip()
+    # "zk:127.0.0.1:2181" is Pulsar's metadataStoreUrl pasted whole; "zk:2181" is a host named zk.
+    pasted_url = v.startswith("zk:") and not re.split(r"[,/]", v[3:], maxsplit=1)[0].isdigit()
+    if "://" in v or v.startswith("metadata-store:") or pasted_url:
+        raise ValueError(f"{v!r}: write host:port[,host:port...][/chroot], without a zk: or zk:// scheme")
+    ensemble, slash, chroot = v.partition("/")
+    if slash and (not chroot or chroot.endswith("/") or "//" in chroot):
+        raise ValueError(f"{v!r}: the chroot must be a path like /pulsar (no trailing or double slash)")
+    for entry in ensemble.split(","):
+        host, colon, port = entry.strip().rpartition(":") if ":" in entry else (entry.strip(), "", "")
+        if not host or any(c.isspace() for c in host):
+            raise ValueError(f"{v!r}: {entry!r} is not a host[:port]")
+        if colon and not (port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError(f"{v!r}: {entry!r} has no valid port")
+    return v
+
+
 class ZooKeeperSettings(_Section):
+    # Pulsar's metadata store (the brokers' metadataStoreUrl, without its "zk:"): topics' managed
+    # ledgers and cursors, schemas; half of every "topic gone" proof.
     hosts: str | None = "127.0.0.1:2181"
+    # BookKeeper's metadata store (the ensemble of the bookies' metadataServiceUri) when it is not
+    # Pulsar's: ledger metadata under ledgers_root and the registered bookies. Unset: hosts.
+    bookkeeper_hosts: str | None = None
+    # BookKeeper's ledgers root in bookkeeper_hosts (the path of the bookies' metadataServiceUri).
     ledgers_root: str = "/ledgers"
     timeout_s: float = Field(10.0, gt=0)
+
+    @field_validator("hosts", "bookkeeper_hosts")
+    @classmethod
+    def _connect_string(cls, v: str | None) -> str | None:
+        return _zk_connect_string(v)
+
+    @field_validator("ledgers_root")
+    @classmethod
+    def _root(cls, v: str) -> str:
+        if not v.startswith("/") or "//" in v or any(c.isspace() for c in v):
+            raise ValueError(f"{v!r}: must be an absolute znode path like /ledgers")
+        return v.rstrip("/") or "/"
+
+    @model_validator(mode="after")
+    def _pair(self) -> ZooKeeperSettings:
+        if self.bookkeeper_hosts and not self.hosts:
+            raise ValueError(
+                "zookeeper.bookkeeper_hosts is set but zookeeper.hosts is empty: Pulsar's metadata store is needed too"
+            )
+        return self
+
+    @property
+    def bookkeeper_store(self) -> str | None:
+        """BookKeeper's metadata store: ``bookkeeper_hosts``, else Pulsar's (``hosts``)."""
+        return self.bookkeeper_hosts or self.hosts
+
+    @property
+    def bookkeeper_store_key(self) -> str:
+        """The key that names BookKeeper's metadata store, for error messages."""
+        return "zookeeper.bookkeeper_hosts" if self.bookkeeper_hosts else "zookeeper.hosts"
 
 
 class S3Target(_Section):
@@ -130,8 +200,38 @@ class S3Target(_Section):
     bucket: str
     region: str = "us-east-1"
     endpoint: HttpUrl | None = None
-    access_key_id: str | None = None
-    secret_access_key: str | None = None
+    # Inline, or each read from a file (a mounted Kubernetes secret) by every process that loads the
+    # settings; neither: the AWS credential chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY,
+    # AWS_SHARED_CREDENTIALS_FILE, a web identity or instance role) of that process.
+    access_key_id: str | None = Field(None, repr=False)
+    secret_access_key: str | None = Field(None, repr=False)
+    access_key_id_file: Path | None = None
+    secret_access_key_file: Path | None = None
+
+    @model_validator(mode="after")
+    def _key_files(self) -> S3Target:
+        for key in ("access_key_id", "secret_access_key"):
+            f: Path | None = getattr(self, f"{key}_file")
+            if f is None:
+                continue
+            if getattr(self, key):
+                raise ValueError(f"{key} and {key}_file are both set: keep one")
+            try:
+                value = f.read_text().strip()
+            except OSError as e:
+                raise ValueError(f"{key}_file {f}: cannot read it ({e.strerror or e})") from e
+            if not value:
+                raise ValueError(f"{key}_file {f} is empty")
+            object.__setattr__(self, key, value)
+        return self
+
+    @model_serializer(mode="wrap")
+    def _keys_stay_in_their_files(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        for key in ("access_key_id", "secret_access_key"):
+            if getattr(self, f"{key}_file") is not None:
+                out[key] = None
+        return out
 
 
 class OffloadSettings(_Section):
@@ -145,6 +245,11 @@ class WorkerSettings(_Section):
     deletes_per_second: float = Field(50.0, gt=0)
     delete_burst: int = Field(10, ge=1)
     max_attempts: int = Field(10, ge=1)
+    # The largest pending-deletion payload the worker accepts. A larger one is dead-lettered as `invalid`,
+    # undecoded, as a bounded copy (its size, SHA-256 and first KiB): its retry or DLQ copy (the payload plus
+    # the worker's properties) could not be published under the brokers' maxMessageSize (Pulsar's default
+    # 5 MiB). A genuine PendingDeleteLedgerInfo is a few hundred bytes. Keep it well below maxMessageSize.
+    max_payload_bytes: int = Field(65_536, ge=1024, le=4 * 1024 * 1024)
     backoff_initial_s: float = Field(60.0, ge=0)
     backoff_max_s: float = Field(3600.0, ge=0)
     backoff_multiplier: float = Field(2.0, ge=1)

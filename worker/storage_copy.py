@@ -37,7 +37,9 @@ class StoredObjects:
 
 @dataclass(frozen=True, slots=True)
 class Missing:
-    """Storage has nothing: already deleted (by us earlier, or by the broker itself)."""
+    """Storage has nothing: already deleted (by us earlier, or by the broker itself). Only storage that is
+    there says so: an offloaded copy is Missing only once its bucket answered HeadBucket, or its base path
+    is still the directory it was at start (``worker.tiered_storage``); else the inspection fails."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,17 @@ _PARTITION = re.compile(r"^(?P<base>.+)-partition-(?P<index>\d+)$")
 # Java's \w is ASCII-only, hence re.ASCII.
 _ENTITY = re.compile(r"^[-=:.\w]+$", re.ASCII)
 _JAVA_INT_MAX = 2**31 - 1
+# The longest name a topic can have, as the bytes of its managed-ledger znode path. Pulsar itself sets no
+# length limit: its TopicName and NamedEntity check structure and characters only (the maintainers say so in
+# apache/pulsar#12023). What bounds a name is the metadata store: a topic owns ledgers only through the
+# znode /managed-ledgers/<tenant>/<ns>/persistent/<URL-encoded local name>, and ZooKeeper refuses any
+# request larger than jute.maxbuffer, which Pulsar's launch script (bin/pulsar) sets to 10 MiB for the
+# broker and for a ZooKeeper it starts. A longer path cannot be created, so such a topic owns no ledger.
+# (The binary protocol's frame, nettyMaxFrameSizeBytes = 5 MiB + 10 KiB by default, is tighter but is a
+# broker setting of its own; the admin API addresses only names whose URL fits the broker's
+# httpMaxRequestHeaderSize, 8 KiB by default: a longer, valid name ends in the DLQ as transient.)
+MAX_MANAGED_LEDGER_PATH_BYTES = 10 * 1024 * 1024
+_ML_ROOT = "/managed-ledgers/"
 
 
 def _partition_match(local_name: str) -> re.Match[str] | None:
@@ -64,7 +75,15 @@ class TopicName:
         for seg in (tenant, namespace):
             if not _ENTITY.match(seg):
                 raise InvalidTopicName(f"invalid tenant or namespace {seg!r} in {value!r}")
-        return cls(domain, tenant, namespace, local)
+        topic = cls(domain, tenant, namespace, local)
+        path_bytes = len(_ML_ROOT) + len(topic.managed_ledger_name)  # ASCII: URL-encoded
+        if path_bytes > MAX_MANAGED_LEDGER_PATH_BYTES:
+            raise InvalidTopicName(
+                f"topic name too long: its managed-ledger path would be {path_bytes} bytes, over the "
+                f"{MAX_MANAGED_LEDGER_PATH_BYTES} Pulsar's metadata store (ZooKeeper's jute.maxbuffer) holds: "
+                f"{value[:200]!r}..."
+            )
+        return topic
 
     def __str__(self) -> str:
         return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local_name}"

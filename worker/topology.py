@@ -16,7 +16,15 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from typing import Any
 
+from worker.core.queue_policies import (
+    NON_EVICTING,
+    TopicPolicies,
+    deletes_caught_up_topic,
+    dropping,
+    evicting_quotas,
+)
 from worker.http import BackendError
 from worker.logs import get_logger
 from worker.message import AVRO_SCHEMA
@@ -190,3 +198,103 @@ async def ensure_topology(admin: PulsarAdmin, topics: TopicsSettings) -> None:
     await _ensure_subscription(admin, pending, topics.subscription)
     await _ensure_subscription(admin, retry, topics.subscription)
     await _ensure_subscription(admin, dlq, topics.dlq_replay_subscription)
+
+
+# ---- policies that would drop queued work (worker.core.queue_policies) --------------------------------
+
+_UNREADABLE = object()
+
+
+async def _read(call: Awaitable[Any]) -> Any:
+    """The answer, or _UNREADABLE when this role may not read it (a least-privileged worker may not read
+    policies: only tenant admins may)."""
+    try:
+        return await call
+    except BackendError as e:
+        if e.status in (401, 403):
+            return _UNREADABLE
+        raise
+
+
+def _queue_topics(topics: TopicsSettings) -> list[TopicName]:
+    return [TopicName.parse(t) for t in (topics.pending, topics.retry, topics.dlq)]
+
+
+async def read_queue_policies(
+    admin: PulsarAdmin, topics: TopicsSettings
+) -> tuple[list[TopicPolicies], dict[str, int | None]]:
+    """The effective policies of the queue topics, and the subscription expiration (minutes) of their
+    namespaces; None where this role may not read them. The topics must exist."""
+    names = _queue_topics(topics)
+    out = []
+    for t in names:
+        # applied=true: what the broker applies (topic, else namespace, else its own default).
+        ttl = await _read(admin.topic_policy(t, "messageTTL", applied=True))
+        quotas = await _read(admin.topic_policy(t, "backlogQuotaMap", applied=True))
+        inactive = await _read(admin.topic_policy(t, "inactiveTopicPolicies", applied=True))
+        out.append(
+            TopicPolicies(
+                str(t),
+                None if ttl is _UNREADABLE else int(ttl or 0),
+                None if quotas is _UNREADABLE else dict(quotas or {}),
+                None if inactive is _UNREADABLE else dict(inactive or {}),
+            )
+        )
+    expirations: dict[str, int | None] = {}
+    default: Any = None
+    for ns in sorted({t.namespace_name for t in names}):
+        # No topic level and no applied=true for this one in Pulsar 4.0: the namespace's value, else the
+        # broker's subscriptionExpirationTimeMinutes (readable by a superuser only).
+        minutes = await _read(admin.namespace_policy(ns, "subscriptionExpirationTime"))
+        if minutes is None:
+            if default is None:
+                cfg = await _read(admin.broker_runtime_config())
+                default = cfg if cfg is _UNREADABLE else int(cfg.get("subscriptionExpirationTimeMinutes") or 0)
+            minutes = default
+        expirations[ns] = None if minutes is _UNREADABLE else int(minutes)
+    return out, expirations
+
+
+async def ensure_queue_policies(admin: PulsarAdmin, topics: TopicsSettings) -> None:
+    """Make the queue topics' policies safe (``topology``, as a tenant admin), then check them.
+
+    The namespaces get explicit zeros for message TTL and subscription expiration, so a broker default set
+    later does not reach them; topic-level values that drop work are removed (they override the
+    namespace's); an evicting backlog quota keeps its limits with a policy that holds producers instead;
+    an inactive-topic policy that deletes caught-up topics stops deleting. Topic-level policies reach the
+    broker through its event topic, so the check waits for them, boundedly."""
+    names = _queue_topics(topics)
+    namespaces = sorted({t.namespace_name for t in names})
+    for ns in namespaces:
+        await admin.set_namespace_policy(ns, "messageTTL", 0)
+        await admin.set_namespace_policy(ns, "subscriptionExpirationTime", 0)
+    for t in names:
+        if int(await admin.topic_policy(t, "messageTTL", applied=False) or 0) > 0:
+            await admin.remove_topic_policy(t, "messageTTL")
+        for kind in evicting_quotas(await admin.topic_policy(t, "backlogQuotaMap", applied=False)):
+            await admin.remove_topic_policy(t, "backlogQuota", {"backlogQuotaType": kind})
+        if deletes_caught_up_topic(await admin.topic_policy(t, "inactiveTopicPolicies", applied=False)):
+            await admin.remove_topic_policy(t, "inactiveTopicPolicies")
+    for ns in namespaces:
+        # What a topic of the namespace applies once its own values are gone: the namespace's or the
+        # broker's default, set on the namespace where it drops work.
+        t = next(t for t in names if t.namespace_name == ns)
+        quotas = dict(await admin.namespace_policy(ns, "backlogQuotaMap") or {})
+        if not quotas:
+            quotas = dict(await admin.topic_policy(t, "backlogQuotaMap", applied=True) or {})
+        for kind in evicting_quotas(quotas):
+            q = quotas[kind]
+            body = {"limitSize": q.get("limitSize", -1), "limitTime": q.get("limitTime", -1), "policy": NON_EVICTING}
+            await admin.set_namespace_policy(ns, "backlogQuota", body, {"backlogQuotaType": kind})
+        inactive = await admin.namespace_policy(ns, "inactiveTopicPolicies")
+        if inactive is None:
+            inactive = await admin.topic_policy(t, "inactiveTopicPolicies", applied=True)
+        if deletes_caught_up_topic(inactive):
+            await admin.set_namespace_policy(ns, "inactiveTopicPolicies", {**inactive, "deleteWhileInactive": False})
+    problems: list[str] = []
+    for attempt in range(ATTEMPTS):
+        problems = dropping(*await read_queue_policies(admin, topics))
+        if not problems:
+            return
+        await asyncio.sleep(DELAY_S * (attempt + 1))
+    raise TopologyIncomplete(f"queue policies still drop work after {ATTEMPTS} checks: {'; '.join(problems)}")

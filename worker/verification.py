@@ -15,6 +15,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from worker.bookkeeper import LedgerMetadata
+from worker.core.ledger_age import ledger_age
+from worker.core.ledger_owner import Unmapped, owner_of, topic_of_managed_ledger_name
+from worker.core.offload_driver_metadata import read_location
+from worker.core.open_ledger import may_be_written
 from worker.message import LedgerComponent, OffloadContext, PendingDeleteLedgerInfo
 from worker.settings import S3Target
 from worker.topic_name import InvalidTopicName, TopicName
@@ -41,20 +45,39 @@ class Verification:
         return cls(Verdict.REJECTED, reason)
 
 
-def _ml_name(topic_name: str) -> str | None:
+def _message_topic(info: PendingDeleteLedgerInfo) -> TopicName | None:
     try:
-        return TopicName.parse(topic_name).managed_ledger_name
+        return TopicName.parse(info.topic_name)
     except InvalidTopicName:
         return None
 
 
-def _schema_id(topic_name: str) -> str | None:
-    # Pulsar keys schemas by the partitioned base topic without the domain, its local name encoded
-    # (TopicName.getSchemaName): tenant/ns/topic.
+def _identity(info: PendingDeleteLedgerInfo, md: LedgerMetadata) -> Verification:
+    """Does the owner the ledger's metadata names (``worker.core.ledger_owner``, the parse the scanner
+    groups by) match the message, component first?"""
     try:
-        return TopicName.parse(topic_name).schema_name
-    except InvalidTopicName:
-        return None
+        owner = owner_of(md.custom_metadata)
+    except Unmapped as e:
+        if e.component is not info.ledger_component:
+            return Verification.reject("component_mismatch")
+        return Verification.reject(e.reason)
+    if owner is None:
+        return Verification.reject("not_pulsar")
+    if owner.component is not info.ledger_component:
+        return Verification.reject("component_mismatch")
+    topic = _message_topic(info)
+    match owner.component:
+        case LedgerComponent.SCHEMA_STORAGE:
+            # The schema id must be the message's and belong to the announced topic, or one topic's
+            # message could delete another topic's schema.
+            if owner.schema_id != info.schema_id or topic is None or owner.schema_id != topic.schema_name:
+                return Verification.reject("schema_mismatch")
+        case _:
+            if owner.topic != topic:
+                return Verification.reject("topic_mismatch")
+            if owner.component is LedgerComponent.MANAGED_CURSOR and owner.cursor != info.cursor_name:
+                return Verification.reject("cursor_mismatch")
+    return Verification.ok()
 
 
 def verify_bookkeeper(
@@ -63,55 +86,20 @@ def verify_bookkeeper(
     """Does BookKeeper's metadata of ``md.ledger_id`` prove it is the ledger ``info`` announces, and may
     it be deleted now (closed, old enough)?
 
-    ``writer_possible``: whether anything may still be writing the ledger. True while its topic exists.
-    False only when the topic is proven gone (no managed ledger in the metadata store): then nothing
-    writes for it, and an OPEN ledger is one its writer left behind (the current ledger or a cursor ledger
-    of a deleted topic, a compaction cut short), deletable like a closed one."""
-    cm = md.custom_metadata
-    if cm.get("application") != "pulsar":
-        return Verification.reject("not_pulsar")
-    component = cm.get("component")
-    expected_ml = _ml_name(info.topic_name)
-    match info.ledger_component:
-        case LedgerComponent.MANAGED_LEDGER:
-            if component != "managed-ledger" or "pulsar/cursor" in cm:
-                return Verification.reject("component_mismatch")
-            if cm.get("pulsar/managed-ledger") != expected_ml:
-                return Verification.reject("topic_mismatch")
-        case LedgerComponent.MANAGED_CURSOR:
-            if component != "managed-ledger" or "pulsar/cursor" not in cm:
-                return Verification.reject("component_mismatch")
-            if cm.get("pulsar/managed-ledger") != expected_ml:
-                return Verification.reject("topic_mismatch")
-            if cm.get("pulsar/cursor") != info.cursor_name:
-                return Verification.reject("cursor_mismatch")
-        case LedgerComponent.SCHEMA_STORAGE:
-            if component != "schema":
-                return Verification.reject("component_mismatch")
-            if cm.get("pulsar/schemaId") != info.schema_id:
-                return Verification.reject("schema_mismatch")
-            if info.schema_id != _schema_id(info.topic_name):
-                # The schema id must belong to the announced topic, or one topic's message could
-                # delete another topic's schema.
-                return Verification.reject("schema_mismatch")
-        case LedgerComponent.COMPACTED_LEDGER:
-            if component != "compacted-ledger":
-                return Verification.reject("component_mismatch")
-            compacted = cm.get("pulsar/compactedTopic")
-            try:
-                same = compacted is not None and TopicName.parse(compacted) == TopicName.parse(info.topic_name)
-            except InvalidTopicName:
-                same = False
-            if not same:
-                return Verification.reject("topic_mismatch")
-    if writer_possible and md.state.upper() != "CLOSED":
+    ``writer_possible``: whether the ledger's topic exists (``worker.core.open_ledger``): True unless the
+    topic is proven gone."""
+    identity = _identity(info, md)
+    if identity.verdict is Verdict.REJECTED:
+        return identity
+    if may_be_written(md.state, topic_exists=writer_possible):
         # OPEN or IN_RECOVERY: someone is (or was just) writing it. A compaction that runs longer than
         # the minimum age has exactly this: an old-enough open ledger not yet recorded by its topic.
         return Verification(Verdict.OPEN, f"ledger_{md.state.lower() or 'state_unknown'}")
-    if md.ctime_ms is None:
+    age = ledger_age(md.ctime_ms, now_ms=now_ms, min_age_ms=min_age_ms)
+    if not age.known:
         # Without a creation time we cannot prove the ledger is not being created right now.
         return Verification(Verdict.TOO_YOUNG, "no_ctime")
-    if now_ms - md.ctime_ms < min_age_ms:
+    if not age.old_enough:
         return Verification(Verdict.TOO_YOUNG, "younger_than_min_age")
     return Verification.ok()
 
@@ -148,13 +136,12 @@ def resolve_s3_target(ctx: OffloadContext, targets: Sequence[S3Target]) -> S3Tar
     """
     if ctx.driver_name not in S3_DRIVERS:
         return "unsupported_driver"
-    md: Mapping[str, str] = ctx.driver_metadata
-    bucket = md.get("bucket")
+    named = read_location(ctx.driver_metadata)
+    bucket, region = named.bucket, named.region
     if not bucket:
         return "missing_bucket"
-    region = md.get("region") or None
     try:
-        endpoint = _norm_endpoint(md.get("serviceEndpoint") or md.get("endpoint"))
+        endpoint = _norm_endpoint(named.endpoint)
     except ValueError:  # a bad port or host in the message: it names no configured target
         return "unknown_offload_target"
     for t in targets:
@@ -185,6 +172,10 @@ def verify_offload_object_metadata(info: PendingDeleteLedgerInfo, user_metadata:
     name = lowered.get("managedledgername")
     if name is None:
         return Verification.reject("not_pulsar")
-    if name != _ml_name(info.topic_name):
+    try:
+        owner = topic_of_managed_ledger_name(name)
+    except InvalidTopicName:
+        return Verification.reject("topic_mismatch")
+    if owner != _message_topic(info):
         return Verification.reject("topic_mismatch")
     return Verification.ok()

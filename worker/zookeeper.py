@@ -1,10 +1,18 @@
-"""Pulsar's and BookKeeper's metadata in ZooKeeper, through one kazoo client, from asyncio.
+"""Pulsar's and BookKeeper's metadata in ZooKeeper, from asyncio.
+
+Two stores, which may be two ensembles (a supported Pulsar layout): Pulsar's metadata store
+(``zookeeper.hosts``: managed ledgers, cursors, schemas) and BookKeeper's (``zookeeper.bookkeeper_hosts``,
+by default the same: the ledgers root with ledger metadata and registered bookies). One kazoo client per
+distinct ensemble; every managed-ledger or schema read goes to Pulsar's, every ledger read or delete to
+BookKeeper's. Neither is trusted blindly: :meth:`ZooKeeper.check_pulsar_store` and
+:meth:`ZooKeeper.check_bookkeeper_store` prove at start that each is where the config says (a store
+that lacks ``/managed-ledgers`` would make every admin "not found" look like a gone topic).
 
 Two uses:
 - read a topic's managed-ledger metadata (``/managed-ledgers/<tenant>/<ns>/persistent/<encoded name>`` and
   one child znode per cursor) as the broker stored it, e.g. to learn which offload attempt (uuid) the topic
   records for a ledger;
-- delete a ledger directly in BookKeeper's metadata store (DESIGN step 5, "ZooKeeper, versioned delete"):
+- delete a ledger directly in BookKeeper's metadata store (docs/design.md step 5, "ZooKeeper, versioned delete"):
   once a ledger's znode is gone, the bookies' garbage collector reclaims its entries.
 
 Facts this module relies on (Pulsar 4.0 standalone, checked on the local stack and in the sources):
@@ -51,6 +59,7 @@ from worker.managed_ledger_metadata import (
     parse_schema_locator,
 )
 from worker.protobuf_wire import MetadataFormatError
+from worker.settings import ZooKeeperSettings
 from worker.topic_name import TopicName
 
 
@@ -139,6 +148,18 @@ class UnsupportedLedgerLayout(Exception):
     """``/ledgers/LAYOUT`` names a ledger manager whose paths this module does not know."""
 
 
+class UnreadableManagedLedger(BackendError):
+    """A topic's managed-ledger znode holds something that is not ManagedLedgerInfo."""
+
+    def __init__(self, topic: TopicName, e: MetadataFormatError) -> None:
+        super().__init__("zookeeper", f"managed ledger of {topic}: {e}")
+        self.topic = topic
+
+
+class WrongMetadataStore(Exception):
+    """A configured metadata store is not the one the config means; the message names the key."""
+
+
 def managed_ledger_path(topic: TopicName) -> str:
     """The topic's managed-ledger znode (``TopicName.getPersistenceNamingEncoding`` under the root)."""
     return f"{MANAGED_LEDGERS_ROOT}/{topic.managed_ledger_name}"
@@ -216,16 +237,63 @@ class TopicMetadata:
 
 
 class ZooKeeper:
-    """One kazoo client. Use as ``async with ZooKeeper(hosts) as zk:`` (or ``start()``/``close()``)."""
+    """Pulsar's metadata store (``hosts``) and BookKeeper's (``bookkeeper_hosts``, default: the same
+    connection). Use as ``async with ZooKeeper(hosts) as zk:`` (or ``start()``/``close()``).
 
-    def __init__(self, hosts: str, *, timeout_s: float = 10.0, ledgers_root: str = "/ledgers") -> None:
+    The generic calls (``get``, ``children``, ``exists``, ``client``) are on Pulsar's store; the ledger
+    calls (``ledger_path``, ``read_ledger_metadata``, ``delete_ledger_metadata``, ``registered_bookies``)
+    on ``self.bookkeeper``, which is ``self`` unless BookKeeper's metadata lives in another ensemble."""
+
+    def __init__(
+        self,
+        hosts: str,
+        *,
+        timeout_s: float = 10.0,
+        ledgers_root: str = "/ledgers",
+        bookkeeper_hosts: str | None = None,
+        bookkeeper_key: str = "zookeeper.bookkeeper_hosts",
+    ) -> None:
         self.hosts = hosts
         self.timeout_s = timeout_s
+        # "/" (a chroot at BookKeeper's root) becomes "": every path below is built as root + "/...".
         self.ledgers_root = ledgers_root.rstrip("/")
         self.client = kazoo_client(hosts, timeout_s)
         self._ledger_path: Callable[[int, str], str] | None = None
+        separate = bool(bookkeeper_hosts) and bookkeeper_hosts != hosts
+        # The key that names BookKeeper's store in error messages.
+        self.bookkeeper_key = bookkeeper_key if separate else "zookeeper.hosts"
+        self.bookkeeper: ZooKeeper = (
+            ZooKeeper(bookkeeper_hosts, timeout_s=timeout_s, ledgers_root=ledgers_root)
+            if separate and bookkeeper_hosts
+            else self
+        )
+
+    @classmethod
+    def from_settings(cls, zs: ZooKeeperSettings) -> ZooKeeper:
+        if not zs.hosts:
+            raise ValueError("zookeeper.hosts is not set")
+        return cls(
+            zs.hosts,
+            timeout_s=zs.timeout_s,
+            ledgers_root=zs.ledgers_root,
+            bookkeeper_hosts=zs.bookkeeper_hosts,
+            bookkeeper_key=zs.bookkeeper_store_key,
+        )
+
+    @property
+    def bookkeeper_hosts(self) -> str:
+        return self.bookkeeper.hosts
 
     async def start(self) -> None:
+        await self._start_one()
+        if self.bookkeeper is not self:
+            try:
+                await self.bookkeeper._start_one()
+            except BaseException:
+                await asyncio.to_thread(self._shutdown)
+                raise
+
+    async def _start_one(self) -> None:
         try:
             await asyncio.to_thread(self.client.start, self.timeout_s)
         except (KazooTimeoutError, KazooException) as e:
@@ -238,6 +306,8 @@ class ZooKeeper:
 
     async def close(self) -> None:
         await asyncio.to_thread(self._shutdown)
+        if self.bookkeeper is not self:
+            await asyncio.to_thread(self.bookkeeper._shutdown)
 
     async def __aenter__(self) -> ZooKeeper:
         await self.start()
@@ -315,14 +385,47 @@ class ZooKeeper:
         return await self.exists(f"{MANAGED_LEDGERS_ROOT}/{ml_name}") is not None
 
     async def read_managed_ledger(self, topic: TopicName) -> ManagedLedgerInfo | None:
-        """The topic's managed-ledger record (ledgers with their offload state), without its cursors."""
+        """The topic's managed-ledger record (ledgers with their offload state), without its cursors;
+        None when the topic has no znode. The one reader of it (decisions, ``purge-topic``, the offload
+        audit); :meth:`read_topic` parses its copy the same way (``_managed_ledger``). Raises
+        :class:`UnreadableManagedLedger` on a bad record."""
         got = await self.get(managed_ledger_path(topic))
-        if got is None:
-            return None
+        return None if got is None else _managed_ledger(topic, got[0])
+
+    async def check_pulsar_store(self, pending: TopicName | None) -> None:
+        """Prove ``hosts`` is Pulsar's metadata store: the pending topic's own managed ledger is there
+        (its partition 0, made with the partitioned topic, or the topic itself when it is not
+        partitioned). Without this, a store that holds no managed ledgers (BookKeeper's own ensemble, a
+        wrong chroot) confirms every admin "not found" as a gone topic. ``pending`` None (an operator
+        command on a cluster where the worker's topics do not exist yet): only the managed-ledgers root
+        is required. Raises :class:`WrongMetadataStore`."""
+        if pending is None:
+            paths = [MANAGED_LEDGERS_ROOT]
+            what = "it has no managed ledgers at all"
+        else:
+            paths = [managed_ledger_path(pending.partition(0)), managed_ledger_path(pending)]
+            what = f"the pending topic {pending} has no managed ledger there"
+        for path in paths:
+            if await self.exists(path) is not None:
+                return
+        raise WrongMetadataStore(
+            f"zookeeper.hosts {self.hosts}: not Pulsar's metadata store: {what} ({' nor '.join(paths)}), so no "
+            "topic could be proven gone. Point zookeeper.hosts at the brokers' metadataStoreUrl (with its "
+            "chroot, if any); BookKeeper's metadata, when it lives in another ensemble, goes in "
+            "zookeeper.bookkeeper_hosts"
+        )
+
+    async def check_bookkeeper_store(self) -> None:
+        """Prove ``bookkeeper_hosts`` (+ ``ledgers_root``) is BookKeeper's metadata store: its LAYOUT is
+        there and names a known ledger manager. Raises :class:`WrongMetadataStore`."""
+        bk = self.bookkeeper
         try:
-            return parse_managed_ledger_info(got[0])
-        except MetadataFormatError as e:
-            raise BackendError("zookeeper", f"managed ledger of {topic}: {e}") from e
+            await self.ledger_path(0)
+        except UnsupportedLedgerLayout as e:
+            raise WrongMetadataStore(
+                f"{self.bookkeeper_key} {bk.hosts}: not BookKeeper's metadata store at zookeeper.ledgers_root "
+                f"{bk.ledgers_root or '/'} ({e}); point it at the bookies' metadataServiceUri"
+            ) from e
 
     async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
         """Ledger ids the schema registry's locator (``/schemas/<schemaId>``) references; None when the
@@ -334,10 +437,6 @@ class ZooKeeper:
             return parse_schema_locator(got[0])
         except MetadataFormatError as e:
             raise BackendError("zookeeper", f"schema locator {schema_id}: {e}") from e
-
-    async def get_data(self, path: str) -> bytes | None:
-        got = await self.get(path)
-        return None if got is None else got[0]
 
     async def read_topic(self, topic: TopicName) -> TopicMetadata | None:
         """The topic's managed-ledger metadata with its cursors; None when the topic has no znode."""
@@ -352,11 +451,14 @@ class ZooKeeper:
             if cur is None:
                 continue  # the subscription was deleted between the listing and the read
             cursors[name] = parse_managed_cursor_info(cur[0])
-        return TopicMetadata(topic, path, stat.version, parse_managed_ledger_info(data), cursors)
+        return TopicMetadata(topic, path, stat.version, _managed_ledger(topic, data), cursors)
 
-    # ---- BookKeeper ledger metadata ---------------------------------------------------------------
+    # ---- BookKeeper ledger metadata (on BookKeeper's store: ``self.bookkeeper``) -------------------
 
     async def ledger_path(self, ledger_id: int) -> str:
+        bk = self.bookkeeper
+        if bk is not self:
+            return await bk.ledger_path(ledger_id)
         if self._ledger_path is None:
             got = await self.get(f"{self.ledgers_root}/LAYOUT")
             if got is None:
@@ -364,9 +466,21 @@ class ZooKeeper:
             self._ledger_path = parse_layout(got[0])
         return self._ledger_path(ledger_id, self.ledgers_root)
 
+    async def read_ledger_metadata(self, ledger_id: int) -> tuple[bytes, ZnodeStat] | None:
+        """The ledger's metadata znode (bytes, stat), or None when the ledger does not exist."""
+        return await self.bookkeeper.get(await self.ledger_path(ledger_id))
+
+    async def registered_bookies(self) -> frozenset[str]:
+        """The bookie ids BookKeeper's store has registered: ``<ledgers_root>/available/<id>`` (writable)
+        and ``<ledgers_root>/available/readonly/<id>``."""
+        bk = self.bookkeeper
+        available = f"{bk.ledgers_root}/available"
+        writable = {c for c in await bk.children(available) or [] if c != "readonly"}
+        return frozenset(writable | set(await bk.children(f"{available}/readonly") or []))
+
     async def ledger_metadata_version(self, ledger_id: int) -> int | None:
         """The znode version of the ledger's metadata, or None when the ledger does not exist."""
-        stat = await self.exists(await self.ledger_path(ledger_id))
+        stat = await self.bookkeeper.exists(await self.ledger_path(ledger_id))
         return None if stat is None else int(stat.version)
 
     async def ledger_metadata_exists(self, ledger_id: int) -> bool:
@@ -380,15 +494,16 @@ class ZooKeeper:
         refuses to delete metadata that changes under us (a ledger being closed, recovered or
         re-replicated): that raises :class:`LedgerMetadataChanged`, a BackendError, i.e. retry later.
         """
+        bk = self.bookkeeper
         path = await self.ledger_path(ledger_id)
         version = expected_version
         if version is None:
-            stat = await self.exists(path)
+            stat = await bk.exists(path)
             if stat is None:
                 return False
             version = int(stat.version)
         try:
-            await self._call(self.client.delete_async, path, version)
+            await bk._call(bk.client.delete_async, path, version)
         except NoNodeError:
             # Gone already, possibly by our own earlier attempt whose answer was lost with the connection.
             return False
@@ -408,7 +523,7 @@ class ZooKeeperLedgerStore:
         self.zk = zk
 
     async def read(self, ledger_id: int) -> tuple[LedgerMetadata, object] | None:
-        got = await self.zk.get(await self.zk.ledger_path(ledger_id))
+        got = await self.zk.read_ledger_metadata(ledger_id)
         if got is None:
             return None
         data, stat = got
@@ -423,13 +538,14 @@ class ZooKeeperLedgerStore:
 
 
 @contextlib.asynccontextmanager
-async def optional_zookeeper(hosts: str | None, timeout_s: float) -> AsyncIterator[ZooKeeper | None]:
-    """A connected client for the operator commands, or None when no ZooKeeper is configured (empty
-    ``zookeeper.hosts``): they then run with less certainty (gone topics cannot be confirmed)."""
-    if not hosts:
+async def optional_zookeeper(zs: ZooKeeperSettings) -> AsyncIterator[ZooKeeper | None]:
+    """Connected clients of both metadata stores for the operator commands, or None when no ZooKeeper is
+    configured (empty ``zookeeper.hosts``): they then run with less certainty (gone topics cannot be
+    confirmed). Prove the stores with ``worker.preflight.prove_metadata_stores`` before using them."""
+    if not zs.hosts:
         yield None
         return
-    zk = ZooKeeper(hosts, timeout_s=timeout_s)
+    zk = ZooKeeper.from_settings(zs)
     try:
         await zk.start()
     except BackendError as e:
@@ -438,3 +554,10 @@ async def optional_zookeeper(hosts: str | None, timeout_s: float) -> AsyncIterat
         yield zk
     finally:
         await zk.close()
+
+
+def _managed_ledger(topic: TopicName, data: bytes) -> ManagedLedgerInfo:
+    try:
+        return parse_managed_ledger_info(data)
+    except MetadataFormatError as e:
+        raise UnreadableManagedLedger(topic, e) from e

@@ -15,6 +15,10 @@
 #   BOOKIE_HTTP_PORT [8000]  ZK_PORT [2181]  S3_PORT [5000]  S3_BUCKET [pulsar-offload]  S3_REGION [us-east-1]
 #   PULSAR_MEM [-Xms512m -Xmx1g -XX:MaxDirectMemorySize=1g]  STACK_START_TIMEOUT [240] (seconds)
 #   AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY [testing/testing]  what the broker's offloader signs S3 calls with
+#   BROKER_EXTENSION [1]  1: brokers run the broker extension (broker-extension/, docs/broker-extension.md):
+#     its jar on the classpath (PULSAR_EXTRA_CLASSPATH) and managedLedgerStorageClassName naming it, so every
+#     ledger a broker drops is queued on the pending-deletions topic first; 0: stock brokers
+#   BROKER_EXTENSION_SEND_DELAY_S [60]  the extension's ledgerDeletionSendDelaySeconds (deliver-after)
 #
 # Tiered storage: the broker loads Pulsar's jcloud offloader (driver aws-s3) and offloads to the moto S3
 # server (bucket S3_BUCKET).  Maven Central has no .nar for it, so build_offloader makes
@@ -45,11 +49,12 @@ case $PROFILE in
     ;;
   auth)
     # The standalone stack with token authentication and authorization on, and TLS on the admin
-    # endpoint: its own ports and data, beside the others. Keys, tokens and the certificate are made at
-    # first start under $STACK_DIR/auth (see auth_material).
+    # endpoint (WEB_PORT_TLS) and on the binary protocol (BROKER_PORT_TLS, pulsar+ssl://): its own ports
+    # and data, beside the others. Keys, tokens and the certificate are made at first start under
+    # $STACK_DIR/auth (see auth_material).
     STACK_DIR=${STACK_DIR:-$here/.data-auth}
     WEB_PORT=${WEB_PORT:-8085} WEB_PORT_TLS=${WEB_PORT_TLS:-8445}
-    BROKER_PORT=${BROKER_PORT:-6655} BOOKIE_PORT=${BOOKIE_PORT:-3185} BOOKIE_HTTP_PORT=${BOOKIE_HTTP_PORT:-8005}
+    BROKER_PORT=${BROKER_PORT:-6655} BROKER_PORT_TLS=${BROKER_PORT_TLS:-6656} BOOKIE_PORT=${BOOKIE_PORT:-3185} BOOKIE_HTTP_PORT=${BOOKIE_HTTP_PORT:-8005}
     ZK_PORT=${ZK_PORT:-2185} S3_PORT=${S3_PORT:-5005}
     export PULSAR_MEM=${PULSAR_MEM:--Xms256m -Xmx768m -XX:MaxDirectMemorySize=512m}
     ;;
@@ -70,6 +75,9 @@ S3_REGION=${S3_REGION:-us-east-1}
 STACK_START_TIMEOUT=${STACK_START_TIMEOUT:-240}
 PYTHON=${PYTHON:-$repo/.venv/bin/python}
 export PULSAR_MEM=${PULSAR_MEM:--Xms512m -Xmx1g -XX:MaxDirectMemorySize=1g}
+BROKER_EXTENSION=${BROKER_EXTENSION:-1}
+BROKER_EXTENSION_SEND_DELAY_S=${BROKER_EXTENSION_SEND_DELAY_S:-60}
+extension_jar=$repo/broker-extension/target/ledger-deletion-broker-extension.jar
 
 pulsar_home=$STACK_CACHE/apache-pulsar-$PULSAR_VERSION
 offloaders_dir=$STACK_CACHE/offloaders
@@ -94,6 +102,7 @@ pulsar_ready() {
     [[ -f $auth/admin.token ]] || return 1
     curl -fsS -m 3 -o /dev/null --cacert "$auth/ca.pem" -H "Authorization: Bearer $(cat "$auth/admin.token")" \
       "https://127.0.0.1:$WEB_PORT_TLS/admin/v2/brokers/health" 2>/dev/null &&
+      tcp_open "$BROKER_PORT_TLS" &&
       http_ok "http://127.0.0.1:$BOOKIE_HTTP_PORT/heartbeat"
     return
   fi
@@ -176,6 +185,30 @@ build_offloader() {
   log "offloader NAR ready ($(du -h "$offloader_nar" | cut -f1)) in $((SECONDS - t0)) s"
 }
 
+build_extension() {
+  # The broker extension's jar (make broker-extension), rebuilt when a source is newer than it.
+  [[ $BROKER_EXTENSION == 1 ]] || return 0
+  if [[ -f $extension_jar ]] && [[ -z $(find "$repo/broker-extension/pom.xml" "$repo/broker-extension/src/main" \
+    -newer "$extension_jar" -type f 2>/dev/null | head -1) ]]; then
+    return 0
+  fi
+  log "building the broker extension $extension_jar"
+  local mlog=$logs/broker-extension-build.log
+  mvn -B -q -f "$repo/broker-extension/pom.xml" package -DskipTests >"$mlog" 2>&1 ||
+    fail broker-extension "$mlog" "could not build the broker extension"
+}
+
+extension_conf() {  # extension_conf FILE: the broker.conf lines of docs/broker-extension.md
+  [[ $BROKER_EXTENSION == 1 ]] || return 0
+  conf_set "$1" managedLedgerStorageClassName org.ledgerdeletion.broker.LedgerDeletionStorage
+  conf_set "$1" ledgerDeletionSendDelaySeconds "$BROKER_EXTENSION_SEND_DELAY_S"
+}
+
+extension_classpath() {  # what PULSAR_EXTRA_CLASSPATH gets: the jar, or nothing for stock brokers
+  [[ $BROKER_EXTENSION == 1 ]] && echo "$extension_jar"
+  return 0
+}
+
 render_conf() {
   # The project's config/standalone.conf with this stack's ports, offloaders directory and S3 endpoint;
   # the bookie reads the same file.
@@ -211,7 +244,7 @@ auth_material() {
   log "auth material in $auth (tokens: admin worker phase1 scanner nobody forged-admin)"
 }
 
-auth_conf() {  # auth_conf FILE: token authentication + authorization, TLS on the admin endpoint
+auth_conf() {  # auth_conf FILE: token authentication + authorization, TLS on the admin and binary endpoints
   local f=$1
   conf_set "$f" authenticationEnabled true
   conf_set "$f" authorizationEnabled true
@@ -222,6 +255,8 @@ auth_conf() {  # auth_conf FILE: token authentication + authorization, TLS on th
   conf_set "$f" brokerClientAuthenticationPlugin org.apache.pulsar.client.impl.auth.AuthenticationToken
   conf_set "$f" brokerClientAuthenticationParameters "file://$auth/admin.token"
   conf_set "$f" webServicePortTls "$WEB_PORT_TLS"
+  # The same certificate (SAN IP:127.0.0.1, DNS:localhost) serves pulsar+ssl://127.0.0.1:$BROKER_PORT_TLS.
+  conf_set "$f" brokerServicePortTls "$BROKER_PORT_TLS"
   conf_set "$f" tlsCertificateFilePath "$auth/ca.pem"
   conf_set "$f" tlsKeyFilePath "$auth/broker.key.pem"
   conf_set "$f" tlsTrustCertsFilePath "$auth/ca.pem"
@@ -235,6 +270,8 @@ start_pulsar() {
     fetch_pulsar
     build_offloader
     render_conf
+    build_extension
+    extension_conf "$run/standalone.conf"
     if [[ $PROFILE == auth ]]; then auth_material; auth_conf "$run/standalone.conf"; fi
     local t0=$SECONDS
     log "starting pulsar $PULSAR_VERSION standalone (web $WEB_PORT, broker $BROKER_PORT, bookie http $BOOKIE_HTTP_PORT)"
@@ -245,6 +282,8 @@ start_pulsar() {
       export PULSAR_LOG_DIR=$logs
       export PULSAR_LOG_FILE=pulsar-standalone.log
       export PULSAR_PID_DIR=$run
+      PULSAR_EXTRA_CLASSPATH=$(extension_classpath)
+      export PULSAR_EXTRA_CLASSPATH
       # The aws-s3 offloader's credential chain reads these (moto accepts any).
       export AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-testing}
       export AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-testing}
@@ -432,6 +471,7 @@ render_cluster_conf() {
     conf_set "$f" s3ManagedLedgerOffloadBucket "$S3_BUCKET"
     conf_set "$f" s3ManagedLedgerOffloadRegion "$S3_REGION"
     conf_set "$f" s3ManagedLedgerOffloadServiceEndpoint "http://127.0.0.1:$S3_PORT"
+    extension_conf "$f"
   done
 }
 
@@ -459,6 +499,7 @@ launch() {  # launch NAME COMMAND CONF_VAR CONF_FILE MEM: `bin/pulsar COMMAND` i
     export PULSAR_MEM=$mem BOOKIE_MEM=$mem
     export PULSAR_GC_LOG="-Xlog:gc:$logs/$name-gc.log:time,uptime:filecount=2,filesize=5M"
     export BOOKIE_GC_LOG=$PULSAR_GC_LOG
+    if [[ $cmd == broker ]]; then PULSAR_EXTRA_CLASSPATH=$(extension_classpath); export PULSAR_EXTRA_CLASSPATH; fi
     export AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-testing}
     export AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-testing}
     export AWS_JAVA_V1_DISABLE_DEPRECATION_ANNOUNCEMENT=true
@@ -503,6 +544,7 @@ cluster_up() {
   fetch_pulsar
   build_offloader
   render_cluster_conf
+  build_extension
   start_component zookeeper
   wait_ready zookeeper
   init_cluster_metadata
@@ -571,6 +613,7 @@ if [[ $PROFILE == cluster ]]; then
     stop) stop_one "${2:?component}" ;;
     start)
       render_cluster_conf
+      build_extension
       start_component "${2:?component}"
       wait_ready "$2"
       ;;
@@ -619,6 +662,7 @@ EOF
       cat <<EOF
 PROFILE=auth
 PULSAR_ADMIN_URL_PLAIN=http://127.0.0.1:$WEB_PORT
+PULSAR_SERVICE_URL_TLS=pulsar+ssl://127.0.0.1:$BROKER_PORT_TLS
 PULSAR_TLS_CA=$auth/ca.pem
 PULSAR_TOKEN_DIR=$auth
 EOF

@@ -1,5 +1,6 @@
 """The auth profile of the local stack (deploy/local/stack.sh, PROFILE=auth): Pulsar standalone with token
-authentication and authorization on and TLS on the admin endpoint, beside the standalone stack.
+authentication and authorization on and TLS on the admin endpoint and on the binary protocol, beside the
+standalone stack.
 
 Every test in this directory is marked ``auth`` (and ``integration``). The package-scoped fixture starts
 the profile if it is not up (~20 s; tokens and the certificate are made at its first start) and stops it
@@ -35,6 +36,7 @@ def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
 @dataclass(frozen=True)
 class AuthStack(Stack):
     admin_url_plain: str
+    service_url_tls: str
     token_dir: Path
     ca: Path
 
@@ -79,6 +81,7 @@ def auth_stack() -> Iterator[AuthStack]:
     yield AuthStack(
         **asdict(stack_from_env("auth")),
         admin_url_plain=env["PULSAR_ADMIN_URL_PLAIN"],
+        service_url_tls=env["PULSAR_SERVICE_URL_TLS"],
         token_dir=Path(env["PULSAR_TOKEN_DIR"]),
         ca=Path(env["PULSAR_TLS_CA"]),
     )

@@ -1,7 +1,7 @@
 """Token authentication and authorization, TLS on the admin endpoint: the worker, phase 1 (``send``), the
 ``topology`` command and the scanner against a real Pulsar that enforces them (PROFILE=auth).
 
-Least privilege, as found on this stack (Pulsar 4.0.8; README: Authentication):
+Least privilege, as found on this stack (Pulsar 4.0.8; docs/operations.md, Least-privileged roles):
 - worker: ``consume`` + ``produce`` on the deletion topics' namespace, ``consume`` on every namespace
   whose ledgers it judges (lookup and internalStats need produce or consume; consume writes nothing);
 - phase 1 (``send``): ``produce`` + ``consume`` on the deletion topics' namespace (it checks that the

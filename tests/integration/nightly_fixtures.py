@@ -11,6 +11,7 @@ from typing import Any
 from tests.conftest import Stack
 from tests.integration.helpers import TcpProxy, eventually
 from tests.integration.worker_harness import WorkerHarness
+from worker.message import REASON, RECONSUMETIMES
 from worker.ops import _backlog
 from worker.pulsar_admin import PulsarAdmin
 from worker.settings import Settings, load_settings
@@ -26,8 +27,8 @@ def bookie_proxy(stack: Stack) -> TcpProxy:
 def dead_letter_worker(
     harnesses: list[WorkerHarness], stack: Stack, tmp_path: Path, name: str, proxy: TcpProxy, **worker: Any
 ) -> WorkerHarness:
-    """A real worker whose storage is unreachable: every decodable message ends in its DLQ after two
-    attempts (undecodable ones at once)."""
+    """A real worker whose storage is unreachable once it has started: every decodable message ends in its
+    DLQ after two attempts (undecodable ones at once)."""
     h = WorkerHarness(
         stack,
         tmp_path,
@@ -37,7 +38,13 @@ def dead_letter_worker(
         logging={"level": "INFO", "format": "json"},
     )
     harnesses.append(h)
-    return h.start()
+    # Reachable while the worker proves its bookies at start, cut before any message arrives.
+    proxy.up()
+    try:
+        h.start()
+    finally:
+        proxy.down()
+    return h
 
 
 async def wait_dlq(h: WorkerHarness, n: int, timeout: float = 120) -> None:
@@ -55,6 +62,32 @@ def replay_settings(h: WorkerHarness, stack: Stack, **worker: Any) -> Settings:
     cfg["worker"].update(worker)
     cfg.pop("http", None)
     return load_settings(None, **cfg)
+
+
+def publish_dead_letters(stack: Stack, settings: Settings, payloads: list[bytes]) -> list[str]:
+    """Dead letters published straight to the DLQ, in this order, after the replay subscription was made
+    at the earliest position (what ``topology`` does): their ids as the source prints them."""
+    from worker.testing.topics import client_for
+
+    t = settings.topics
+    client = client_for(stack.service_url)
+    try:
+        client.subscribe(t.dlq, t.dlq_replay_subscription, initial_position=_earliest()).close()
+        producer = client.create_producer(t.dlq, batching_enabled=False)
+        ids = []
+        for p in payloads:
+            mid = producer.send(p, properties={REASON: "transient", RECONSUMETIMES: "2"})
+            ids.append(f"{mid.ledger_id()}:{mid.entry_id()}:{mid.partition()}:{mid.batch_index()}")
+        producer.close()
+        return ids
+    finally:
+        client.close()
+
+
+def _earliest() -> Any:
+    import pulsar
+
+    return pulsar.InitialPosition.Earliest
 
 
 async def replay_backlog(admin: PulsarAdmin, settings: Settings) -> int:

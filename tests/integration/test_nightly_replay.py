@@ -19,6 +19,7 @@ from tests.integration.nightly_fixtures import (
     bookie_proxy,
     dead_letter_worker,
     existing,
+    publish_dead_letters,
     pushed,
     replay_backlog,
     replay_settings,
@@ -27,7 +28,8 @@ from tests.integration.nightly_fixtures import (
     wait_dlq,
 )
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, free_port, pulsar_ml_metadata
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo, encode
+from worker.nightly import replay as replay_module
 from worker.nightly.replay import ReplayOptions, replay
 from worker.pulsar_admin import PulsarAdmin
 from worker.topic_name import TopicName
@@ -211,3 +213,115 @@ def test_first_run_on_an_empty_dlq_reports_nothing(stack: Stack, unique: str, tm
     )
     s = replay(spark, settings, ReplayOptions(str(tmp_path / "fresh-reports")))
     assert (s.read, s.rows, s.acknowledged) == (0, {}, 0)
+
+
+def _s3(stack: Stack) -> Any:
+    import boto3
+
+    return boto3.client(
+        "s3",
+        endpoint_url=stack.s3_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
+def _objects_left(s3: Any, bucket: str, keys: list[str]) -> list[str]:
+    left = []
+    for k in keys:
+        try:
+            s3.head_object(Bucket=bucket, Key=k)
+            left.append(k)
+        except s3.exceptions.ClientError:
+            pass
+    return left
+
+
+async def test_a_forged_copy_published_first_settles_only_itself(
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, tmp_path: Path, spark: Any
+) -> None:
+    """Two dead letters for the same offloaded ledger: a forged one (same topic, ledger and offload uuid,
+    another bucket), published first, and the genuine one; plus a copy naming another topic. Each is
+    decided on its own content and acknowledged by its own verdict: the genuine copy is deleted."""
+    import uuid
+
+    ghost = f"persistent://{test_namespace}/offghost-{unique}"  # never existed: the copy is garbage
+    lid = int(unique[:7], 16)
+    s3 = _s3(stack)
+    ctx = OffloadContext.from_uuid(
+        uuid.uuid4(), "aws-s3", {"bucket": stack.s3_bucket, "region": "us-east-1", "serviceEndpoint": stack.s3_endpoint}
+    )
+    keys = [f"{ctx.uuid}-ledger-{lid}", f"{ctx.uuid}-ledger-{lid}-index"]
+    for k in keys:
+        s3.put_object(
+            Bucket=stack.s3_bucket,
+            Key=k,
+            Body=b"offloaded",
+            Metadata={"ManagedLedgerName": TopicName.parse(ghost).managed_ledger_name},
+        )
+    elsewhere = OffloadContext(
+        ctx.uid_msb, ctx.uid_lsb, ctx.driver_name, {**ctx.driver_metadata, "bucket": "elsewhere"}
+    )
+
+    def msg(topic: str, c: OffloadContext) -> bytes:
+        info = PendingDeleteLedgerInfo(
+            topic, LedgerComponent.MANAGED_LEDGER, LedgerType.OFFLOAD_LEDGER, lid, offload_context=c
+        )
+        return encode(info)
+
+    h = WorkerHarness(stack, tmp_path, f"forged-{unique}")
+    settings = replay_settings(h, stack)
+    other = f"persistent://{test_namespace}/offother-{unique}"
+    forged_target, forged_topic, genuine = publish_dead_letters(
+        stack, settings, [msg(ghost, elsewhere), msg(other, ctx), msg(ghost, ctx)]
+    )
+    reports = tmp_path / "reports"
+    s = replay(spark, settings, ReplayOptions(str(reports)))
+    assert s.read == 3
+    assert s.rows == {"deleted": 1, "rejected": 2}, s.rows
+    assert s.acknowledged == 3
+    by_id = {m: r for r in rows_of(spark, reports, s.run_id) for m in r["message_id_strs"]}
+    assert (by_id[genuine]["outcome"], by_id[genuine]["message_id_strs"]) == ("deleted", [genuine])
+    assert (by_id[forged_target]["outcome"], by_id[forged_target]["reason"]) == ("rejected", "unknown_offload_target")
+    assert (by_id[forged_topic]["outcome"], by_id[forged_topic]["reason"]) == ("rejected", "topic_mismatch")
+    assert _objects_left(s3, stack.s3_bucket, keys) == []
+    assert await replay_backlog(admin, settings) == 0
+
+
+async def test_a_report_that_does_not_read_back_whole_acknowledges_nothing(
+    stack: Stack,
+    test_namespace: str,
+    unique: str,
+    admin: PulsarAdmin,
+    tmp_path: Path,
+    spark: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rows settle on the strength of the report: one of its files lost between the write and the
+    read-back (a volume that is not what it seems, a store that lost a part) and the run acknowledges
+    nothing, and says so."""
+    # Ledgers that never existed, of topics that never existed: every one final (already_gone), each
+    # topic in a partition of its own as far as hashing allows, so the report has several files.
+    infos = [ml_info(f"persistent://{test_namespace}/lost-{unique}-{i}", 900_000_000 + i) for i in range(6)]
+    h = WorkerHarness(stack, tmp_path, f"lost-{unique}")
+    settings = replay_settings(h, stack)
+    publish_dead_letters(stack, settings, [encode(i) for i in infos])
+    reports = tmp_path / "reports"
+
+    def lose_a_file(path: str) -> None:
+        parts = sorted(Path(path).glob("run_date=*/*.parquet"))
+        assert len(parts) >= 2, parts
+        parts[0].unlink()
+
+    monkeypatch.setattr(replay_module, "_report_written", lose_a_file)
+    with pytest.raises(replay_module.ReportNotReadBack) as e:
+        replay(spark, settings, ReplayOptions(str(reports), partitions=8))
+    assert "nothing acknowledged" in str(e.value)
+    assert await replay_backlog(admin, settings) == 6
+
+    # The report readable again: the next run settles them all.
+    monkeypatch.undo()
+    s = replay(spark, settings, ReplayOptions(str(reports), partitions=8))
+    assert s.rows == {"already_gone": 6} and s.acknowledged == 6
+    assert await replay_backlog(admin, settings) == 0

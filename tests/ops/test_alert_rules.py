@@ -39,10 +39,10 @@ def test_every_alert_has_a_firing_unit_test_and_a_runbook_line() -> None:
     tests = yaml.safe_load(RULE_TESTS.read_text())["tests"]
     fired = {a["alertname"] for t in tests for a in t.get("alert_rule_test", []) if a.get("exp_alerts")}
     quiet = {a["alertname"] for t in tests for a in t.get("alert_rule_test", []) if not a.get("exp_alerts")}
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "operations.md").read_text()
     for rule in alert_rules(RULES):
         name = rule["alert"]
         assert name in fired, f"{name}: no promtool test where it fires"
         assert name in quiet, f"{name}: no promtool test where it stays quiet"
         assert rule["labels"]["severity"] in ("warning", "critical"), name
-        assert f"`{name}`" in readme, f"{name}: README has no line on what to do when it fires"
+        assert f"`{name}`" in readme, f"{name}: docs/operations.md has no line on what to do when it fires"

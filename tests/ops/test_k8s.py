@@ -17,7 +17,7 @@ from tools import dashboards as dashboard
 from worker.settings import Settings, load_settings
 
 K8S = REPO / "deploy" / "k8s"
-BUILTIN = {"ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "CronJob"}
+BUILTIN = {"ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "CronJob", "PersistentVolumeClaim"}
 SECRET = "ledger-deletion-worker"
 SECRET_KEYS = {"pulsar-token", "aws-access-key-id", "aws-secret-access-key"}
 
@@ -180,13 +180,33 @@ def test_deployment(objs: dict[str, dict[str, Any]], config: Settings) -> None:
     assert d["spec"]["selector"]["matchLabels"].items() <= d["spec"]["template"]["metadata"]["labels"].items()
 
 
-def _check_secrets_and_config(pod: dict[str, Any], c: dict[str, Any], config: Settings) -> None:
+def _mount_of(pod: dict[str, Any], c: dict[str, Any], path: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The container's volume mount ``path`` lies under (the longest match) and its volume."""
+    mounts = [
+        m for m in c["volumeMounts"] if path == m["mountPath"] or path.startswith(m["mountPath"].rstrip("/") + "/")
+    ]
+    assert mounts, f"{path} is on no volume"
+    mount = max(mounts, key=lambda m: len(m["mountPath"]))
+    return mount, next(v for v in pod["volumes"] if v["name"] == mount["name"])
+
+
+def _check_secrets_and_config(
+    pod: dict[str, Any], c: dict[str, Any], config: Settings, *, token_file: bool = False
+) -> None:
     env = _env(c)
-    for name, key in (
-        ("LDW_PULSAR__AUTH_TOKEN", "pulsar-token"),
-        ("AWS_ACCESS_KEY_ID", "aws-access-key-id"),
-        ("AWS_SECRET_ACCESS_KEY", "aws-secret-access-key"),
-    ):
+    secrets = [("AWS_ACCESS_KEY_ID", "aws-access-key-id"), ("AWS_SECRET_ACCESS_KEY", "aws-secret-access-key")]
+    if token_file:
+        # The nightly jobs' executors read the token from a file themselves: it never travels in a Spark
+        # option or closure (worker/nightly/spark.py executor_settings).
+        assert "LDW_PULSAR__AUTH_TOKEN" not in env
+        path = env["LDW_PULSAR__AUTH_TOKEN_FILE"]["value"]
+        mount, vol = _mount_of(pod, c, path)
+        assert mount.get("readOnly") is True and vol["secret"]["secretName"] == SECRET
+        rel = path[len(mount["mountPath"].rstrip("/")) + 1 :]
+        assert {"key": "pulsar-token", "path": rel} in vol["secret"]["items"]
+    else:
+        secrets.append(("LDW_PULSAR__AUTH_TOKEN", "pulsar-token"))
+    for name, key in secrets:
         ref = env[name]["valueFrom"]["secretKeyRef"]
         assert (ref["name"], ref["key"]) == (SECRET, key), name
     assert config.pulsar.auth_token is None, "the token belongs in the Secret, not the ConfigMap"
@@ -276,11 +296,30 @@ def test_nightly_cronjobs(objs: dict[str, dict[str, Any]], config: Settings, nam
     args = c["args"]
     assert args[args.index("--pushgateway") + 1], "the nightly jobs push their results (alerts NightlyMissed/Failed)"
     report_dir = args[args.index("--report-dir") + 1]
-    assert report_dir.startswith((*(m["mountPath"] for m in c["volumeMounts"]), "s3a://"))
-    _check_secrets_and_config(pod, c, config)
+    # The report outlives the pod: rows settled (acknowledged) on its strength must stay traceable. A
+    # PersistentVolumeClaim of these manifests (or an object store URI), never an emptyDir.
+    if not report_dir.startswith("s3a://"):
+        _mount, vol = _mount_of(pod, c, report_dir)
+        assert "emptyDir" not in vol, f"{report_dir} is on an emptyDir: the report dies with the pod"
+        claim = vol["persistentVolumeClaim"]["claimName"]
+        pvc = objs[f"PersistentVolumeClaim/{claim}"]
+        assert "ReadWriteOnce" in pvc["spec"]["accessModes"] or "ReadWriteMany" in pvc["spec"]["accessModes"]
+        assert pvc["spec"]["resources"]["requests"]["storage"]
+        assert pod["securityContext"].get("fsGroup") is not None, "the non-root job must be able to write the volume"
+    _check_secrets_and_config(pod, c, config, token_file=True)
+
+
+def test_each_nightly_job_has_a_report_volume_of_its_own(objs: dict[str, dict[str, Any]]) -> None:
+    """Two jobs that may overlap (a replay running long into the audit's window) on ReadWriteOnce claims:
+    one claim each, so neither waits for the other's node."""
+    claims = []
+    for name in ("replay", "audit"):
+        pod = _pod(objs[f"CronJob/ledger-deletion-{name}"])
+        claims += [v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"] if "persistentVolumeClaim" in v]
+    assert len(claims) == len(set(claims)) == 2
 
 
 def test_secret_keys_documented() -> None:
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "operations.md").read_text()
     for key in SECRET_KEYS:
-        assert f"--from-literal={key}=" in readme, f"README's install steps must create the Secret key {key}"
+        assert f"--from-literal={key}=" in readme, f"docs/operations.md: the install steps must create {key}"

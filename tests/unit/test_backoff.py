@@ -78,3 +78,38 @@ def test_same_seed_same_delay() -> None:
 def test_default_rng_is_used_without_one() -> None:
     b = Backoff(10, 1000, jitter=0.1)
     assert 36 <= b.delay(3) <= 44
+
+
+# ---- total for any attempt: a message's attempt count is untrusted input --------------------------------
+
+
+@pytest.mark.parametrize("attempt", [1026, 1100, 5000, 100_001, 2**31, 10**40])
+def test_float_multiplier_never_overflows(attempt: int) -> None:
+    # Defect: the worker's settings make the multiplier a float, and 2.0 ** 1025 raises OverflowError: a
+    # message with RECONSUMETIMES >= ~1026 crashed its settle on every delivery and looped forever.
+    b = Backoff(initial_s=60.0, max_s=3600.0, multiplier=2.0, jitter=0)
+    assert b.delay(attempt) == 3600.0
+    assert 0 <= Backoff(60.0, 3600.0, 2.0).delay(attempt) <= 3600.0
+
+
+@given(
+    st.floats(0, 1e6),
+    st.floats(0, 1e6),
+    st.floats(1, 1e3),
+    st.floats(0, 0.5),
+    st.integers(1, 10**60),
+)
+def test_delay_is_total_and_within_the_cap(
+    initial: float, max_s: float, multiplier: float, jitter: float, attempt: int
+) -> None:
+    d = Backoff(initial, max_s, multiplier, jitter).delay(attempt, random.Random(attempt))
+    assert 0 <= d <= max_s
+
+
+def test_cap_below_initial_is_the_cap() -> None:
+    assert Backoff(initial_s=100, max_s=10, multiplier=2.0, jitter=0).delay(1) == 10
+    assert Backoff(initial_s=100, max_s=10, multiplier=2.0, jitter=0).delay(10**9) == 10
+
+
+def test_infinite_cap_does_not_overflow() -> None:
+    assert Backoff(initial_s=1.0, max_s=float("inf"), multiplier=2.0, jitter=0).delay(5000) == float("inf")

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from worker.backoff import Backoff
 from worker.bookkeeper import LedgerMetadata
-from worker.decision import FINAL, Facts, Outcome, Route, Rules, decide
+from worker.decision import FINAL, Facts, Outcome, Result, Route, Rules, decide
 from worker.in_use import LiveSet, TopicGone
 from worker.managed_ledger_metadata import OffloadInfo
 from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
@@ -170,13 +170,22 @@ def _halves(u: uuid.UUID) -> tuple[int, int]:
     return ctx.uid_msb, ctx.uid_lsb
 
 
-def test_a_gone_topics_schema_stays_while_the_registry_holds_it() -> None:
-    i = ledger_info(LedgerComponent.SCHEMA_STORAGE)
+def test_a_schema_ledger_stays_while_the_registry_references_it() -> None:
+    i = ledger_info(LedgerComponent.SCHEMA_STORAGE)  # ledger 7
     md = stored({"application": "pulsar", "component": "schema", "pulsar/schemaId": "t/ns/x"})
-    assert (
-        decide(i, Facts(TopicGone(T, 0), md, schema_registered=True), now_ms=NOW, rules=RULES).outcome is Outcome.IN_USE
-    )
-    assert decide(i, Facts(TopicGone(T, 0), md), now_ms=NOW, rules=RULES).outcome is Outcome.DELETED
+
+    def outcome(snap: LiveSet | TopicGone, registry: frozenset[int] | None) -> Result:
+        return decide(i, Facts(snap, md, schema_registry=registry), now_ms=NOW, rules=RULES)
+
+    held = outcome(TopicGone(T, 0), frozenset({3, 7}))
+    assert (held.outcome, held.reason) == (Outcome.IN_USE, "referenced by the schema registry")
+    # A live topic's registry entry counts too, beyond its owner's list.
+    assert outcome(live({1}), frozenset({7})).outcome is Outcome.IN_USE
+    # No entry, or an entry (a registered schema) that does not list this ledger: garbage. Held on "the
+    # schema is registered", it was queued by every scan and dead-lettered by the worker.
+    assert outcome(TopicGone(T, 0), None).outcome is Outcome.DELETED
+    assert outcome(TopicGone(T, 0), frozenset({3})).outcome is Outcome.DELETED
+    assert outcome(live({1}), frozenset({3})).outcome is Outcome.DELETED
 
 
 def test_routes() -> None:
@@ -230,7 +239,7 @@ def bookkeeper_cases(draw: st.DrawFn) -> tuple[PendingDeleteLedgerInfo, Facts]:
             st.none() | st.integers(min_value=NOW - 2 * RULES.offload_deletion_lag_ms, max_value=NOW),
         )
     )
-    return info, Facts(snap, fact, schema_registered=draw(st.booleans()), offload=offload)
+    return info, Facts(snap, fact, schema_registry=draw(st.none() | id_sets), offload=offload)
 
 
 @settings(max_examples=3000, deadline=None)
@@ -254,9 +263,9 @@ def test_bookkeeper_decisions_are_safe(case: tuple[PendingDeleteLedgerInfo, Fact
     md = facts.stored.metadata
     assert md.state == "CLOSED" or isinstance(facts.live, TopicGone), "an open ledger of a live topic was deleted"
     assert md.ctime_ms is not None and NOW - md.ctime_ms >= RULES.min_ledger_age_ms, "a young ledger was deleted"
-    if isinstance(facts.live, TopicGone):
-        assert not (info.ledger_component is LedgerComponent.SCHEMA_STORAGE and facts.schema_registered)
-    else:
+    if info.ledger_component is LedgerComponent.SCHEMA_STORAGE:
+        assert info.ledger_id not in (facts.schema_registry or ()), "a schema ledger the registry lists was deleted"
+    if not isinstance(facts.live, TopicGone):
         snap = facts.live
         if snap.references(info.ledger_id):
             # The one exception: the BookKeeper copy of a listed ledger whose offload is complete and old.

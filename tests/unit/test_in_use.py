@@ -7,6 +7,7 @@ same surface (``admin.partitions``, ``fetch``, ``forget_owner``), so every rule 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -380,7 +381,7 @@ async def test_gone_after_existed_bumps_the_epoch() -> None:
     # Still gone: no further bump.
     g2 = await cache.get(T)
     assert g2.epoch == 1 and cache.epoch(T) == 1
-    # Re-created: the new incarnation is decided on a new epoch (DESIGN: re-creation bumps it), so a
+    # Re-created: the new incarnation is decided on a new epoch (docs/design.md: re-creation bumps it), so a
     # direct-route decision taken while the topic was gone is re-evaluated, and never mixed with s1.
     reader.set(T, (stats([20]), A))
     s3 = await cache.get(T)
@@ -715,7 +716,7 @@ async def test_per_topic_state_is_bounded_and_eviction_never_revives_an_old_epoc
     assert cache.is_current(old)
     for t in topics[1:]:
         await cache.get(t)
-    assert len(cache._states) <= 4 and len(cache._entries) <= 2
+    assert cache.topic_count() <= 4 and cache.snapshot_count() <= 2
     # topics[0]'s state was evicted: snapshots taken before are never current again.
     assert not cache.is_current(old) and not cache.is_current(first)
 
@@ -765,3 +766,55 @@ async def test_without_a_not_found_ttl_the_admin_is_asked_every_time() -> None:
     await cache.get(T)
     await cache.get(T)
     assert reader.count(T) == 2
+
+
+# ---- one entry per topic: a snapshot never outlives its epoch (defect: served with an evicted epoch) ------------
+
+
+async def test_a_topic_whose_state_is_evicted_loses_its_snapshot_too() -> None:
+    cache, reader, _ = make(size=2, max_topics=2)
+    for t in (T, U, V):
+        reader.set(t, (stats([1]), A))
+    await cache.get(T)
+    await cache.get(U)
+    await cache.get(T)  # a cache hit: T's snapshot is the most recently used one
+    await cache.get(V)  # one topic too many: the least recently used entry goes, snapshot and epoch
+    snap = await cache.get(T)
+    # Served, it must be current: a stale epoch makes every delete re-evaluated, then transient.
+    assert cache.is_current(snap)
+    assert cache.topic_count() <= 2 and cache.snapshot_count() <= 2
+
+
+async def test_every_cached_snapshot_is_current_under_eviction_churn() -> None:
+    cache, reader, _ = make(size=3, max_topics=4)
+    topics = [TopicName.parse(f"persistent://t/ns/c{i}") for i in range(6)]
+    for t in topics:
+        reader.set(t, (stats([1]), A))
+    rnd = random.Random(0)
+    for i in range(300):
+        t = topics[rnd.randrange(len(topics))]
+        snap = await cache.get(t)
+        assert cache.is_current(snap), (i, t)
+
+
+# ---- "not found" the metadata store contradicts bumps the epoch (defect: decisions in flight kept theirs) --------
+
+
+async def test_an_unconfirmed_gone_bumps_the_epoch_once() -> None:
+    store = FakeMetadataStore()
+    cache, reader, _ = make(store=store)
+    reader.set(T, (stats([1, 2]), A))
+    s1 = await cache.get(T)
+    # The admin API loses the topic, the metadata store still has its managed ledger.
+    store.managed_ledgers.add(T.managed_ledger_name)
+    reader.set(T, None)
+    with pytest.raises(GoneUnconfirmed):
+        await cache.get(T, 5)
+    assert not cache.is_current(s1)  # a decision in flight on s1 is re-taken
+    epoch = cache.epoch(T)
+    with pytest.raises(GoneUnconfirmed):
+        await cache.get(T, 5)
+    assert cache.epoch(T) == epoch  # still unconfirmed: nothing new seen, no churn
+    reader.set(T, (stats([1, 2, 3]), A))
+    s2 = await cache.get(T, 3)  # back: a new observation, a new epoch
+    assert cache.epoch(T) > epoch and cache.is_current(s2)

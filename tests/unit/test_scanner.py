@@ -13,18 +13,13 @@ import pytest
 
 from worker.bookkeeper import LedgerMetadata, parse_metadata
 from worker.commands.terminal import human_age, parse_duration, render_table
+from worker.core.ledger_owner import Owner, Unmapped
+from worker.core.ledger_owner import owner_of as owner_of_custom
 from worker.in_use import LiveSet, TopicGone, confirm_gone
 from worker.managed_ledger_metadata import parse_schema_locator as schema_locator_ledgers
 from worker.message import LedgerComponent, LedgerType
 from worker.protobuf_wire import MetadataFormatError
-from worker.scanner import (
-    Decision,
-    Owner,
-    Scanner,
-    Unmapped,
-    Verdict,
-    owner_of,
-)
+from worker.scanner import Decision, Scanner, Verdict
 from worker.topic_name import TopicName
 
 NOW_S = 1_800_000_000.0
@@ -43,6 +38,10 @@ def md(lid: int, custom: dict[str, str], *, ctime: int | None = OLD, state: str 
     if ctime is not None:
         body["ctime"] = ctime
     return parse_metadata(lid, {str(lid): body})
+
+
+def owner_of(m: LedgerMetadata) -> Owner | None:
+    return owner_of_custom(m.custom_metadata)
 
 
 def ml(topic: str, **extra: str) -> dict[str, str]:
@@ -78,7 +77,9 @@ def test_not_a_pulsar_ledger(custom: dict[str, str]) -> None:
         ({"application": "pulsar", "component": "bookie-thing"}, "unknown component"),
         (ML, "without pulsar/managed-ledger"),
         ({**ML, "pulsar/managed-ledger": "pulsar/standalone/127.0.0.1:8080/persistent/healthcheck"}, "v1 topic"),
-        ({**ML, "pulsar/managed-ledger": "t/ns/persistent/a%3Ab"}, "URL encoding"),
+        # Not the encoding Pulsar writes (java.net.URLEncoder: upper-case escapes, "+" for a space).
+        ({**ML, "pulsar/managed-ledger": "t/ns/persistent/a%3ab"}, "not the managed-ledger name Pulsar writes"),
+        ({**ML, "pulsar/managed-ledger": "t/ns/persistent/a%20b"}, "not the managed-ledger name Pulsar writes"),
         ({**ML, "pulsar/managed-ledger": "t/ns/persistent/x", "pulsar/cursor": ""}, "empty pulsar/cursor"),
         ({**ML, "pulsar/managed-ledger": "t/../persistent/x"}, "unparseable"),
         ({"application": "pulsar", "component": "schema"}, "without pulsar/schemaId"),
@@ -365,3 +366,24 @@ async def test_progress_and_decision_callbacks() -> None:
     )
     assert ("metadata", 5, 5) in seen and ("topics", 1, 1) in seen
     assert sorted(decided) == [1, 2, 3, 4, 5]
+
+
+async def test_a_schema_ledger_without_the_registry_to_ask_is_skipped() -> None:
+    # The registry's locator is the one proof (worker.core.schema_in_use): the worker asks it, so the
+    # scanner never calls a schema ledger an orphan without it, even for a live topic.
+    scanner = Scanner(
+        FakeBookie([schema(1, "t/ns/a"), schema(2, "t/ns/a")]),  # type: ignore[arg-type]
+        FakeSnapshots({A: live(A, {10}, schema={1})}, None),  # type: ignore[arg-type]
+        None,
+        min_age_s=0,
+        clock=lambda: NOW_S,
+    )
+    got = {d.ledger_id: d for d in (await scanner.scan()).decisions}
+    assert got[1].verdict is Verdict.IN_USE
+    assert got[2].verdict is Verdict.SKIPPED and "no metadata store to read the schema registry" in got[2].why
+
+
+async def test_a_ledger_created_after_now_is_too_young_even_without_a_minimum_age() -> None:
+    # The worker's age rule (worker.core.ledger_age): the scanner used to clamp the age to 0 and queue it.
+    got, _, _ = await scan([md(1, ml(A), ctime=int(NOW_S * 1000) + 5000)], {A: live(A, set())}, min_age_s=0)
+    assert got[1].verdict is Verdict.TOO_YOUNG and got[1].age_s == 0.0

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from worker.settings import ConfigError, Settings, load_settings
 
@@ -219,17 +220,34 @@ def test_a_safe_age_guard_is_accepted(tmp_path: Path) -> None:
     assert (s.worker.min_ledger_age_s, s.worker.snapshot_ttl_s) == (2, 0.5)
 
 
-def test_token_from_a_file_is_read_once_and_travels_as_the_token(tmp_path: Path) -> None:
+def test_token_from_a_file_is_read_at_load_and_travels_as_the_path(tmp_path: Path) -> None:
     f = tmp_path / "worker.token"
     f.write_text("eyJ.header.sig\n")
     s = load_settings(None, pulsar={"auth_token_file": str(f)})
     assert s.pulsar.auth_token == "eyJ.header.sig"
     assert s.pulsar.token_source == f"pulsar.auth_token_file ({f})"
-    # What a Spark executor gets: the token itself, no path it may not be able to read.
-    again = type(s).model_validate_json(s.model_dump_json())
-    assert again.pulsar.auth_token == "eyJ.header.sig" and again.pulsar.auth_token_file is None
+    # What a Spark executor gets: the path, never the token; it reads the file itself.
+    dumped = s.model_dump_json()
+    assert "eyJ.header.sig" not in dumped and "eyJ.header.sig" not in repr(s)
+    again = type(s).model_validate_json(dumped)
+    assert again.pulsar.auth_token == "eyJ.header.sig" and again.pulsar.auth_token_file == f
     f.unlink()
-    assert type(s).model_validate_json(s.model_dump_json()).pulsar.auth_token == "eyJ.header.sig"
+    with pytest.raises(ValidationError, match="auth_token_file"):
+        type(s).model_validate_json(dumped)
+
+
+def test_s3_keys_from_files_travel_as_their_paths(tmp_path: Path) -> None:
+    (tmp_path / "a").write_text("AKIAEXAMPLE\n")
+    (tmp_path / "s").write_text("s3cr3t\n")
+    t = {"bucket": "b", "access_key_id_file": str(tmp_path / "a"), "secret_access_key_file": str(tmp_path / "s")}
+    s = load_settings(None, offload={"s3_targets": [t]})
+    [target] = s.offload.s3_targets
+    assert (target.access_key_id, target.secret_access_key) == ("AKIAEXAMPLE", "s3cr3t")
+    dumped = s.model_dump_json()
+    assert "AKIAEXAMPLE" not in dumped and "s3cr3t" not in dumped
+    assert type(s).model_validate_json(dumped).offload.s3_targets[0].secret_access_key == "s3cr3t"
+    with pytest.raises(ConfigError, match="access_key_id and access_key_id_file are both set"):
+        load_settings(None, offload={"s3_targets": [{**t, "access_key_id": "x"}]})
 
 
 @pytest.mark.parametrize(

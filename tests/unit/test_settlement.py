@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
 
 from worker import message as m
 from worker.metrics import Metrics
-from worker.settlement import Settler, attempts_so_far, successor_properties
+from worker.settlement import (
+    MAX_ATTEMPT_COUNT,
+    DeadLetterRefused,
+    Settler,
+    attempts_of,
+    attempts_so_far,
+    first_seen_ms,
+    successor_properties,
+)
 
 
 @pytest.mark.parametrize(
@@ -23,7 +32,14 @@ from worker.settlement import Settler, attempts_so_far, successor_properties
         ({m.RECONSUMETIMES: "abc"}, 0),
         ({m.RECONSUMETIMES: "1.5"}, 0),
         ({m.RECONSUMETIMES: "0x10"}, 0),
-        ({m.RECONSUMETIMES: "9" * 5000}, 0),  # beyond int()'s digit limit: garbage, not a crash
+        ({m.RECONSUMETIMES: "100000"}, 100_000),
+        # A count beyond a Java int (beyond int()'s digit limit, too) is a huge count, not garbage: clamped,
+        # so the message is exhausted and dead-lettered instead of starting its retries over.
+        ({m.RECONSUMETIMES: "9" * 5000}, MAX_ATTEMPT_COUNT),
+        ({m.RECONSUMETIMES: "99999999999"}, MAX_ATTEMPT_COUNT),
+        ({m.RECONSUMETIMES: "0" * 10_000 + "7"}, 7),
+        ({m.RECONSUMETIMES: "-" + "9" * 5000}, 0),
+        ({m.RECONSUMETIMES: "\u0663"}, 0),  # a non-ASCII digit is not a count
         ({m.RECONSUMETIMES: "\x00"}, 0),
         ({"reconsumetimes": "5"}, 0),  # the property name is exact
         ({"other": "7"}, 0),
@@ -146,7 +162,7 @@ def settler(log: Log, *, max_attempts: int = 10, fail: bool = False) -> Settler:
 async def test_retry_sends_then_acks() -> None:
     log = Log()
     msg = FakeMessage({m.RECONSUMETIMES: "2"})
-    assert await settler(log).retry(msg, reason="in_use", error="e", delay_s=30) == "retry"  # type: ignore[arg-type]
+    assert await settler(log).retry(msg, reason="in_use", error="e", delay_after=lambda _: 30) == "retry"  # type: ignore[arg-type]
     assert [e[0] for e in log.events] == ["retry", "ack"]
     _, content, (props, kw) = log.events[0]
     assert content == b"payload"
@@ -157,7 +173,8 @@ async def test_retry_sends_then_acks() -> None:
 async def test_retry_dead_letters_when_attempts_are_exhausted() -> None:
     log = Log()
     msg = FakeMessage({m.RECONSUMETIMES: "9"})
-    assert await settler(log, max_attempts=10).retry(msg, reason="transient", error="e", delay_s=1) == "dlq"  # type: ignore[arg-type]
+    where = await settler(log, max_attempts=10).retry(msg, reason="transient", error="e", delay_after=lambda _: 1)  # type: ignore[arg-type]
+    assert where == "dlq"
     assert [e[0] for e in log.events] == ["dlq", "ack"]
     props = log.events[0][2][0]
     assert props[m.REASON] == "transient"
@@ -168,13 +185,158 @@ async def test_nothing_is_acked_when_the_successor_send_fails() -> None:
     log = Log()
     s = settler(log, fail=True)
     with pytest.raises(RuntimeError):
-        await s.retry(FakeMessage({}), reason="r", error="e", delay_s=1)  # type: ignore[arg-type]
-    with pytest.raises(RuntimeError):
+        await s.retry(FakeMessage({}), reason="r", error="e", delay_after=lambda _: 1)  # type: ignore[arg-type]
+    with pytest.raises(DeadLetterRefused):
         await s.dead_letter(FakeMessage({}), reason="invalid", error="e")  # type: ignore[arg-type]
     assert log.events == []
 
 
 async def test_garbage_attempt_count_still_progresses() -> None:
     log = Log()
-    await settler(log).retry(FakeMessage({m.RECONSUMETIMES: "junk"}), reason="r", error="e", delay_s=1)  # type: ignore[arg-type]
+    await settler(log).retry(FakeMessage({m.RECONSUMETIMES: "junk"}), reason="r", error="e", delay_after=lambda _: 1)  # type: ignore[arg-type]
     assert log.events[0][2][0][m.RECONSUMETIMES] == "1"
+
+
+# ---- poison messages: every number read from a property is clamped, every message reaches an end ---------------
+
+
+class RedeliveredMessage(FakeMessage):
+    def __init__(self, props: dict[str, str], redeliveries: int, **kw: Any) -> None:
+        super().__init__(props, **kw)
+        self._redeliveries = redeliveries
+
+    def redelivery_count(self) -> int:
+        return self._redeliveries
+
+
+def test_attempts_of_adds_redeliveries_and_stays_clamped() -> None:
+    assert attempts_of(RedeliveredMessage({m.RECONSUMETIMES: "3"}, 2)) == 5  # type: ignore[arg-type]
+    assert attempts_of(RedeliveredMessage({m.RECONSUMETIMES: "9" * 50}, 2**31 - 1)) == MAX_ATTEMPT_COUNT  # type: ignore[arg-type]
+
+
+class UnreadableProperties(FakeMessage):
+    def properties(self) -> dict[str, str]:
+        raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+
+
+def test_unreadable_properties_count_as_none() -> None:
+    # A C++ producer can send property bytes that are not UTF-8; the Python client raises reading them.
+    assert attempts_of(UnreadableProperties({})) == 0  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, 1_000),  # absent: the publish time
+        ("500", 500),
+        ("9" * 400, 9_999),  # in the future (and beyond a float): now
+        ("9" * 5000, 9_999),
+        ("-5", 1_000),  # not a time: the publish time
+        ("0", 1_000),
+        ("soon", 1_000),
+    ],
+)
+def test_first_seen_is_clamped(value: str | None, expected: int) -> None:
+    props = {} if value is None else {m.FIRST_SEEN_MS: value}
+    assert first_seen_ms(props, publish_ms=1_000, now_ms=9_999) == expected
+    p = successor_properties(FakeMessage(props), reason="r", error="e", attempts=1, now_ms=9_999)  # type: ignore[arg-type]
+    assert p[m.FIRST_SEEN_MS] == str(expected)
+
+
+def test_first_seen_without_publish_time_is_now() -> None:
+    assert first_seen_ms({m.FIRST_SEEN_MS: "junk"}, publish_ms=0, now_ms=9_999) == 9_999
+
+
+async def test_exhaustion_is_decided_before_the_delay_is_asked_for() -> None:
+    log = Log()
+
+    def no_delay(attempts: int) -> float:
+        raise AssertionError(f"delay asked for an exhausted message (attempt {attempts})")
+
+    msg = FakeMessage({m.RECONSUMETIMES: "100000"})
+    assert await settler(log).retry(msg, reason="transient", error="e", delay_after=no_delay) == "dlq"  # type: ignore[arg-type]
+    assert [e[0] for e in log.events] == ["dlq", "ack"]
+    assert log.events[0][2][0][m.RECONSUMETIMES] == "100001"
+
+
+async def test_the_delay_is_asked_for_with_the_attempt_number() -> None:
+    log = Log()
+    asked: list[int] = []
+    await settler(log).retry(
+        FakeMessage({m.RECONSUMETIMES: "4"}),  # type: ignore[arg-type]
+        reason="transient",
+        error="e",
+        delay_after=lambda a: asked.append(a) or 2.5,
+    )
+    assert asked == [5]
+    assert log.events[0][2][1]["deliver_after"].total_seconds() == 2.5
+
+
+class SizeLimitedProducer(FakeProducer):
+    """Refuses a message whose payload and properties exceed ``limit`` bytes, as the client does against the
+    broker's maxMessageSize (pulsar.MessageTooBig)."""
+
+    def __init__(self, name: str, log: Log, limit: int) -> None:
+        super().__init__(name, log)
+        self.limit = limit
+        self.refused = 0
+
+    async def send(self, content: Any, properties: dict[str, str] | None = None, **kw: Any) -> Any:
+        size = len(content) + sum(len(k.encode()) + len(v.encode()) for k, v in (properties or {}).items())
+        if size > self.limit:
+            self.refused += 1
+            raise RuntimeError(f"Pulsar error: MessageTooBig ({size} > {self.limit})")
+        return await super().send(content, properties, **kw)
+
+
+def bounded_settler(log: Log, dlq: FakeProducer, *, max_payload_bytes: int = 65_536) -> Settler:
+    return Settler(
+        FakeConsumer(log),
+        FakeProducer("retry", log),
+        dlq,
+        Metrics(),
+        max_attempts=10,
+        max_payload_bytes=max_payload_bytes,
+    )
+
+
+async def test_a_dead_letter_too_big_to_publish_whole_is_published_bounded() -> None:
+    # The payload is fine, but a 200 kB property makes the DLQ copy too big for the broker.
+    log = Log()
+    dlq = SizeLimitedProducer("dlq", log, limit=100_000)
+    payload = b"p" * 5_000
+    msg = FakeMessage({"huge": "h" * 200_000, "small": "kept"}, data=payload)
+    await bounded_settler(log, dlq).dead_letter(msg, reason="invalid", error="bad")  # type: ignore[arg-type]
+    assert dlq.refused == 1
+    assert [e[0] for e in log.events] == ["dlq", "ack"]
+    _, content, (props, _) = log.events[0]
+    assert content == payload  # within max_payload_bytes: kept whole, the ledger can still be decided
+    assert props[m.PAYLOAD_TRUNCATED] == "false"
+    assert props[m.PAYLOAD_SIZE] == "5000"
+    assert props[m.PAYLOAD_SHA256] == hashlib.sha256(payload).hexdigest()
+    assert props[m.PROPERTIES_TRUNCATED] == "1"
+    assert props["small"] == "kept" and len(props["huge"]) == 1024
+    assert props[m.REASON] == "invalid" and props[m.LAST_ERROR] == "bad"
+
+
+async def test_a_payload_over_the_limit_is_dead_lettered_as_size_digest_and_head() -> None:
+    log = Log()
+    dlq = SizeLimitedProducer("dlq", log, limit=5_242_880)
+    payload = bytes(range(256)) * 40  # 10 240 bytes
+    msg = FakeMessage({}, data=payload)
+    await bounded_settler(log, dlq, max_payload_bytes=2048).dead_letter(msg, reason="invalid", error="too big")  # type: ignore[arg-type]
+    assert dlq.refused == 0  # never tried whole
+    _, content, (props, _) = log.events[0]
+    assert content == payload[:1024]
+    assert props[m.PAYLOAD_TRUNCATED] == "true"
+    assert props[m.PAYLOAD_SIZE] == "10240"
+    assert props[m.PAYLOAD_SHA256] == hashlib.sha256(payload).hexdigest()
+    assert [e[0] for e in log.events] == ["dlq", "ack"]
+
+
+async def test_a_dlq_that_refuses_even_the_bounded_copy_leaves_the_message_unacknowledged() -> None:
+    log = Log()
+    s = bounded_settler(log, SizeLimitedProducer("dlq", log, limit=10))
+    with pytest.raises(DeadLetterRefused):
+        await s.dead_letter(FakeMessage({}, data=b"x" * 100), reason="invalid", error="e")  # type: ignore[arg-type]
+    assert log.events == []

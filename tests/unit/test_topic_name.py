@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.topic_name import InvalidTopicName, TopicName, java_url_encode
+from worker.topic_name import MAX_MANAGED_LEDGER_PATH_BYTES, InvalidTopicName, TopicName, java_url_encode
 
 # ---- strategies ---------------------------------------------------------------------------------------
 
@@ -268,3 +268,34 @@ def test_rest_path_has_four_segments_that_decode_back(t: TopicName) -> None:
         assert s not in ("", ".", "..")
         assert not set(s) & set("?#/ ")
     assert [unquote(s) for s in segs] == [t.domain, t.tenant, t.namespace, t.local_name]
+
+
+# ---- longer than Pulsar's metadata store can hold ------------------------------------------------------
+
+
+def _local_for_path_bytes(n: int, tenant: str = "t", ns: str = "ns") -> str:
+    """An ASCII local name whose managed-ledger znode path is exactly ``n`` bytes long."""
+    return "a" * (n - len(f"/managed-ledgers/{tenant}/{ns}/persistent/"))
+
+
+def test_a_name_the_metadata_store_cannot_hold_is_invalid() -> None:
+    # Defect: any length was accepted. Pulsar itself sets no limit, but a topic owns ledgers only through its
+    # managed-ledger znode, and ZooKeeper refuses a request over jute.maxbuffer (10 MiB as Pulsar runs it).
+    local = _local_for_path_bytes(MAX_MANAGED_LEDGER_PATH_BYTES + 1)
+    with pytest.raises(InvalidTopicName, match="metadata store"):
+        TopicName.parse(f"persistent://t/ns/{local}")
+    ok = TopicName.parse(f"persistent://t/ns/{_local_for_path_bytes(MAX_MANAGED_LEDGER_PATH_BYTES)}")
+    assert len(f"/managed-ledgers/{ok.managed_ledger_name}".encode()) == MAX_MANAGED_LEDGER_PATH_BYTES
+
+
+def test_the_limit_counts_the_encoded_name() -> None:
+    # URL-encoding makes a 3-byte character 9 bytes ("%E2%82%AC"): the znode path is what must fit.
+    local = "\u20ac" * (MAX_MANAGED_LEDGER_PATH_BYTES // 9 + 1)
+    assert len(local.encode()) < MAX_MANAGED_LEDGER_PATH_BYTES
+    with pytest.raises(InvalidTopicName, match="metadata store"):
+        TopicName.parse(f"persistent://t/ns/{local}")
+
+
+def test_long_names_pulsar_does_accept_stay_valid() -> None:
+    # Verified on the local stack (Pulsar 4.0.8): a producer created a topic with a 3,000,000-character name.
+    TopicName.parse(f"persistent://t/ns/{'a' * 3_000_000}")

@@ -1,4 +1,4 @@
-"""Step 4, storage identity: the decision table of DESIGN.md, the offload allow-list, path containment."""
+"""Step 4, storage identity: the decision table of docs/design.md, the offload allow-list, path containment."""
 
 from __future__ import annotations
 

@@ -60,7 +60,15 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     min_age, namespaces = v
     from worker import nightly_metrics as nm
     from worker.nightly.audit import run_audit
-    from worker.nightly.spark import session, spark_running
+    from worker.nightly.spark import InlineSecret, inline_secrets, session, spark_running
+
+    if inline_secrets(settings):
+        # Refused before a JVM starts: the executors would need the secret shipped to them.
+        print(
+            f"ledger-deletion-worker audit: {InlineSecret.__name__}: {'; '.join(inline_secrets(settings))}",
+            file=sys.stderr,
+        )
+        return 2
 
     gateway = args.pushgateway or settings.nightly.pushgateway_url
     reports = report_dir(args.report_dir, settings, "audit")

@@ -52,6 +52,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _run(args: argparse.Namespace, settings: Settings, topic: object) -> int:
     from worker.http import admin_session
+    from worker.preflight import prove_metadata_stores
     from worker.pulsar_admin import PulsarAdmin
     from worker.purge import purge_topic
     from worker.topic_name import TopicName
@@ -61,9 +62,11 @@ async def _run(args: argparse.Namespace, settings: Settings, topic: object) -> i
     s = settings
     async with (
         admin_session(s.pulsar) as session,
-        optional_zookeeper(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
+        optional_zookeeper(s.zookeeper) as zk,
     ):
         admin = PulsarAdmin(str(s.pulsar.admin_url), session, s.pulsar.auth_token)
+        if zk is not None:
+            await prove_metadata_stores(zk, admin, TopicName.parse(s.topics.pending))
         res = await purge_topic(
             s, topic, admin, delete_topic=args.delete_topic, zk=zk, say=lambda m: print(m, flush=True)
         )

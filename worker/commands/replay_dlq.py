@@ -3,10 +3,15 @@
 Every dead letter the replay subscription has not acknowledged yet, read up to the DLQ's end at start, is
 decided again by the worker's own decision core (decode, route, in use, verify, delete). Final outcomes
 (deleted, already_gone, rejected, invalid) are acknowledged on ``topics.dlq_replay_subscription`` after the
-Parquet report is written; in_use, too_young and still_failing stay for the next night. ``--dry-run``
-decides and reports; it deletes and acknowledges nothing. Needs the ``spark`` extra (PySpark 4, Java 17).
+Parquet report is written and read back whole (nothing is acknowledged otherwise): ``--report-dir`` must be
+durable storage (a persistent volume, or an object store URI such as s3a://bucket/path). in_use, too_young
+and still_failing stay for the next night. ``--dry-run`` decides and reports; it deletes and acknowledges
+nothing. Secrets never travel to Spark's executors: the Pulsar token comes from ``pulsar.auth_token_file``
+and the S3 keys from ``access_key_id_file``/``secret_access_key_file`` or the AWS credential chain, read by
+each executor. Needs the ``spark`` extra (PySpark 4, Java 17).
 
-Exit code: 0 when the run completed (whatever the outcomes), 1 when it failed, 2 on bad arguments.
+Exit code: 0 when the run completed (whatever the outcomes), 1 when it failed, 2 on bad arguments or a
+secret given inline.
 """
 
 from __future__ import annotations
@@ -66,7 +71,15 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     from worker import nightly_metrics as nm
     from worker.nightly.replay import ReplayOptions, replay
-    from worker.nightly.spark import session, spark_running
+    from worker.nightly.spark import InlineSecret, inline_secrets, session, spark_running
+
+    if inline_secrets(settings):
+        # Refused before a JVM starts: the executors would need the secret shipped to them.
+        print(
+            f"ledger-deletion-worker replay-dlq: {InlineSecret.__name__}: {'; '.join(inline_secrets(settings))}",
+            file=sys.stderr,
+        )
+        return 2
 
     opts = ReplayOptions(
         report_dir=report_dir(args.report_dir, settings, "replay"),
@@ -104,4 +117,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
 
 def nm_outcome(outcome: str) -> str:
     """The report says still_failing; the shared metric contract (worker.nightly_metrics) says transient."""
-    return "transient" if outcome == "still_failing" else outcome
+    from worker.decision import Outcome
+    from worker.nightly.replay import STILL_FAILING
+
+    return Outcome.TRANSIENT.value if outcome == STILL_FAILING else outcome

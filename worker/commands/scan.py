@@ -102,8 +102,10 @@ async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, na
     from worker.in_use import LiveStateReader, SnapshotCache
     from worker.ledger_listing import read_listing
     from worker.logs import get_logger
+    from worker.preflight import StartupRefused, check_bookies, prove_metadata_stores
     from worker.pulsar_admin import PulsarAdmin
     from worker.scanner import Decision, LedgerListing, Scanner, Verdict
+    from worker.topic_name import TopicName
     from worker.zookeeper import optional_zookeeper
 
     log = get_logger(command="scan")
@@ -117,18 +119,31 @@ async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, na
     async with (
         admin_session(s.pulsar) as admin_http,
         new_session(s.bookkeeper.request_timeout_s, limit=max(32, args.concurrency)) as bk_session,
-        optional_zookeeper(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
+        optional_zookeeper(s.zookeeper) as zk,
     ):
         admin = PulsarAdmin(str(s.pulsar.admin_url), admin_http, s.pulsar.auth_token)
-        bookie = BookieClient(s.bookkeeper.endpoints, bk_session, zk.ledger_metadata_exists if zk else None)
+        bookie = BookieClient(
+            s.bookkeeper.endpoints,
+            bk_session,
+            zk.ledger_metadata_exists if zk else None,
+            registered_bookies=zk.registered_bookies if zk else None,
+        )
+        if zk is not None:
+            try:
+                await prove_metadata_stores(zk, admin, TopicName.parse(s.topics.pending))
+                await check_bookies(bookie, zk)
+            except StartupRefused as e:
+                print(f"ledger-deletion-worker scan: {e}", file=sys.stderr)
+                return 2
         listing: LedgerListing = bookie
         if (args.metadata_from or ("zookeeper" if zk else "bookie")) == "zookeeper":
-            assert s.zookeeper.hosts is not None
+            hosts = s.zookeeper.bookkeeper_store
+            assert hosts is not None
             try:
-                listing = await read_listing(s.zookeeper.hosts, s.zookeeper.ledgers_root, s.zookeeper.timeout_s)
+                listing = await read_listing(hosts, s.zookeeper.ledgers_root, s.zookeeper.timeout_s)
             except Exception as e:  # kazoo's errors are many; the operator needs the cause, not a traceback
                 print(
-                    f"ledger-deletion-worker scan: reading {s.zookeeper.ledgers_root} from ZooKeeper: {e}",
+                    f"ledger-deletion-worker scan: reading {s.zookeeper.ledgers_root} from ZooKeeper {hosts}: {e}",
                     file=sys.stderr,
                 )
                 return 1

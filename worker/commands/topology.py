@@ -1,7 +1,9 @@
-"""``topology``: create the deletion topics, their schema and subscriptions, and exit.
+"""``topology``: create the deletion topics, their schema and subscriptions, make the queue namespace's
+policies safe (no message TTL, no subscription expiration, no evicting backlog quota, no deletion of
+caught-up topics: ``run`` refuses to start on any of them), and exit.
 
 The worker and phase 1 create what is missing at start, which takes tenant-admin rights on the topics'
-namespace. Where they run with least-privileged roles (README: Authentication), run this once with a
+namespace. Where they run with least-privileged roles (docs/operations.md), run this once with a
 tenant-admin token instead; it is idempotent.
 """
 
@@ -16,7 +18,9 @@ from worker.settings import Settings
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = sub.add_parser(
-        "topology", help="create the deletion topics and subscriptions (tenant admin)", description=__doc__
+        "topology",
+        help="create the deletion topics and subscriptions, make their policies safe (tenant admin)",
+        description=__doc__,
     )
     p.set_defaults(handler=handle)
     return p
@@ -27,13 +31,14 @@ async def _create(settings: Settings) -> None:
     from worker.preflight import check_admin
     from worker.pulsar_admin import PulsarAdmin
     from worker.topic_name import TopicName
-    from worker.topology import ensure_topology
+    from worker.topology import ensure_queue_policies, ensure_topology
 
     p = settings.pulsar
     async with admin_session(p) as session:
         admin = PulsarAdmin(str(p.admin_url), session, p.auth_token)
         await check_admin(admin, p, TopicName.parse(settings.topics.pending))
         await ensure_topology(admin, settings.topics)
+        await ensure_queue_policies(admin, settings.topics)
 
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
@@ -48,6 +53,6 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     t = settings.topics
     print(
         f"topology in place: {t.pending} ({t.parallelism} partitions), {t.retry}, {t.dlq}; "
-        f"subscriptions {t.subscription}, {t.dlq_replay_subscription}"
+        f"subscriptions {t.subscription}, {t.dlq_replay_subscription}; no policy drops queued work"
     )
     return 0

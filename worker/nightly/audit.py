@@ -19,7 +19,7 @@ while its ledger is listed and the topic records this uuid, or none.
 from __future__ import annotations
 
 import asyncio
-import pickle
+import json
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -30,7 +30,8 @@ from typing import Any
 from worker.bookkeeper import LedgerMetadata
 from worker.ledger_listing import MetadataListing as _Listing
 from worker.ledger_listing import ledger_subtrees, read_subtrees
-from worker.settings import Settings
+from worker.nightly.spark import executor_settings, settings_on_executor
+from worker.settings import S3Target, Settings
 
 LEDGER_DECISION_SCHEMA = (
     "ledger_id long, verdict string, why string, component string, topic string, namespace string, "
@@ -44,9 +45,10 @@ OFFLOAD_KEY = re.compile(
     r"^(?P<uuid>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-ledger-(?P<id>\d+)(?P<index>-index)?$"
 )
 HEX = "0123456789abcdef"
-# Metadata rows from the bookie HTTP fallback carry the parsed metadata, marked so (BookKeeper's own
-# serialization starts with "BookieMetadataFormatVersion").
-PICKLED = b"\x00pickle:"
+# The metadata rows: ``data`` is a znode's bytes (BookKeeper's serialization), ``bookie_json`` the bookie
+# HTTP fallback's JSON for the ledger; one of the two. Both are data, parsed, never deserialized into
+# objects: what a znode holds is anyone's to write.
+METADATA_SCHEMA = "ledger_id long, data binary, ctime long, owner string, bookie_json string"
 
 
 # ---- BookKeeper: the /ledgers tree as input partitions ------------------------------------------------
@@ -55,21 +57,27 @@ PICKLED = b"\x00pickle:"
 def owner_key(ledger_id: int, data: bytes, ctime_ms: int) -> str:
     """The owner topic, the key the judging stage is partitioned by; "" when there is none to fetch."""
     from worker.bookkeeper import parse_serialized_metadata
-    from worker.scanner import Unmapped, owner_of
+    from worker.core.ledger_owner import owner_of
 
     try:
-        owner = owner_of(parse_serialized_metadata(ledger_id, data, ctime_ms))
-    except (Unmapped, ValueError):
+        # ValueError covers Unmapped (the owner rule's refusal) and unparseable metadata.
+        owner = owner_of(parse_serialized_metadata(ledger_id, data, ctime_ms).custom_metadata)
+    except ValueError:
         return ""
     return str(owner.topic) if owner is not None else ""
 
 
 async def judge_ledgers(
-    settings: Settings, rows: Sequence[tuple[int, bytes, int]], *, min_age_s: float, namespaces: Sequence[str]
+    settings: Settings,
+    rows: Sequence[tuple[int, bytes | None, int, str | None]],
+    *,
+    min_age_s: float,
+    namespaces: Sequence[str],
 ) -> list[dict[str, Any]]:
-    """Run the scanner over these ledgers (one partition: its topics' live sets fetched once each)."""
-    from worker.bookkeeper import parse_serialized_metadata
-    from worker.http import admin_session
+    """Run the scanner over these ledgers (one partition: its topics' live sets fetched once each). Rows
+    are (ledger id, znode bytes, ctime, bookie JSON) as :data:`METADATA_SCHEMA`."""
+    from worker.bookkeeper import parse_metadata, parse_serialized_metadata
+    from worker.http import BackendError, admin_session
     from worker.in_use import LiveStateReader, SnapshotCache
     from worker.pulsar_admin import PulsarAdmin
     from worker.scanner import Decision, Scanner, Verdict
@@ -78,17 +86,17 @@ async def judge_ledgers(
     s = settings
     metadata: dict[int, LedgerMetadata] = {}
     out: list[dict[str, Any]] = []
-    for lid, data, ctime in rows:
+    for lid, data, ctime, bookie_json in rows:
         try:
-            if data.startswith(PICKLED):
-                metadata[lid] = pickle.loads(data[len(PICKLED) :])
-                continue
-            metadata[lid] = parse_serialized_metadata(lid, data, ctime)
-        except ValueError as e:
+            if data is not None:
+                metadata[lid] = parse_serialized_metadata(lid, data, ctime)
+            else:
+                metadata[lid] = parse_metadata(lid, {str(lid): json.loads(bookie_json or "null")})
+        except (ValueError, BackendError) as e:
             out.append(Decision(lid, Verdict.SKIPPED, f"unparseable ledger metadata: {e}").to_dict())
     async with (
         admin_session(s.pulsar) as session,
-        optional_zookeeper(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
+        optional_zookeeper(s.zookeeper) as zk,
     ):
         admin = PulsarAdmin(str(s.pulsar.admin_url), session, s.pulsar.auth_token)
         snapshots = SnapshotCache(
@@ -105,16 +113,22 @@ async def judge_ledgers(
     return out
 
 
-def _judge_ledgers_partition(settings_json: str, min_age_s: float, namespaces: list[str]) -> Any:
+def _judge_ledgers_partition(settings: Settings, min_age_s: float, namespaces: list[str]) -> Any:
+    # The closure carries file paths, never a secret: each executor reads them itself.
+    payload = executor_settings(settings)
+
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pandas as pd
 
-        settings = Settings.model_validate_json(settings_json)
+        settings = settings_on_executor(payload)
         frames = [f for f in batches if not f.empty]
         if not frames:
             return
         pdf = pd.concat(frames, ignore_index=True)
-        rows = [(int(a), bytes(b), int(c)) for a, b, c in zip(pdf.ledger_id, pdf.data, pdf.ctime, strict=True)]
+        rows = [
+            (int(a), None if b is None else bytes(b), int(c), None if j is None or pd.isna(j) else str(j))
+            for a, b, c, j in zip(pdf.ledger_id, pdf.data, pdf.ctime, pdf.bookie_json, strict=True)
+        ]
         decided = asyncio.run(judge_ledgers(settings, rows, min_age_s=min_age_s, namespaces=namespaces))
         cols = [c.split()[0] for c in LEDGER_DECISION_SCHEMA.split(", ")]
         yield pd.DataFrame([{c: d.get(c) for c in cols} for d in decided], columns=cols)
@@ -123,8 +137,8 @@ def _judge_ledgers_partition(settings_json: str, min_age_s: float, namespaces: l
 
 
 def read_ledger_metadata(spark: Any, settings: Settings, ledgers_root: str | None = None) -> Any:
-    """DataFrame (ledger_id, data, ctime, owner) of every ledger under ``ledgers_root``."""
-    hosts = settings.zookeeper.hosts
+    """DataFrame (:data:`METADATA_SCHEMA`) of every ledger under ``ledgers_root``."""
+    hosts = settings.zookeeper.bookkeeper_store  # BookKeeper's metadata store: the ledgers are there
     if not hosts:
         return _bookie_listing(spark, settings)
     root = (ledgers_root or settings.zookeeper.ledgers_root).rstrip("/")
@@ -132,17 +146,15 @@ def read_ledger_metadata(spark: Any, settings: Settings, ledgers_root: str | Non
     timeout = settings.zookeeper.timeout_s
     rdd = spark.sparkContext.parallelize(subtrees, max(1, len(subtrees))).mapPartitions(
         lambda paths: (
-            (lid, data, ctime, owner_key(lid, data, ctime))
+            (lid, data, ctime, owner_key(lid, data, ctime), None)
             for lid, data, ctime in read_subtrees(hosts, root, paths, timeout)
         )
     )
-    return spark.createDataFrame(rdd, "ledger_id long, data binary, ctime long, owner string")
+    return spark.createDataFrame(rdd, METADATA_SCHEMA)
 
 
 def _bookie_listing(spark: Any, settings: Settings) -> Any:
     """Fallback without ZooKeeper: ids listed and metadata read through the bookie HTTP API."""
-    import pickle
-
     from worker.bookkeeper import BookieClient
     from worker.http import new_session
 
@@ -160,8 +172,9 @@ def _bookie_listing(spark: Any, settings: Settings) -> Any:
                 for lid in part:
                     md = await bookie.get_metadata(lid)
                     if md is not None:
-                        # Pickled: both ends run this very code; owner "" spreads by ledger id below.
-                        out.append((lid, PICKLED + pickle.dumps(md), md.ctime_ms or 0, ""))
+                        # The bookie's own JSON, parsed again by the judging stage; owner "" spreads by
+                        # ledger id below.
+                        out.append((lid, None, md.ctime_ms or 0, "", json.dumps(md.raw)))
             return out
 
         return iter(asyncio.run(go()))
@@ -169,7 +182,7 @@ def _bookie_listing(spark: Any, settings: Settings) -> Any:
     all_ids = asyncio.run(ids())
     n = max(1, spark.sparkContext.defaultParallelism)
     rdd = spark.sparkContext.parallelize(all_ids, n).mapPartitions(read)
-    return spark.createDataFrame(rdd, "ledger_id long, data binary, ctime long, owner string")
+    return spark.createDataFrame(rdd, METADATA_SCHEMA)
 
 
 @dataclass
@@ -213,7 +226,7 @@ def audit_ledgers(
     md = read_ledger_metadata(spark, settings, ledgers_root)
     n = partitions or spark.sparkContext.defaultParallelism
     return md.repartition(n, "owner").mapInPandas(
-        _judge_ledgers_partition(settings.model_dump_json(), min_age_s, list(namespaces)), LEDGER_DECISION_SCHEMA
+        _judge_ledgers_partition(settings, min_age_s, list(namespaces)), LEDGER_DECISION_SCHEMA
     )
 
 
@@ -221,15 +234,18 @@ def audit_ledgers(
 
 
 def _s3(target: dict[str, Any], timeout_s: float) -> Any:
+    """A client for ``target`` (an :class:`S3Target` dumped: key file paths, never keys), the keys read
+    from their files here, on the executor; without any, the executor's AWS credential chain."""
     import botocore.config
     import botocore.session
 
+    t = S3Target.model_validate(target)
     return botocore.session.get_session().create_client(
         "s3",
-        region_name=target.get("region"),
-        endpoint_url=target.get("endpoint"),
-        aws_access_key_id=target.get("access_key_id"),
-        aws_secret_access_key=target.get("secret_access_key"),
+        region_name=t.region,
+        endpoint_url=str(t.endpoint) if t.endpoint else None,
+        aws_access_key_id=t.access_key_id,
+        aws_secret_access_key=t.secret_access_key,
         config=botocore.config.Config(connect_timeout=timeout_s, read_timeout=timeout_s, retries={"max_attempts": 3}),
     )
 
@@ -257,17 +273,22 @@ def list_prefix(target: dict[str, Any], prefix: str, timeout_s: float) -> Iterat
 
 async def judge_objects(settings: Settings, sets: list[dict[str, Any]], *, min_age_s: float) -> None:
     """Judge offload attempts in place (verdict, orphan_class, why, topic, namespace)."""
+    from uuid import UUID
+
+    from worker.core.ledger_age import ledger_age
+    from worker.core.ledger_owner import topic_of_managed_ledger_name
+    from worker.core.offload_in_use import OffloadedCopyUse, offloaded_copy_use
     from worker.http import admin_session
     from worker.in_use import LiveSet, LiveStateReader, SnapshotCache
     from worker.pulsar_admin import PulsarAdmin
-    from worker.topic_name import InvalidTopicName, TopicName
+    from worker.topic_name import InvalidTopicName
     from worker.zookeeper import optional_zookeeper
 
     s = settings
     now = datetime.now(UTC)
     async with (
         admin_session(s.pulsar) as session,
-        optional_zookeeper(s.zookeeper.hosts, s.zookeeper.timeout_s) as zk,
+        optional_zookeeper(s.zookeeper) as zk,
     ):
         admin = PulsarAdmin(str(s.pulsar.admin_url), session, s.pulsar.auth_token)
         snapshots = SnapshotCache(
@@ -280,12 +301,13 @@ async def judge_objects(settings: Settings, sets: list[dict[str, Any]], *, min_a
                 o["why"] = "no ManagedLedgerName metadata"
                 continue
             try:
-                topic = TopicName.from_managed_ledger_name(ml)
+                topic = topic_of_managed_ledger_name(ml)  # the worker's parse of the same metadata
             except InvalidTopicName as e:
                 o["why"] = f"unparseable ManagedLedgerName: {e}"
                 continue
             o["topic"], o["namespace"] = str(topic), topic.namespace_name
-            if (now - o["last_modified"]).total_seconds() < min_age_s:
+            created_ms = o["last_modified"].timestamp() * 1000
+            if not ledger_age(created_ms, now_ms=now.timestamp() * 1000, min_age_ms=min_age_s * 1000).old_enough:
                 o["verdict"], o["why"] = "too_young", f"younger than {min_age_s:g}s (an offload may be running)"
                 continue
             try:
@@ -299,23 +321,28 @@ async def judge_objects(settings: Settings, sets: list[dict[str, Any]], *, min_a
             except Exception as e:
                 o["why"] = f"live state unavailable: {type(e).__name__}: {e}"
                 continue
-            ledger = info.ledger(int(o["ledger_id"])) if info is not None else None
-            if ledger is None or int(o["ledger_id"]) not in snap.ml_ledgers:
-                o["verdict"], o["orphan_class"], o["why"] = "orphan", "ledger_gone", "ledger not in its topic's list"
-                continue
-            recorded = ledger.offload.uuid if ledger.offload is not None else None
-            if recorded is not None and str(recorded) != o["uuid"]:
-                o["verdict"], o["orphan_class"] = "orphan", "uuid_mismatch"
+            lid = int(o["ledger_id"])
+            ledger = info.ledger(lid) if info is not None else None
+            recorded = ledger.offload.uuid if ledger is not None and ledger.offload is not None else None
+            # The worker's rule (worker.decision): a listed ledger's copy without a recorded uuid is in use.
+            use = offloaded_copy_use(listed=lid in snap.ml_ledgers, recorded_uuid=recorded, copy_uuid=UUID(o["uuid"]))
+            if use is OffloadedCopyUse.LEDGER_GONE:
+                o["verdict"], o["orphan_class"], o["why"] = "orphan", use.value, "ledger not in its topic's list"
+            elif use is OffloadedCopyUse.OTHER_ATTEMPT:
+                o["verdict"], o["orphan_class"] = "orphan", use.value
                 o["why"] = f"the topic records offload {recorded}: a failed earlier attempt"
-                continue
-            o["verdict"], o["why"] = "in_use", "its ledger is listed with this offload"
+            else:
+                o["verdict"], o["why"] = "in_use", "its ledger is listed with this offload"
 
 
-def _objects_partition(settings_json: str, min_age_s: float) -> Any:
+def _objects_partition(settings: Settings, min_age_s: float) -> Any:
+    # The closure carries file paths, never a secret: each executor reads them itself.
+    payload = executor_settings(settings)
+
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pandas as pd
 
-        settings = Settings.model_validate_json(settings_json)
+        settings = settings_on_executor(payload)
         frames = [f for f in batches if not f.empty]
         if not frames:
             return
@@ -334,6 +361,11 @@ def audit_buckets(spark: Any, settings: Settings, *, min_age_s: float, partition
     """One row per offload attempt (bucket, uuid, ledger) of every configured S3 target."""
     from pyspark.sql import functions as F
 
+    from worker.tiered_storage import check_offload_targets
+
+    executor_settings(settings)  # refuses inline keys before they could travel in the listing's closure
+    # The worker's start check: a missing bucket or a dead endpoint stops the audit here, named.
+    asyncio.run(check_offload_targets(settings.offload))
     targets = [t.model_dump(mode="json") for t in settings.offload.s3_targets]
     timeout = settings.offload.request_timeout_s
     work = [(t, p) for t in targets for p in HEX]
@@ -352,9 +384,7 @@ def audit_buckets(spark: Any, settings: Settings, *, min_age_s: float, partition
         F.max("managed_ledger").alias("managed_ledger"),
     )
     n = partitions or spark.sparkContext.defaultParallelism
-    return sets.repartition(n, "managed_ledger").mapInPandas(
-        _objects_partition(settings.model_dump_json(), min_age_s), OBJECT_SCHEMA
-    )
+    return sets.repartition(n, "managed_ledger").mapInPandas(_objects_partition(settings, min_age_s), OBJECT_SCHEMA)
 
 
 def run_audit(

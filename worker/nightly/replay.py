@@ -3,17 +3,24 @@
 1. read the DLQ with the ``pulsar`` source up to the end captured at planning, leaving out what the
    replay subscription already acknowledged; pinned once (``localCheckpoint``) so that every later step
    sees exactly those messages;
-2. dedupe: one row per claim (ledger type, ledger id and the rest of the decoded message), keeping every
-   message id. Two messages that name the same ledger but different owners stay two rows: a forged copy
-   must not settle the genuine one;
+2. dedupe: one row per claim, keeping every message id. A claim is the whole payload (its SHA-256): all
+   the decision reads (ledger type and id, topic, component, cursor, schema id, offload context with its
+   driver and driver metadata). Two messages that differ in anything stay two rows, each decided on its
+   own content: a forged copy (another bucket, another topic) never settles the genuine one;
 3. one :class:`~worker.decision.Decider` per partition (rows partitioned by topic in step 2; one snapshot
    cache) fetches each topic's live state once per run; decide with bounded concurrency; its storage
-   rate limiter gets the executor's rate divided by the executor's task slots;
-4. write the Parquet report (partitioned by ``run_date``) - the report on disk is what step 5 reads;
+   rate limiter gets the executor's rate divided by the executor's task slots. The decided rows are
+   pinned (``localCheckpoint``): deciding is the one action that deletes, and it runs once;
+4. write the Parquet report (partitioned by ``run_date``) and read it back: unless the rows and message
+   ids read back are exactly those decided, the run stops there (:class:`ReportNotReadBack`), nothing
+   acknowledged. A settled row must stay traceable, so the report must be durable (docs/design.md);
 5. acknowledge on the replay subscription exactly the messages of rows with a final outcome.
 
 A run killed anywhere is safe to start again: before step 5 nothing is acknowledged (a ledger deleted by
 the killed run is ``already_gone`` next time, final all the same); after it, only final rows were.
+
+No secret travels in the data source's options or in the closures the executors run: both carry file
+paths, and each executor reads the token and the S3 keys itself (:func:`worker.nightly.spark.executor_settings`).
 """
 
 from __future__ import annotations
@@ -27,12 +34,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from worker.decision import FINAL, Outcome
+from worker.message import FIRST_SEEN_MS, LAST_ERROR, REASON, RECONSUMETIMES
+from worker.nightly.spark import InlineSecret, executor_settings, inline_secrets, settings_on_executor
 from worker.settings import Settings
 
 # The report's outcomes. The decision core's TRANSIENT is "still_failing" here: the ledger stays parked.
 STILL_FAILING = "still_failing"
-FINAL_OUTCOMES = ("deleted", "already_gone", "rejected", "invalid")
-OUTCOMES = (*FINAL_OUTCOMES, "in_use", "too_young", STILL_FAILING, "would_delete")
+FINAL_OUTCOMES = tuple(o.value for o in Outcome if o in FINAL)
+OUTCOMES = (*FINAL_OUTCOMES, Outcome.IN_USE.value, Outcome.TOO_YOUNG.value, STILL_FAILING, Outcome.WOULD_DELETE.value)
 
 DECIDED_SCHEMA = (
     "claim string, ledger_id long, ledger_type string, topic string, component string, cursor_name string, "
@@ -78,12 +88,16 @@ class ReplaySummary:
 
 
 def source_options(settings: Settings, topic: str, subscription: str | None) -> dict[str, str]:
+    """The ``pulsar`` source's options: the token's file, never the token (options show in query plans
+    and event logs; every executor reads the file itself)."""
     p = settings.pulsar
+    if p.auth_token and p.auth_token_file is None:
+        raise InlineSecret(f"the nightly jobs never ship a secret to their executors: {inline_secrets(settings)[0]}")
     opts = {"service_url": p.service_url, "admin_url": str(p.admin_url).rstrip("/"), "topic": topic}
     if subscription:
         opts["subscription"] = subscription
-    if p.auth_token:
-        opts["token"] = p.auth_token
+    if p.auth_token_file is not None:
+        opts["token_file"] = str(p.auth_token_file)
     if p.tls_trust_certs_file:
         opts["tls_trust_certs_file"] = str(p.tls_trust_certs_file)
     return opts
@@ -131,6 +145,11 @@ def dedupe(dlq: Any, partitions: int) -> Any:
     """One row per claim, every message id kept, newest DLQ reason/last error, oldest first-seen; the rows
     of one topic in one of ``partitions`` partitions.
 
+    The claim is the payload itself (type and id first, for whoever reads the report): the decision reads
+    nothing else, so every message of a row gets the verdict on its own content. Any narrower key (one
+    that leaves out the offload target's driver metadata, say) lets a forged copy published first be
+    decided for the genuine one and acknowledge it with its own verdict.
+
     Grouped by (topic, claim) after partitioning by topic: the topic partitioning already clusters every
     claim, so Spark plans one shuffle instead of one for the claims and another for the topics."""
     from pyspark.sql import functions as F
@@ -138,36 +157,28 @@ def dedupe(dlq: Any, partitions: int) -> Any:
     decodable = F.col("decode_error").isNull()
     claim = F.when(
         decodable,
-        F.concat_ws(
-            "|",
-            "ledger_type",
-            F.col("ledger_id").cast("string"),
-            "topic_name",
-            "ledger_component",
-            F.coalesce("cursor_name", F.lit("")),
-            F.coalesce("schema_id", F.lit("")),
-            F.coalesce("offload_uuid", F.lit("")),
-        ),
+        F.concat_ws("|", "ledger_type", F.col("ledger_id").cast("string"), F.sha2("payload", 256)),
         # An undecodable message is its own row: nothing about it can be trusted to group by.
     ).otherwise(F.concat(F.lit("invalid|"), "message_id_str"))
-    first_seen_ms = F.coalesce(F.col("properties").getItem("first_seen_ms").cast("long"), F.unix_millis("publish_time"))
+    props = F.col("properties")
+    first_seen_ms = F.coalesce(props.getItem(FIRST_SEEN_MS).cast("long"), F.unix_millis("publish_time"))
     return (
         dlq.withColumn("claim", claim)
         .repartition(partitions, "topic_name")
         .groupBy("topic_name", "claim")
         .agg(
-            F.min_by("payload", "publish_time").alias("payload"),
+            F.first("payload").alias("payload"),  # one payload per claim
             F.first("ledger_id").alias("ledger_id"),
             F.first("ledger_type").alias("ledger_type"),
             F.first("ledger_component").alias("component"),
             F.first("cursor_name").alias("cursor_name"),
             F.first("schema_id").alias("schema_id"),
             F.first("offload_uuid").alias("offload_uuid"),
-            F.max(F.col("properties").getItem("RECONSUMETIMES").cast("int")).alias("attempts"),
+            F.max(props.getItem(RECONSUMETIMES).cast("int")).alias("attempts"),
             F.timestamp_millis(F.min(first_seen_ms)).alias("first_seen"),
             F.max("publish_time").alias("last_published"),
-            F.max_by(F.col("properties").getItem("reason"), "publish_time").alias("dlq_reason"),
-            F.max_by(F.col("properties").getItem("last_error"), "publish_time").alias("last_error"),
+            F.max_by(props.getItem(REASON), "publish_time").alias("dlq_reason"),
+            F.max_by(props.getItem(LAST_ERROR), "publish_time").alias("last_error"),
             F.count(F.lit(1)).cast("int").alias("messages"),
             F.collect_list("message_id").alias("message_ids"),
             F.collect_list("message_id_str").alias("message_id_strs"),
@@ -178,8 +189,6 @@ def dedupe(dlq: Any, partitions: int) -> Any:
 
 
 def _outcome(result: Any) -> str:
-    from worker.decision import Outcome
-
     return STILL_FAILING if result.outcome is Outcome.TRANSIENT else str(result.outcome.value)
 
 
@@ -204,13 +213,15 @@ async def decide_rows(settings: Settings, rows: list[dict[str, Any]], *, dry_run
         await asyncio.gather(*(one(r) for r in rows))
 
 
-def decide_partition(settings_json: str, dry_run: bool, concurrency: int) -> Any:
-    """The ``mapInPandas`` function: runs on an executor, one asyncio loop per partition."""
+def decide_partition(settings: Settings, dry_run: bool, concurrency: int) -> Any:
+    """The ``mapInPandas`` function: runs on an executor, one asyncio loop per partition. It carries the
+    settings with file paths in place of secrets (refused if a secret is inline)."""
+    payload = executor_settings(settings)
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pandas as pd
 
-        settings = Settings.model_validate_json(settings_json)
+        settings = settings_on_executor(payload)
         frames = list(batches)
         if not frames:
             return
@@ -234,31 +245,78 @@ def replay(spark: Any, settings: Settings, opts: ReplayOptions) -> ReplaySummary
 
     t0 = time.monotonic()
     summary = ReplaySummary(opts.run_id, opts.run_date, opts.dry_run)
-    # Pinned: the end captured at planning holds for every step below, and the DLQ is read once.
-    dlq = read_dlq(spark, settings).localCheckpoint(eager=True)
-    summary.read = dlq.count()
     sc = spark.sparkContext
     n = opts.partitions or PARTITIONS_PER_SLOT * sc.defaultParallelism
     concurrency = opts.concurrency or settings.worker.max_inflight
     task_settings = per_task_settings(settings, task_slots_per_executor(dict(sc.getConf().getAll()), sc.master))
+    # Before anything is read: a secret given inline is refused here, not after the DLQ was read.
+    decide = decide_partition(task_settings, opts.dry_run, concurrency)
+    # Pinned: the end captured at planning holds for every step below, and the DLQ is read once.
+    dlq = read_dlq(spark, settings).localCheckpoint(eager=True)
+    summary.read = dlq.count()
+    # Pinned too: one action decides (and deletes); everything after reads what it decided, never
+    # deciding again.
     decided = (
         dedupe(dlq, n)
-        .mapInPandas(decide_partition(task_settings.model_dump_json(), opts.dry_run, concurrency), DECIDED_SCHEMA)
+        .mapInPandas(decide, DECIDED_SCHEMA)
         .withColumn("run_id", F.lit(opts.run_id))
         .withColumn("dry_run", F.lit(opts.dry_run))
         .withColumn("run_date", F.lit(opts.run_date))
+        .localCheckpoint(eager=True)
     )
-    # One action decides (and deletes); everything after reads what it wrote.
-    report = write_report(decided, opts.report_dir).where(F.col("run_id") == opts.run_id)
+    expected = _settled(decided)
     summary.report_path = f"{opts.report_dir}/run_date={opts.run_date}"
+    try:
+        report = write_report(decided, opts.report_dir, lambda p: _report_written(p)).where(
+            F.col("run_id") == opts.run_id
+        )
+        read_back = _settled(report)
+    except Exception as e:  # Spark's errors for a path gone or unreadable are many: all mean the same here
+        raise ReportNotReadBack(
+            f"report {summary.report_path}: cannot write or read it back ({type(e).__name__}: {e}); "
+            "nothing acknowledged"
+        ) from e
+    if read_back != expected:
+        raise ReportNotReadBack(
+            f"report {summary.report_path}: read back {read_back.rows} rows and {len(read_back.final_ids)} final "
+            f"messages of the {expected.rows} rows and {len(expected.final_ids)} final messages written; "
+            "nothing acknowledged"
+        )
     for r in report.groupBy("outcome").agg(F.count(F.lit(1)).alias("n"), F.sum("messages").alias("m")).collect():
         summary.rows[r["outcome"]] = int(r["n"])
         summary.messages[r["outcome"]] = int(r["m"])
     if not opts.dry_run:
-        ids = [bytes(m) for r in report.where("final").select("message_ids").collect() for m in r["message_ids"]]
+        # The pinned decisions, proven above to be what the report holds (the files are not read again:
+        # what was verified is what is acknowledged).
+        ids = [bytes(m) for r in decided.where("final").select("message_ids").collect() for m in r["message_ids"]]
         summary.acknowledged = acknowledge(settings, ids)
     summary.duration_s = time.monotonic() - t0
     return summary
+
+
+@dataclass(frozen=True)
+class _Settled:
+    """What a report says about one run: its row count and the messages its final rows settle."""
+
+    rows: int
+    messages: int
+    final_ids: frozenset[str]
+
+
+def _settled(rows: Any) -> _Settled:
+    from pyspark.sql import functions as F
+
+    total = rows.agg(F.count(F.lit(1)).alias("n"), F.sum("messages").alias("m")).first()
+    final = rows.where("final").select(F.explode("message_id_strs").alias("id")).collect()
+    return _Settled(int(total["n"]), int(total["m"] or 0), frozenset(r["id"] for r in final))
+
+
+class ReportNotReadBack(RuntimeError):
+    """The report written cannot be read back whole: settling rows it does not hold would leave no trace."""
+
+
+def _report_written(path: str) -> None:
+    """Runs between writing the report and reading it back (tests lose a file here)."""
 
 
 def acknowledge(settings: Settings, message_ids: list[bytes]) -> int:

@@ -9,13 +9,11 @@ from worker.settings import Settings
 
 
 def _offload_info(settings: Settings, o: dict[str, Any]) -> Any:
+    from worker.core.offload_driver_metadata import driver_metadata
     from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
 
     target = next(t for t in settings.offload.s3_targets if t.bucket == o["bucket"])
-    driver_md = {"bucket": target.bucket, "region": target.region}
-    if target.endpoint is not None:
-        driver_md["serviceEndpoint"] = str(target.endpoint).rstrip("/")
-    ctx = OffloadContext.from_uuid(uuid.UUID(o["uuid"]), target.driver, driver_md)
+    ctx = OffloadContext.from_uuid(uuid.UUID(o["uuid"]), target.driver, driver_metadata(target))
     return PendingDeleteLedgerInfo(
         topic_name=o["topic"],
         ledger_component=LedgerComponent.MANAGED_LEDGER,

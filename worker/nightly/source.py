@@ -20,7 +20,10 @@ Options (strings, as every Spark option):
                             are left out, and reading starts at its mark-delete position. Nothing is
                             acknowledged by the source: the DLQ replay acknowledges on that subscription
                             itself, after its report is written
-``token``                   optional bearer token, for both endpoints
+``token_file``              optional file holding the bearer token, for both endpoints; read on the driver
+                            when the job is planned and on each executor when it reads (a path every
+                            executor can read: a mounted secret). The token itself is never an option:
+                            options show in query plans and event logs
 ``tls_trust_certs_file``    optional PEM CA bundle for an https ``admin_url`` and a ``pulsar+ssl://``
                             ``service_url`` (a path every executor can read)
 ``read_timeout_ms``         how long a reader waits for the next message before the partition fails
@@ -42,6 +45,7 @@ import asyncio
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -171,15 +175,29 @@ class PulsarReader(DataSourceReader):
         self.admin_url = _required(options, "admin_url")
         self.topic = _required(options, "topic")
         self.subscription = options.get("subscription") or None
-        self.token = options.get("token") or None
+        if options.get("token"):
+            raise OptionError("pulsar data source: option 'token' is not accepted: give 'token_file'")
+        self.token_file = options.get("token_file") or None
         self.ca_file = options.get("tls_trust_certs_file") or None
         try:
             self.read_timeout_ms = int(options.get("read_timeout_ms") or 30000)
         except ValueError as e:
             raise OptionError(f"pulsar data source: option 'read_timeout_ms': {e}") from e
 
+    def _token(self) -> str | None:
+        """The token, read where it is needed (driver or executor): it never travels with the reader."""
+        if self.token_file is None:
+            return None
+        try:
+            token = Path(self.token_file).read_text().strip()
+        except OSError as e:
+            raise OptionError(f"pulsar data source: token_file {self.token_file}: {e.strerror or e}") from e
+        if not token:
+            raise OptionError(f"pulsar data source: token_file {self.token_file} is empty")
+        return token
+
     def partitions(self) -> list[InputPartition]:
-        return list(asyncio.run(plan(self.admin_url, self.topic, self.subscription, self.token, self.ca_file)))
+        return list(asyncio.run(plan(self.admin_url, self.topic, self.subscription, self._token(), self.ca_file)))
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         if partition is None:
@@ -187,7 +205,7 @@ class PulsarReader(DataSourceReader):
             return iter(())
         # Not an isinstance check: Spark may ship the partition's class by value, a different class object.
         return arrow_batches(
-            read_partition(self.service_url, self.token, partition, self.read_timeout_ms, self.ca_file)
+            read_partition(self.service_url, self._token(), partition, self.read_timeout_ms, self.ca_file)
         )
 
 
@@ -235,6 +253,10 @@ def read_partition(
         service_url,
         authentication=pulsar.AuthenticationToken(token) if token else None,
         **({"tls_trust_certs_file_path": ca_file} if ca_file else {}),
+        # pulsar+ssl://: the certificate must name the broker's host, not merely chain to a trusted CA
+        # (the client's default), or the token goes to whoever holds any such certificate.
+        tls_validate_hostname=True,
+        tls_allow_insecure_connection=False,
         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
     )
     try:

@@ -1,10 +1,14 @@
-"""One way to get a SparkSession for the nightly jobs, with the ``pulsar`` data source registered."""
+"""One way to get a SparkSession for the nightly jobs, with the ``pulsar`` data source registered; the
+settings the executors get; the Parquet report, written and read back."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
+
+from worker.settings import ConfigError, Settings
 
 
 def session(master: str | None = None, app_name: str = "ledger-deletion-worker", **conf: str) -> Any:
@@ -41,9 +45,57 @@ def spark_running() -> bool:
     return SparkContext._active_spark_context is not None
 
 
-def write_report(df: Any, path: str) -> Any:
+def write_report(df: Any, path: str, after_write: Callable[[str], None] | None = None) -> Any:
     """Append ``df`` to the Parquet report at ``path`` (partitioned by ``run_date``) and return the report
-    as a DataFrame of the same schema. A run with no rows writes no file; without the schema given,
-    reading a root that holds none (the first run of an empty DLQ) fails to infer one."""
+    as a DataFrame of the same schema, read back from ``path``; ``after_write(path)`` runs in between.
+    A run with no rows writes no file; without the schema given, reading a root that holds none (the
+    first run of an empty DLQ) fails to infer one."""
     df.write.mode("append").partitionBy("run_date").parquet(path)
+    if after_write is not None:
+        after_write(path)
     return df.sparkSession.read.schema(df.schema).parquet(path)
+
+
+class InlineSecret(ConfigError):
+    """A secret given inline: the nightly jobs would have to ship it to their executors."""
+
+
+def inline_secrets(settings: Settings) -> list[str]:
+    """The settings keys holding a secret value no executor could read for itself."""
+    out = []
+    p = settings.pulsar
+    if p.auth_token and p.auth_token_file is None:
+        out.append("pulsar.auth_token (use pulsar.auth_token_file / LDW_PULSAR__AUTH_TOKEN_FILE)")
+    for i, t in enumerate(settings.offload.s3_targets):
+        for key in ("access_key_id", "secret_access_key"):
+            if getattr(t, key) and getattr(t, f"{key}_file") is None:
+                out.append(
+                    f"offload.s3_targets[{i}].{key} (use offload.s3_targets[{i}].{key}_file, or leave both keys "
+                    "unset for the AWS credential chain of every executor)"
+                )
+    return out
+
+
+def executor_settings(settings: Settings) -> str:
+    """The settings as every executor gets them (in a closure, pickled into each task): file paths, never
+    a secret. Each executor reads the Pulsar token and the S3 keys from those files itself (they must be
+    readable there: a mounted secret), or finds S3 credentials in its AWS credential chain. Closures and
+    options travel over the network and into logs and query plans; a secret given inline is refused."""
+    bad = inline_secrets(settings)
+    if bad:
+        raise InlineSecret(
+            "the nightly jobs never ship a secret to their executors; set these as files instead: " + "; ".join(bad)
+        )
+    payload = settings.model_dump_json()
+    secrets = [settings.pulsar.auth_token] + [
+        v for t in settings.offload.s3_targets for v in (t.access_key_id, t.secret_access_key)
+    ]
+    # The serializers leave out what came from a file; a key added later without one must not slip by.
+    if any(v and v in payload for v in secrets):
+        raise InlineSecret("a secret value would travel in the executors' settings")
+    return payload
+
+
+def settings_on_executor(payload: str) -> Settings:
+    """The settings from :func:`executor_settings`, secrets read here from their files."""
+    return Settings.model_validate_json(payload)

@@ -36,6 +36,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _secret_file(workdir: Path, name: str, value: str) -> Path:
+    p = workdir / name
+    p.write_text(value)
+    p.chmod(0o600)
+    return p
+
+
 class WorkerHarness:
     def __init__(self, stack: Stack, workdir: Path, name: str, **overrides: Any) -> None:
         self.stack = stack
@@ -54,8 +61,9 @@ class WorkerHarness:
                         "bucket": stack.s3_bucket,
                         "endpoint": stack.s3_endpoint,
                         "region": "us-east-1",
-                        "access_key_id": "testing",
-                        "secret_access_key": "testing",
+                        # From files, as in production: the nightly jobs never ship a key inline.
+                        "access_key_id_file": str(_secret_file(workdir, "s3-access-key-id", "testing")),
+                        "secret_access_key_file": str(_secret_file(workdir, "s3-secret-access-key", "testing")),
                     }
                 ]
             },

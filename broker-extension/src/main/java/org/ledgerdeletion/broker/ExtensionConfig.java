@@ -1,0 +1,81 @@
+package org.ledgerdeletion.broker;
+
+import java.util.LinkedHashSet;
+import java.util.Properties;
+import java.util.Set;
+import org.apache.pulsar.broker.ServiceConfiguration;
+import org.apache.pulsar.common.naming.TopicName;
+
+/**
+ * The extension's broker.conf keys (read from the broker's configuration, whose unknown keys Pulsar keeps
+ * as properties). Defaults match the worker's (config/worker.example.yaml: topics.*, worker.send_delay_s).
+ */
+public record ExtensionConfig(
+        boolean enabled,
+        String pendingTopic,
+        int partitions,
+        String subscription,
+        long sendDelayMs,
+        long maxWaitMs,
+        long sendTimeoutMs,
+        String serviceUrl,
+        String webServiceUrl,
+        String authPlugin,
+        String authParams,
+        Set<String> excludedNamespaces) {
+
+    public static final String PREFIX = "ledgerDeletion";
+
+    public static ExtensionConfig from(ServiceConfiguration conf) {
+        Properties p = conf.getProperties();
+        // The broker's own listener: its bind address, or loopback when it binds every interface (a lookup
+        // then redirects to whichever broker owns the queue partition).
+        String bind = conf.getBindAddress();
+        String host = bind == null || bind.isBlank() || "0.0.0.0".equals(bind) || "::".equals(bind)
+                ? "127.0.0.1" : bind;
+        int brokerPort = conf.getBrokerServicePort().orElse(6650);
+        int webPort = conf.getWebServicePort().orElse(8080);
+        return of(p, "pulsar://" + host + ":" + brokerPort, "http://" + host + ":" + webPort,
+                conf.getBrokerClientAuthenticationPlugin(), conf.getBrokerClientAuthenticationParameters());
+    }
+
+    static ExtensionConfig of(Properties p, String defaultServiceUrl, String defaultWebUrl, String authPlugin,
+                              String authParams) {
+        String pending = get(p, "PendingTopic", "persistent://pulsar/system/__ledger_deletion");
+        Set<String> excluded = new LinkedHashSet<>();
+        // The queue's own namespace always: its topics' ledgers must never be queued (no feedback loop), and
+        // loading a queue partition needs that namespace's system topics (__change_events): a trim of those
+        // waiting for the queue would wait for itself.
+        excluded.add(TopicName.get(pending).getNamespace());
+        for (String ns : get(p, "ExcludedNamespaces", "").split(",")) {
+            if (!ns.isBlank()) {
+                excluded.add(ns.strip());
+            }
+        }
+        String plugin = get(p, "AuthPlugin", authPlugin == null ? "" : authPlugin);
+        String params = get(p, "AuthParams", authParams == null ? "" : authParams);
+        return new ExtensionConfig(
+                Boolean.parseBoolean(get(p, "Enabled", "true")),
+                pending,
+                Integer.parseInt(get(p, "Partitions", "4")),
+                get(p, "Subscription", "ledger-deletion-worker"),
+                (long) (Double.parseDouble(get(p, "SendDelaySeconds", "60")) * 1000),
+                (long) (Double.parseDouble(get(p, "MaxWaitSeconds", "60")) * 1000),
+                (long) (Double.parseDouble(get(p, "SendTimeoutSeconds", "10")) * 1000),
+                get(p, "ServiceUrl", defaultServiceUrl),
+                get(p, "WebServiceUrl", defaultWebUrl),
+                plugin,
+                params,
+                Set.copyOf(excluded));
+    }
+
+    private static String get(Properties p, String key, String dflt) {
+        String v = p.getProperty(PREFIX + key);
+        return v == null || v.isBlank() ? dflt : v.strip();
+    }
+
+    /** Whether a topic's ledgers bypass the extension (the queue's namespace and any configured one). */
+    public boolean excluded(String topic) {
+        return excludedNamespaces.contains(TopicName.get(topic).getNamespace());
+    }
+}

@@ -1,0 +1,106 @@
+package org.ledgerdeletion.broker;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.bookkeeper.mledger.proto.MLDataFormats.KeyValue;
+import org.apache.bookkeeper.mledger.proto.MLDataFormats.ManagedLedgerInfo;
+import org.apache.bookkeeper.mledger.proto.MLDataFormats.ManagedLedgerInfo.LedgerInfo;
+import org.apache.bookkeeper.mledger.proto.MLDataFormats.OffloadContext;
+import org.apache.pulsar.common.naming.TopicName;
+
+/**
+ * Which ledgers and offloaded copies a metadata write drops: pure functions of the metadata before and
+ * after, the one place the extension decides what to queue.
+ */
+public final class LedgerDrops {
+
+    private LedgerDrops() {
+    }
+
+    /** persistent://tenant/ns/topic[-partition-N] from a managed ledger's name (tenant/ns/persistent/topic). */
+    public static String topicName(String managedLedgerName) {
+        return TopicName.fromPersistenceNamingEncoding(managedLedgerName);
+    }
+
+    /**
+     * What writing {@code after} over {@code before} drops.
+     * <ul>
+     *   <li>a ledger no longer listed: its BookKeeper copy (unless already marked deleted after offload) and
+     *       its offloaded copy, if it had one;</li>
+     *   <li>a ledger still listed whose BookKeeper copy becomes {@code bookkeeperDeleted} (offloaded, lag
+     *       passed): its BookKeeper copy;</li>
+     *   <li>a ledger still listed whose offload uuid changes (a failed attempt replaced): the old copy.</li>
+     * </ul>
+     */
+    public static List<PendingDeletion> droppedBy(String topic, ManagedLedgerInfo before, ManagedLedgerInfo after) {
+        Map<Long, LedgerInfo> now = new HashMap<>();
+        for (LedgerInfo li : after.getLedgerInfoList()) {
+            now.put(li.getLedgerId(), li);
+        }
+        List<PendingDeletion> out = new ArrayList<>();
+        for (LedgerInfo old : before.getLedgerInfoList()) {
+            LedgerInfo kept = now.get(old.getLedgerId());
+            OffloadContext oc = old.getOffloadContext();
+            if (kept == null) {
+                out.addAll(droppedWhole(topic, old));
+                continue;
+            }
+            OffloadContext nc = kept.getOffloadContext();
+            if (!oc.getBookkeeperDeleted() && nc.getBookkeeperDeleted()) {
+                out.add(PendingDeletion.ledger(topic, old.getLedgerId()));
+            }
+            if (hasUuid(oc) && (!hasUuid(nc) || nc.getUidMsb() != oc.getUidMsb() || nc.getUidLsb() != oc.getUidLsb())) {
+                out.add(PendingDeletion.offloaded(topic, old.getLedgerId(), offload(oc)));
+            }
+        }
+        return out;
+    }
+
+    /** Everything a topic's metadata lists, queued when that metadata is removed (topic deletion). */
+    public static List<PendingDeletion> droppedWithTopic(String topic, ManagedLedgerInfo before) {
+        List<PendingDeletion> out = new ArrayList<>();
+        for (LedgerInfo li : before.getLedgerInfoList()) {
+            out.addAll(droppedWhole(topic, li));
+        }
+        return out;
+    }
+
+    /** A cursor's ledger replaced ({@code after} another id or -1) or its cursor removed ({@code after} -1). */
+    public static List<PendingDeletion> droppedCursorLedger(String topic, String cursor, long before, long after) {
+        if (before < 0 || before == after) {
+            return List.of();
+        }
+        return List.of(PendingDeletion.cursorLedger(topic, cursor, before));
+    }
+
+    private static List<PendingDeletion> droppedWhole(String topic, LedgerInfo li) {
+        List<PendingDeletion> out = new ArrayList<>(2);
+        OffloadContext oc = li.getOffloadContext();
+        if (!oc.getBookkeeperDeleted()) {
+            out.add(PendingDeletion.ledger(topic, li.getLedgerId()));
+        }
+        if (hasUuid(oc)) {
+            out.add(PendingDeletion.offloaded(topic, li.getLedgerId(), offload(oc)));
+        }
+        return out;
+    }
+
+    private static boolean hasUuid(OffloadContext oc) {
+        return oc.hasUidMsb() && oc.hasUidLsb();
+    }
+
+    static PendingDeletion.Offload offload(OffloadContext oc) {
+        Map<String, String> meta = new LinkedHashMap<>();
+        String driver = "";
+        if (oc.hasDriverMetadata()) {
+            driver = oc.getDriverMetadata().getName();
+            for (KeyValue kv : oc.getDriverMetadata().getPropertiesList()) {
+                meta.put(kv.getKey(), kv.getValue());
+            }
+        }
+        return new PendingDeletion.Offload(oc.getUidMsb(), oc.getUidLsb(), driver, meta);
+    }
+}

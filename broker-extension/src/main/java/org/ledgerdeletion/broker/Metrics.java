@@ -1,0 +1,32 @@
+package org.ledgerdeletion.broker;
+
+import io.prometheus.client.Counter;
+
+/**
+ * The extension's counters, in the default Prometheus registry that the broker's /metrics endpoint
+ * includes. Registered once per JVM (a second storage instance in one JVM, as in tests, shares them).
+ */
+final class Metrics {
+    static final Counter MARKED = register(Counter.build("ledger_deletion_broker_marked",
+            "Pending deletions the broker extension made durable before a metadata write dropped them")
+            .labelNames("ledger_type"));
+    static final Counter SEND_FAILURES = register(Counter.build("ledger_deletion_broker_send_failures",
+            "Failed attempts to publish a pending deletion (each is retried until the wait limit)"));
+    static final Counter WRITES_HELD = register(Counter.build("ledger_deletion_broker_metadata_writes_held",
+            "Metadata writes that dropped ledgers and waited for their pending deletions"));
+    static final Counter WRITES_FAILED = register(Counter.build("ledger_deletion_broker_metadata_writes_failed",
+            "Metadata writes failed because their pending deletions were not durable in time (ledgers kept)"));
+
+    private Metrics() {
+    }
+
+    private static Counter register(Counter.Builder b) {
+        Counter c = b.create();
+        try {
+            c.register();
+        } catch (IllegalArgumentException alreadyRegistered) {
+            // Another class loader's copy registered it first; this copy still counts, unexported.
+        }
+        return c;
+    }
+}

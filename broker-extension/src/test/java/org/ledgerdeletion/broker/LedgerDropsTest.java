@@ -1,0 +1,99 @@
+package org.ledgerdeletion.broker;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+import java.util.Properties;
+import org.apache.bookkeeper.mledger.proto.MLDataFormats.KeyValue;
+import org.apache.bookkeeper.mledger.proto.MLDataFormats.ManagedLedgerInfo;
+import org.apache.bookkeeper.mledger.proto.MLDataFormats.ManagedLedgerInfo.LedgerInfo;
+import org.apache.bookkeeper.mledger.proto.MLDataFormats.OffloadContext;
+import org.apache.bookkeeper.mledger.proto.MLDataFormats.OffloadDriverMetadata;
+import org.junit.jupiter.api.Test;
+
+class LedgerDropsTest {
+    private static final String TOPIC = "persistent://public/default/t-partition-0";
+
+    private static LedgerInfo plain(long id) {
+        return LedgerInfo.newBuilder().setLedgerId(id).setEntries(5).build();
+    }
+
+    private static LedgerInfo offloaded(long id, long msb, long lsb, boolean bkDeleted) {
+        OffloadContext oc = OffloadContext.newBuilder().setUidMsb(msb).setUidLsb(lsb).setComplete(true)
+                .setBookkeeperDeleted(bkDeleted)
+                .setDriverMetadata(OffloadDriverMetadata.newBuilder().setName("aws-s3")
+                        .addProperties(KeyValue.newBuilder().setKey("bucket").setValue("b").build()).build())
+                .build();
+        return LedgerInfo.newBuilder().setLedgerId(id).setOffloadContext(oc).build();
+    }
+
+    private static ManagedLedgerInfo list(LedgerInfo... ledgers) {
+        return ManagedLedgerInfo.newBuilder().addAllLedgerInfo(List.of(ledgers)).build();
+    }
+
+    @Test
+    void topicNameFromManagedLedgerName() {
+        assertEquals(TOPIC, LedgerDrops.topicName("public/default/persistent/t-partition-0"));
+    }
+
+    @Test
+    void trimmedLedgersAreDropped() {
+        var drops = LedgerDrops.droppedBy(TOPIC, list(plain(1), plain(2), plain(3)), list(plain(3)));
+        assertEquals(List.of(PendingDeletion.ledger(TOPIC, 1), PendingDeletion.ledger(TOPIC, 2)), drops);
+    }
+
+    @Test
+    void rolloverAddingALedgerDropsNothing() {
+        assertTrue(LedgerDrops.droppedBy(TOPIC, list(plain(1)), list(plain(1), plain(2))).isEmpty());
+    }
+
+    @Test
+    void droppedOffloadedLedgerQueuesBothCopiesUnlessBookKeeperCopyIsGone() {
+        var drops = LedgerDrops.droppedBy(TOPIC, list(offloaded(7, 1, 2, false), plain(8)), list(plain(8)));
+        assertEquals(2, drops.size());
+        assertEquals(PendingDeletion.LEDGER, drops.get(0).ledgerType());
+        assertEquals(PendingDeletion.OFFLOAD_LEDGER, drops.get(1).ledgerType());
+        assertEquals("aws-s3", drops.get(1).offload().driverName());
+        assertEquals("b", drops.get(1).offload().driverMetadata().get("bucket"));
+        var gone = LedgerDrops.droppedBy(TOPIC, list(offloaded(7, 1, 2, true)), list());
+        assertEquals(List.of(PendingDeletion.OFFLOAD_LEDGER), gone.stream().map(PendingDeletion::ledgerType).toList());
+    }
+
+    @Test
+    void bookKeeperCopyReleasedAfterOffload() {
+        var drops = LedgerDrops.droppedBy(TOPIC, list(offloaded(7, 1, 2, false)), list(offloaded(7, 1, 2, true)));
+        assertEquals(List.of(PendingDeletion.ledger(TOPIC, 7)), drops);
+    }
+
+    @Test
+    void replacedOffloadAttemptDropsTheOldCopy() {
+        var drops = LedgerDrops.droppedBy(TOPIC, list(offloaded(7, 1, 2, false)), list(offloaded(7, 3, 4, false)));
+        assertEquals(1, drops.size());
+        assertEquals(1, drops.get(0).offload().uidMsb());
+    }
+
+    @Test
+    void cursorLedgers() {
+        assertEquals(List.of(PendingDeletion.cursorLedger(TOPIC, "sub", 5)),
+                LedgerDrops.droppedCursorLedger(TOPIC, "sub", 5, 9));
+        assertEquals(List.of(PendingDeletion.cursorLedger(TOPIC, "sub", 5)),
+                LedgerDrops.droppedCursorLedger(TOPIC, "sub", 5, -1));
+        assertTrue(LedgerDrops.droppedCursorLedger(TOPIC, "sub", 5, 5).isEmpty());
+        assertTrue(LedgerDrops.droppedCursorLedger(TOPIC, "sub", -1, 9).isEmpty());
+    }
+
+    @Test
+    void wholeTopic() {
+        var drops = LedgerDrops.droppedWithTopic(TOPIC, list(plain(1), offloaded(2, 1, 2, true)));
+        assertEquals(2, drops.size());
+    }
+
+    @Test
+    void queueNamespaceIsExcluded() {
+        var cfg = ExtensionConfig.of(new Properties(), "pulsar://x:1", "http://x:2", null, null);
+        assertTrue(cfg.excluded("persistent://pulsar/system/__ledger_deletion-partition-0"));
+        assertTrue(cfg.excluded("persistent://pulsar/system/__change_events"));
+        assertTrue(!cfg.excluded(TOPIC));
+    }
+}

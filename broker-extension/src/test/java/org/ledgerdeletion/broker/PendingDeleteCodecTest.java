@@ -1,0 +1,32 @@
+package org.ledgerdeletion.broker;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.io.IOException;
+import java.util.Map;
+import org.apache.avro.generic.GenericDatumReader;
+import org.apache.avro.generic.GenericRecord;
+import org.apache.avro.io.DecoderFactory;
+import org.junit.jupiter.api.Test;
+
+class PendingDeleteCodecTest {
+    @Test
+    void roundTripsThroughTheWorkersSchema() throws IOException {
+        var d = PendingDeletion.offloaded("persistent://a/b/c", 42,
+                new PendingDeletion.Offload(-1L, 7L, "aws-s3", Map.of("bucket", "x")));
+        byte[] bytes = PendingDeleteCodec.encode(d, Map.of("source", "test"));
+        GenericRecord r = new GenericDatumReader<GenericRecord>(PendingDeleteCodec.SCHEMA)
+                .read(null, DecoderFactory.get().binaryDecoder(bytes, null));
+        assertEquals("persistent://a/b/c", r.get("topicName").toString());
+        assertEquals("OFFLOAD_LEDGER", r.get("ledgerType").toString());
+        assertEquals(42L, r.get("ledgerId"));
+        assertEquals(-1L, ((GenericRecord) r.get("offloadContext")).get("uidMsb"));
+    }
+
+    @Test
+    void schemaTextIsTheWorkersJson() {
+        // The worker registers json.dumps(AVRO_SCHEMA): same text, same schema version.
+        assertEquals('{', PendingDeleteCodec.SCHEMA_JSON.charAt(0));
+        assertEquals("org.apache.pulsar.broker.service.ledgerdeletion", PendingDeleteCodec.SCHEMA.getNamespace());
+    }
+}

@@ -1,0 +1,123 @@
+"""The live set parsed from ``internalStats`` and the in-use rule (``worker.core.live_set``).
+
+The ``internalStats`` shapes are Pulsar 4.0.8's, as read on the local stack: after a compaction the
+``__compaction`` cursor carries ``properties: {"CompactedTopicLedger": <id>}`` next to
+``compactedLedger.ledgerId``; after clearing that cursor's backlog and an unload, the cursor is there with
+``properties: {}`` and ``compactedLedger.ledgerId`` is -1 (tests/integration/test_compacted_ledger.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from worker.core.ledger_owner import LedgerComponent
+from worker.core.live_set import Hold, LiveSet, ledger_hold
+from worker.in_use import in_use
+from worker.message import LedgerType, PendingDeleteLedgerInfo
+from worker.topic_name import TopicName
+
+T = TopicName.parse("persistent://t/ns/x")
+A = "http://broker-a:8080"
+NO_CURSOR = object()
+
+
+def stats(
+    ledgers: list[int] = (),  # type: ignore[assignment]
+    *,
+    compacted: int = -1,
+    persisted: Any = NO_CURSOR,
+) -> dict[str, Any]:
+    """``persisted``: NO_CURSOR (no ``__compaction`` cursor), None (a cursor without the property), an id."""
+    cursors: dict[str, Any] = {"sub": {"cursorLedger": 50, "properties": {}}}
+    if persisted is not NO_CURSOR:
+        props = {} if persisted is None else {"CompactedTopicLedger": persisted}
+        cursors["__compaction"] = {"cursorLedger": -1, "state": "NoLedger", "properties": props}
+    return {
+        "ledgers": [{"ledgerId": i, "entries": 5, "size": 100, "offloaded": False} for i in ledgers],
+        "cursors": cursors,
+        "schemaLedgers": [],
+        "compactedLedger": {"ledgerId": compacted, "entries": -1, "size": -1, "offloaded": False},
+    }
+
+
+def parse(st: dict[str, Any], topic: TopicName = T) -> LiveSet:
+    return LiveSet.from_internal_stats(topic, st, A, 0, 0.0)
+
+
+def compacted_info(ledger_id: int) -> PendingDeleteLedgerInfo:
+    return PendingDeleteLedgerInfo(str(T), LedgerComponent.COMPACTED_LEDGER, LedgerType.LEDGER, ledger_id)
+
+
+def test_the_compacted_ledger_is_read_from_the_compaction_cursor_when_internal_stats_gives_minus_one() -> None:
+    s = parse(stats([40, 41], compacted=-1, persisted=30))
+    assert s.compacted_ledger == 30
+    assert s.references(30) and 30 in s.all_ids
+    assert in_use(s, compacted_info(30))
+    assert ledger_hold(s, LedgerComponent.COMPACTED_LEDGER, 30) is Hold.REFERENCED
+    # An older compacted ledger is a leftover of an earlier compaction: unreferenced.
+    assert ledger_hold(s, LedgerComponent.COMPACTED_LEDGER, 20) is None
+    assert not in_use(s, compacted_info(20))
+
+
+def test_a_compaction_cursor_naming_no_compacted_ledger_is_no_proof() -> None:
+    s = parse(stats([40, 41], compacted=-1, persisted=None))
+    assert s.compacted_ledger is None
+    for lid in (5, 35, 45):
+        hold = ledger_hold(s, LedgerComponent.COMPACTED_LEDGER, lid)
+        assert hold is Hold.COMPACTION_UNNAMED and not hold.proven
+        assert in_use(s, compacted_info(lid))  # the worker keeps it
+    # Only compacted ledgers: the topic's other ledgers are judged as before.
+    assert ledger_hold(s, LedgerComponent.MANAGED_LEDGER, 35) is None
+
+
+def test_a_compacted_ledger_newer_than_the_one_named_may_be_uncommitted() -> None:
+    s = parse(stats([40, 41], compacted=30, persisted=30))
+    hold = ledger_hold(s, LedgerComponent.COMPACTED_LEDGER, 42)
+    assert hold is Hold.COMPACTION_UNCOMMITTED and not hold.proven
+    assert ledger_hold(s, LedgerComponent.COMPACTED_LEDGER, 29) is None
+
+
+def test_loaded_and_persisted_compacted_ledgers_both_count() -> None:
+    # The broker switching compacted ledgers: the cursor names the new one, the old is still loaded.
+    s = parse(stats([40], compacted=30, persisted=35))
+    assert s.compacted_ledger == 35
+    assert s.compacted_ledgers == {30, 35}
+    assert s.references(30) and s.references(35)
+    assert ledger_hold(s, LedgerComponent.COMPACTED_LEDGER, 33) is None  # older than the newest named
+
+
+def test_without_a_compaction_cursor_an_unnamed_compacted_ledger_is_unreferenced() -> None:
+    s = parse(stats([40], compacted=-1))
+    assert s.compacted_ledger is None and s.compaction_floor is None
+    assert ledger_hold(s, LedgerComponent.COMPACTED_LEDGER, 45) is None
+    # The loaded context alone (no cursor in these stats) still counts.
+    assert parse(stats([40], compacted=30)).references(30)
+
+
+@pytest.mark.parametrize("props", [None, {}, {"CompactedTopicLedger": -1}, {"CompactedTopicLedger": None}, {"x": 3}])
+def test_odd_compaction_cursor_properties_name_nothing(props: Any) -> None:
+    st = stats([40])
+    st["cursors"]["__compaction"] = {"cursorLedger": -1, "properties": props}
+    s = parse(st)
+    assert s.compacted_ledger is None and s.compaction_floor == -1
+
+
+def test_union_keeps_every_partitions_compacted_ledgers_and_the_lowest_floor() -> None:
+    p0, p1 = T.partition(0), T.partition(1)
+    parts = [parse(stats([40], compacted=30, persisted=30), p0), parse(stats([41], persisted=None), p1)]
+    u = LiveSet.union(T, parts, 0, 0.0)
+    assert u.compacted_ledgers == {30}
+    assert u.schema_ledgers == frozenset()  # compacted ledgers are not schema ledgers
+    assert u.references(30)
+    assert ledger_hold(u, LedgerComponent.COMPACTED_LEDGER, 10) is Hold.COMPACTION_UNNAMED
+    no_compaction = LiveSet.union(T, [parse(stats([40], compacted=30), p0)], 0, 0.0)
+    assert no_compaction.compaction_floor is None and no_compaction.references(30)
+
+
+def test_any_referenced_id_is_in_use_whatever_the_component() -> None:
+    s = parse(stats([40, 41], persisted=30))
+    for component in LedgerComponent:
+        assert ledger_hold(s, component, 41) is Hold.REFERENCED
+        assert ledger_hold(s, component, 50) is Hold.REFERENCED  # the cursor "sub"'s ledger

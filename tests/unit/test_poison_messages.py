@@ -1,0 +1,255 @@
+"""Poison messages through the pipeline's settle step: whatever a message carries (an absurd attempt count, a
+payload near the broker's limit, a time that is no time), and whatever fails while settling it, it ends
+acknowledged or in the DLQ, never in a redelivery loop.
+
+The pipeline here is the real one (``worker.pipeline.Pipeline`` with the real ``Settler``); only the decision
+and the Pulsar consumer/producers are scripted. The same defects on the real stack:
+tests/integration/test_poison_messages.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+
+from worker import message as m
+from worker import pipeline as pipeline_mod
+from worker.decision import Outcome, Result, Route
+from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode
+from worker.metrics import Metrics
+from worker.pipeline import Pipeline
+from worker.settings import WorkerSettings
+from worker.settlement import DeadLetterRefused, Settler
+
+
+class Msg:
+    def __init__(self, props: dict[str, str] | None = None, data: bytes = b"payload", redeliveries: int = 0) -> None:
+        self._props = props or {}
+        self._data = data
+        self._redeliveries = redeliveries
+
+    def properties(self) -> dict[str, str]:
+        return self._props
+
+    def data(self) -> bytes:
+        return self._data
+
+    def topic_name(self) -> str:
+        return "persistent://pulsar/system/__ledger_deletion"
+
+    def message_id(self) -> str:
+        return "(1,2,-1,-1)"
+
+    def publish_timestamp(self) -> int:
+        return 1_000
+
+    def redelivery_count(self) -> int:
+        return self._redeliveries
+
+
+class Events:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes, dict[str, str], dict[str, Any]]] = []
+        self.acked: list[Any] = []
+
+    def names(self) -> list[str]:
+        return [s[0] for s in self.sent]
+
+
+class Consumer:
+    def __init__(self, ev: Events) -> None:
+        self.ev = ev
+
+    async def acknowledge(self, msg: Any) -> None:
+        self.ev.acked.append(msg)
+
+
+class Producer:
+    def __init__(self, name: str, ev: Events, fail: BaseException | None = None) -> None:
+        self.name = name
+        self.ev = ev
+        self.fail = fail
+
+    async def send(self, content: Any, properties: dict[str, str] | None = None, **kw: Any) -> Any:
+        if self.fail is not None:
+            raise self.fail
+        self.ev.sent.append((self.name, content, dict(properties or {}), kw))
+
+
+class Decider:
+    """Returns one scripted decision (or raises it)."""
+
+    def __init__(self, result: Result | BaseException, info: PendingDeleteLedgerInfo | None = None) -> None:
+        self.result = result
+        self.info = info
+        self.seen: list[bytes] = []
+
+    async def decide(self, data: bytes) -> tuple[PendingDeleteLedgerInfo | None, Result]:
+        self.seen.append(data)
+        if isinstance(self.result, BaseException):
+            raise self.result
+        return self.info, self.result
+
+
+INFO = PendingDeleteLedgerInfo("persistent://t/ns/topic", LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, 7)
+
+
+def make(
+    decider: Decider,
+    ev: Events,
+    *,
+    retry_fail: BaseException | None = None,
+    dlq_fail: BaseException | None = None,
+    **settings: Any,
+) -> Pipeline:
+    s = WorkerSettings(**{"max_attempts": 10, **settings})
+    metrics = Metrics()
+    settler = Settler(
+        Consumer(ev),
+        Producer("retry", ev, retry_fail),
+        Producer("dlq", ev, dlq_fail),
+        metrics,
+        max_attempts=s.max_attempts,
+        max_payload_bytes=s.max_payload_bytes,
+    )
+    return Pipeline(decider=decider, settler=settler, settings=s, metrics=metrics)  # type: ignore[arg-type]
+
+
+TRANSIENT = Result(Outcome.TRANSIENT, Route.OWNER, "bookie down", stage="bookkeeper")
+
+
+@pytest.mark.parametrize("count", ["1100", "5000", "100000", "9" * 5000])
+async def test_an_absurd_attempt_count_is_dead_lettered_not_looped(count: str) -> None:
+    # Defect: the backoff delay was computed before the attempts check, and 60 * 2.0 ** 4999 raises
+    # OverflowError: handle() raised, the daemon nacked, and the redelivered copy raised again, forever.
+    ev = Events()
+    msg = Msg({m.RECONSUMETIMES: count})
+    res = await make(Decider(TRANSIENT, INFO), ev).handle(msg)  # type: ignore[arg-type]
+    assert res.outcome is Outcome.TRANSIENT
+    assert ev.names() == ["dlq"]
+    props = ev.sent[0][2]
+    assert props[m.REASON] == "transient"
+    assert "attempts exhausted" in props[m.LAST_ERROR]
+    assert ev.acked == [msg]
+
+
+async def test_a_payload_over_the_limit_is_invalid_and_dead_lettered_bounded() -> None:
+    ev = Events()
+    decider = Decider(TRANSIENT, INFO)
+    payload = b"\x00" * 200_000
+    msg = Msg(data=payload)
+    res = await make(decider, ev).handle(msg)  # type: ignore[arg-type]
+    assert res.outcome is Outcome.INVALID
+    assert "max_payload_bytes" in res.reason
+    assert decider.seen == []  # not even decoded
+    assert ev.names() == ["dlq"]
+    _, content, props, _ = ev.sent[0]
+    assert content == payload[:1024]
+    assert props[m.PAYLOAD_SIZE] == "200000"
+    assert props[m.PAYLOAD_SHA256] == hashlib.sha256(payload).hexdigest()
+    assert props[m.PAYLOAD_TRUNCATED] == "true"
+    assert props[m.REASON] == "invalid"
+    assert ev.acked == [msg]
+
+
+async def test_the_payload_limit_is_a_setting() -> None:
+    ev = Events()
+    res = await make(Decider(TRANSIENT, INFO), ev, max_payload_bytes=2048).handle(Msg(data=b"x" * 2049))  # type: ignore[arg-type]
+    assert res.outcome is Outcome.INVALID
+    ev2 = Events()
+    res2 = await make(Decider(TRANSIENT, INFO), ev2, max_payload_bytes=2048).handle(Msg(data=b"x" * 2048))  # type: ignore[arg-type]
+    assert res2.outcome is Outcome.TRANSIENT and ev2.names() == ["retry"]
+
+
+async def test_a_retry_that_cannot_be_published_ends_in_the_dlq() -> None:
+    ev = Events()
+    msg = Msg()
+    res = await make(Decider(TRANSIENT, INFO), ev, retry_fail=RuntimeError("Pulsar error: MessageTooBig")).handle(msg)  # type: ignore[arg-type]
+    assert res.outcome is Outcome.TRANSIENT
+    assert ev.names() == ["dlq"]
+    props = ev.sent[0][2]
+    assert props[m.REASON] == "transient"
+    assert "MessageTooBig" in props[m.LAST_ERROR]
+    assert ev.acked == [msg]
+
+
+async def test_a_decision_that_raises_ends_in_the_dlq() -> None:
+    ev = Events()
+    msg = Msg()
+    res = await make(Decider(KeyError("surprise")), ev).handle(msg)  # type: ignore[arg-type]
+    assert res.outcome is Outcome.TRANSIENT and res.stage == "settle"
+    assert ev.names() == ["dlq"]
+    assert "surprise" in ev.sent[0][2][m.LAST_ERROR]
+    assert ev.acked == [msg]
+
+
+async def test_only_a_dlq_that_refuses_everything_hands_the_message_back() -> None:
+    # Nothing else can be done without losing it: the daemon negative-acknowledges (tests/unit/test_daemon.py).
+    ev = Events()
+    p = make(Decider(TRANSIENT, INFO), ev, retry_fail=TimeoutError("retry"), dlq_fail=TimeoutError("dlq"))
+    with pytest.raises(DeadLetterRefused):
+        await p.handle(Msg())  # type: ignore[arg-type]
+    assert ev.acked == []
+
+
+async def test_a_first_seen_time_beyond_a_float_does_not_fail_the_ack() -> None:
+    # Defect: the end-to-end metric computed now - int(first_seen_ms) in floats: OverflowError after the ack.
+    ev = Events()
+    msg = Msg({m.FIRST_SEEN_MS: "9" * 400})
+    res = await make(Decider(Result(Outcome.DELETED, Route.OWNER), INFO), ev).handle(msg)  # type: ignore[arg-type]
+    assert res.outcome is Outcome.DELETED
+    assert ev.acked == [msg] and ev.sent == []
+
+
+class RecordingLog:
+    def __init__(self) -> None:
+        self.records: list[tuple[str, str, dict[str, Any]]] = []
+        self.ctx: dict[str, Any] = {}
+
+    def bind(self, **kw: Any) -> RecordingLog:
+        child = RecordingLog()
+        child.records = self.records
+        child.ctx = {**self.ctx, **kw}
+        return child
+
+    def _add(self, level: str, event: str, **kw: Any) -> None:
+        self.records.append((level, event, {**self.ctx, **kw}))
+
+    def info(self, event: str, **kw: Any) -> None:
+        self._add("info", event, **kw)
+
+    def warning(self, event: str, **kw: Any) -> None:
+        self._add("warning", event, **kw)
+
+    def error(self, event: str, **kw: Any) -> None:
+        self._add("error", event, **kw)
+
+
+async def test_a_rejected_payload_is_logged_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Defect: the REJECTED log line carried the whole decoded record, whatever its size.
+    rec = RecordingLog()
+    monkeypatch.setattr(pipeline_mod, "log", rec)
+    info = PendingDeleteLedgerInfo(
+        "persistent://t/ns/topic",
+        LedgerComponent.MANAGED_LEDGER,
+        LedgerType.LEDGER,
+        7,
+        properties={f"k{i}": "v" * 1000 for i in range(50)},
+    )
+    raw = encode(info)
+    ev = Events()
+    await make(Decider(Result(Outcome.REJECTED, Route.DIRECT, "not this topic's ledger"), info), ev).handle(
+        Msg(data=raw)  # type: ignore[arg-type]
+    )
+    [(level, _event, fields)] = [r for r in rec.records if "rejected" in r[1]]
+    assert level == "warning"
+    payload = fields["payload"]
+    assert set(payload) == {"size", "sha256", "head"}
+    assert payload["size"] == len(raw) > 50_000
+    assert payload["sha256"] == hashlib.sha256(raw).hexdigest()
+    assert payload["head"].startswith('{"cursorName": null')
+    assert len(payload["head"]) <= 1024 + 30
+    assert sum(len(str(v)) for v in fields.values()) < 4096
+    assert ev.names() == ["dlq"]

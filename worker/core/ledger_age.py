@@ -1,0 +1,33 @@
+"""The minimum age: a ledger (or an offloaded copy of one) younger than it is never deleted nor reported.
+
+Why: a ledger is created before its id is recorded anywhere (the managed ledger's list, a cursor, the
+schema registry's locator, the compaction horizon), so for a while a live ledger looks unreferenced.
+One rule for the worker (``worker.verification``), the scanner (``worker.scanner``, and through it the
+nightly audit's ledgers) and the nightly audit's offloaded objects (``worker.nightly.audit``):
+
+- no creation time: the age is unknown, which is never old enough;
+- a creation time after "now" (clocks of different machines) is not old enough either, even with a
+  minimum of zero: the age is clamped to 0 for display only, never for the decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerAge:
+    age_ms: float | None  # None: no creation time; never negative
+    old_enough: bool
+
+    @property
+    def known(self) -> bool:
+        return self.age_ms is not None
+
+
+def ledger_age(created_ms: float | None, *, now_ms: float, min_age_ms: float) -> LedgerAge:
+    """How old a ledger created at ``created_ms`` is at ``now_ms``, and whether it may be deleted."""
+    if created_ms is None:
+        return LedgerAge(None, False)
+    elapsed = now_ms - created_ms
+    return LedgerAge(max(0.0, float(elapsed)), elapsed >= min_age_ms)

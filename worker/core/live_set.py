@@ -1,0 +1,194 @@
+"""The live set of a topic: every ledger its owner broker still references, parsed from ``internalStats``.
+
+One parse for every caller: the worker's in-use check and the scanner (through ``worker.in_use``'s
+snapshot cache), ``purge-topic`` (what a topic owns) and the nightly audit (through the scanner).
+
+Where ``internalStats`` names each ledger (Pulsar 4.0.8, ``PersistentTopicInternalStats``):
+
+- ``ledgers[].ledgerId``: the managed ledger's ledgers, the current one included (``offloaded``: its
+  offload completed);
+- ``cursors.<name>.cursorLedger``: each cursor's ledger (-1: none, the position lives in its znode);
+- ``schemaLedgers[].ledgerId``: the schema registry's ledgers for the topic;
+- the compacted ledger, twice. ``compactedLedger.ledgerId`` is the compacted-topic context the broker has
+  *loaded*, and -1 whenever none is. Where the broker *persists* it is the ``__compaction`` cursor
+  (``Compactor.COMPACTION_SUBSCRIPTION``): the compactor acknowledges with the property
+  ``CompactedTopicLedger`` (``Compactor.COMPACTED_TOPIC_LEDGER_PROPERTY``), and a topic loading reads
+  its compacted ledger from there (``PulsarCompactorSubscription``). ``internalStats`` shows those
+  properties as ``cursors.__compaction.properties``. Either naming a ledger keeps it. (A compacted
+  ledger the broker fails to open does not read as -1 on 4.0.8: ``internalStats`` answers 500, which
+  the reader treats as any failed read.)
+
+A topic with a ``__compaction`` cursor that names no compacted ledger is no proof that none is in use
+(observed on 4.0.8: clearing the ``__compaction`` backlog drops the property; after an unload
+``compactedLedger.ledgerId`` is -1 while the last compacted ledger is still in BookKeeper), and a
+compaction's output is closed *before* the acknowledgement that names it. So while a topic compacts, a
+compacted ledger newer than the newest one it names is held (:func:`ledger_hold`): with none named, every
+compacted ledger of the topic is. Ledger ids only grow, so a leftover of an *earlier* compaction (older
+than the one named) is still found, and the next compaction that commits releases the rest.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from worker.core.ledger_owner import LedgerComponent
+from worker.topic_name import TopicName
+
+COMPACTION_CURSOR = "__compaction"  # Compactor.COMPACTION_SUBSCRIPTION
+COMPACTED_LEDGER_PROPERTY = "CompactedTopicLedger"  # Compactor.COMPACTED_TOPIC_LEDGER_PROPERTY
+
+
+def _ledger_id(value: Any) -> int | None:
+    """A ledger id as ``internalStats`` gives it; None for -1, null or anything that is not an id."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        lid = int(value)
+    except (TypeError, ValueError):
+        return None
+    return lid if lid >= 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSet:
+    """What the owner of ``topic`` references right now (as of ``fetched_at``)."""
+
+    topic: TopicName
+    ml_ledgers: frozenset[int]
+    cursor_ledgers: dict[str, int]
+    schema_ledgers: frozenset[int]
+    # The topic's compacted ledger: the newest one it names (loaded, or in the ``__compaction`` cursor).
+    compacted_ledger: int | None
+    offloaded_ledgers: frozenset[int]
+    owner_url: str
+    epoch: int
+    fetched_at: float
+    partitions: tuple[TopicName, ...] = field(default=())
+    # A base name's union: each partition's owner, in partition order (a move of any one partition
+    # changes the base name's state).
+    partition_owners: tuple[str, ...] = field(default=())
+    # Every other compacted ledger named: the loaded one while a newer one is being switched to, and
+    # the partitions' in a base name's union.
+    other_compacted: frozenset[int] = field(default=frozenset())
+    # None: the topic has no ``__compaction`` cursor. Otherwise compacted ledgers above this id may be
+    # a compaction's output not committed yet (-1: the topic compacts but names no compacted ledger).
+    compaction_floor: int | None = None
+
+    @property
+    def compacted_ledgers(self) -> frozenset[int]:
+        named = set(self.other_compacted)
+        if self.compacted_ledger is not None:
+            named.add(self.compacted_ledger)
+        return frozenset(named)
+
+    @property
+    def all_ids(self) -> frozenset[int]:
+        return self.ml_ledgers | frozenset(self.cursor_ledgers.values()) | self.schema_ledgers | self.compacted_ledgers
+
+    @property
+    def max_id(self) -> int:
+        return max(self.all_ids, default=-1)
+
+    def references(self, ledger_id: int) -> bool:
+        return ledger_id in self.all_ids
+
+    def covers(self, ledger_id: int) -> bool:
+        """False when the id is newer than anything the snapshot saw (the stale-id rule)."""
+        return ledger_id <= self.max_id
+
+    @classmethod
+    def from_internal_stats(
+        cls, topic: TopicName, stats: Mapping[str, Any], owner_url: str, epoch: int, now: float
+    ) -> LiveSet:
+        ledgers: Sequence[Mapping[str, Any]] = stats.get("ledgers") or []
+        ml = frozenset(lid for ld in ledgers if (lid := _ledger_id(ld.get("ledgerId"))) is not None)
+        offloaded = frozenset(
+            lid for ld in ledgers if ld.get("offloaded") and (lid := _ledger_id(ld.get("ledgerId"))) is not None
+        )
+        raw_cursors: Mapping[str, Mapping[str, Any]] = stats.get("cursors") or {}
+        cursors = {
+            str(name): lid for name, c in raw_cursors.items() if (lid := _ledger_id(c.get("cursorLedger"))) is not None
+        }
+        schema = frozenset(
+            lid for s in stats.get("schemaLedgers") or [] if (lid := _ledger_id(s.get("ledgerId"))) is not None
+        )
+        named = set()
+        loaded = _ledger_id((stats.get("compactedLedger") or {}).get("ledgerId"))
+        if loaded is not None:
+            named.add(loaded)
+        compaction = raw_cursors.get(COMPACTION_CURSOR)
+        floor = None
+        if compaction is not None:
+            persisted = _ledger_id((compaction.get("properties") or {}).get(COMPACTED_LEDGER_PROPERTY))
+            if persisted is not None:
+                named.add(persisted)
+            floor = max(named, default=-1)
+        newest = max(named, default=None)
+        return cls(
+            topic,
+            ml,
+            cursors,
+            schema,
+            newest,
+            offloaded,
+            owner_url,
+            epoch,
+            now,
+            other_compacted=frozenset(named - {newest}) if newest is not None else frozenset(),
+            compaction_floor=floor,
+        )
+
+    @classmethod
+    def union(cls, topic: TopicName, parts: Sequence[LiveSet], epoch: int, now: float) -> LiveSet:
+        """A partitioned topic named by its base name: its ledgers live in the partitions."""
+        cursors: dict[str, int] = {}
+        for p in parts:
+            for name, lid in p.cursor_ledgers.items():
+                cursors[f"{p.topic.local_name}/{name}"] = lid
+        floors = [p.compaction_floor for p in parts if p.compaction_floor is not None]
+        return cls(
+            topic,
+            frozenset().union(*(p.ml_ledgers for p in parts)),
+            cursors,
+            frozenset().union(*(p.schema_ledgers for p in parts)),
+            None,
+            frozenset().union(*(p.offloaded_ledgers for p in parts)),
+            ",".join(sorted({p.owner_url for p in parts})),
+            epoch,
+            now,
+            tuple(p.topic for p in parts),
+            tuple(p.owner_url for p in parts),
+            other_compacted=frozenset().union(*(p.compacted_ledgers for p in parts)),
+            # Per partition floors do not survive a union: the lowest holds for all (the safe side).
+            compaction_floor=min(floors) if floors else None,
+        )
+
+
+class Hold(enum.Enum):
+    """Why a live topic keeps a ledger."""
+
+    REFERENCED = "referenced by its topic"
+    # Not proven in use, not proven unreferenced either: the scanner skips it, the worker keeps it.
+    COMPACTION_UNNAMED = "its topic has a __compaction cursor but names no compacted ledger: no proof it is unused"
+    COMPACTION_UNCOMMITTED = "newer than its topic's compacted ledger: a compaction may not have committed it yet"
+
+    @property
+    def proven(self) -> bool:
+        """True when the topic names the ledger (an in-use verdict), False when it only may use it."""
+        return self is Hold.REFERENCED
+
+
+def ledger_hold(live: LiveSet, component: LedgerComponent, ledger_id: int) -> Hold | None:
+    """Why the owner of ``live`` keeps the ledger ``ledger_id`` (of ``component``), or None: unreferenced.
+
+    Any id the topic references is in use, whatever role the message or the ledger's metadata gives it.
+    A compacted ledger is also kept while its topic compacts and names none at or above it (see above)."""
+    if live.references(ledger_id):
+        return Hold.REFERENCED
+    floor = live.compaction_floor
+    if component is LedgerComponent.COMPACTED_LEDGER and floor is not None and ledger_id > floor:
+        return Hold.COMPACTION_UNNAMED if floor < 0 else Hold.COMPACTION_UNCOMMITTED
+    return None
