@@ -35,6 +35,12 @@ dashboards: venv
 broker-extension:
 	mvn -B -q -f broker-extension/pom.xml package
 
+# The leak, side by side (tools/leak_demo.py): trims on many topics, the broker killed at once (kill -9),
+# restart; orphans counted by scan --dry-run before a worker runs and after it drains, stock brokers vs
+# brokers with the extension, on a stack instance of its own. LEAK_DEMO_ARGS=--rounds 1 for a short run.
+leak-demo: venv broker-extension
+	$(PY) -m tools.leak_demo $(LEAK_DEMO_ARGS)
+
 stack-up: venv
 	PROFILE=$(PROFILE) bash $(STACK) up
 
@@ -85,6 +91,19 @@ bench: venv stack-up
 bench-bookies: venv
 	PROFILE=cluster bash $(STACK) up
 	$(PY) -m bench.bookies
+
+# The nightly jobs on a Spark cluster whose nodes do not have the project installed (docs/nightly.md):
+# dist/ledger_deletion_worker.zip for spark-submit --py-files, dist/node-requirements.txt for the nodes' Python;
+# the entry point is deploy/spark/ldw_submit.py.
+.PHONY: spark-package spark-cluster-test
+spark-package: venv
+	$(PY) -m tools.spark_package
+
+# A Spark standalone master and two workers on loopback, the replay and the audit submitted with spark-submit
+# and the shipped zip, their reports compared with local[2] on the same data (tests/sparkcluster; also part
+# of `make test`). Prints the timings.
+spark-cluster-test: venv stack-up
+	$(VENV)/bin/pytest -q -rfEs -s tests/sparkcluster
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

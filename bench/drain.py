@@ -135,7 +135,7 @@ def _send_fast(h: WorkerHarness, infos: list[PendingDeleteLedgerInfo]) -> None:
     """A large backlog: asynchronous batched sends, flushed, every one confirmed before the drain starts."""
     import pulsar
 
-    from worker.message import PendingDeleteSchema
+    from worker.pulsar_client import PendingDeleteSchema
     from worker.testing.harness import quiet_logger
 
     client = pulsar.Client(h.stack.service_url, logger=quiet_logger())

@@ -233,6 +233,9 @@ class BookieClient:
         """GET JSON from this one endpoint (the identity check: never spread to another bookie)."""
         async with self.session.get(f"{ep.url}{path}", params=params) as r:
             self._note(ep, "identify", str(r.status))
+            if r.status >= 500:
+                # A bookie failing for now (starting, overloaded): nothing proven either way.
+                raise aiohttp.ClientResponseError(r.request_info, (), status=r.status, message=f"GET {path}")
             if r.status != 200:
                 raise BookieNotInCluster(ep.url, f"GET {path} answered {r.status}: cannot tell which bookie it is")
             try:
@@ -241,8 +244,9 @@ class BookieClient:
                 raise BookieNotInCluster(ep.url, f"GET {path}: not JSON ({e}): not a bookie HTTP API") from e
 
     async def _verify(self, ep: BookieEndpoint) -> bool:
-        """Prove ``ep`` a bookie of our cluster: True when it is, False when it cannot be reached (marked
-        down, left unverified). Raises :class:`BookieNotInCluster` when it answers and is not."""
+        """Prove ``ep`` a bookie of our cluster: True when it is, False when no answer came (refused, cut,
+        timed out: marked down, left unverified). Raises :class:`BookieNotInCluster` when it answers and
+        is not (or cannot say which bookie it is)."""
         assert self.registered_bookies is not None
         try:
             conf = await self._get_from(ep, "/api/v1/config/server_config")
@@ -255,12 +259,12 @@ class BookieClient:
                 for kind in ("rw", "ro"):
                     listed = await self._get_from(ep, "/api/v1/bookie/list_bookies", {"type": kind})
                     its_cluster |= set(listed) if isinstance(listed, dict) else set()
-        except aiohttp.ClientConnectorError:
-            ep.down_until = time.monotonic() + self.down_s
-            self._note(ep, "identify", "unreachable")
-            return False
         except (aiohttp.ClientError, TimeoutError) as e:
-            raise BackendError("bookie", f"identity of {ep.url}: {type(e).__name__}: {e}") from e
+            # Refused, cut or silent: nothing proven either way. Left out like a bookie that refused a
+            # connection, and asked again when its turn comes after down_s.
+            ep.down_until = time.monotonic() + self.down_s
+            self._note(ep, "identify", "unreachable" if isinstance(e, aiohttp.ClientConnectorError) else "error")
+            return False
         why = why_not_ours(own_id, its_cluster, await self.registered_bookies())
         if why is not None:
             self._note(ep, "identify", "foreign")
@@ -301,7 +305,7 @@ class BookieClient:
                 if not proven:
                     if len(tried) < len(self.endpoints):
                         continue
-                    raise BackendError("bookie", f"{method} {path}: no bookie reachable ({ep.url} is down)")
+                    raise BackendError("bookie", f"{method} {path}: no bookie reachable ({ep.url} did not answer)")
             ep.inflight += 1
             try:
                 try:

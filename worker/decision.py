@@ -320,7 +320,11 @@ def _offload_matters(info: PendingDeleteLedgerInfo, live: LiveSet) -> bool:
 
 @contextlib.asynccontextmanager
 async def open_decider(
-    settings: Settings, metrics: Metrics | None = None, *, dry_run: bool = False, prove_pulsar_store: bool = False
+    settings: Settings,
+    metrics: Metrics | None = None,
+    *,
+    dry_run: bool = False,
+    prove_pulsar_store: bool | TopicName = False,
 ) -> AsyncIterator[Decider]:
     """Everything a :class:`Decider` talks to, opened from the settings and closed on exit: one admin
     session, one bookie session, the offload targets' S3 clients, the metadata stores' ZooKeeper clients.
@@ -328,7 +332,8 @@ async def open_decider(
     Refused (:class:`~worker.preflight.StartupRefused`, naming the key) when BookKeeper's store has no
     usable ledgers root or a reachable bookie endpoint is not one of its bookies, and, with
     ``prove_pulsar_store`` (the topology must exist by then; the daemon proves it after making it),
-    when Pulsar's store does not hold the pending topic's managed ledger."""
+    when Pulsar's store does not hold the pending topic's managed ledger (or that of the topic given: the
+    replay reads the DLQ, which must exist)."""
     s = settings
     m = metrics or Metrics()
     if not s.zookeeper.hosts:
@@ -341,8 +346,9 @@ async def open_decider(
         stack.push_async_callback(zk.close)
         # Fail at start, not on the first message, when a store is not where the config says.
         await check_bookkeeper_store(zk)
-        if prove_pulsar_store:
-            await check_pulsar_store(zk, TopicName.parse(s.topics.pending))
+        if prove_pulsar_store is not False:
+            anchor = prove_pulsar_store if isinstance(prove_pulsar_store, TopicName) else None
+            await check_pulsar_store(zk, anchor or TopicName.parse(s.topics.pending))
         ledgers: LedgerStore
         if s.bookkeeper.delete_via == "zookeeper":
             ledgers, ledger_stage = ZooKeeperLedgerStore(zk), "zookeeper"

@@ -15,15 +15,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import _pulsar
 import fastavro
-from pulsar.schema import Schema
 
 # Defined with the owner rule (worker.core must not import this module's pulsar client); re-exported here.
-from worker.core.ledger_owner import LedgerComponent as LedgerComponent
 from worker.topic_name import InvalidTopicName, TopicName
 
 NAMESPACE = "org.apache.pulsar.broker.service.ledgerdeletion"
+
+
+class LedgerComponent(enum.StrEnum):
+    """What part of a topic a ledger holds (PIP-186's ``LedgerComponent``)."""
+
+    MANAGED_LEDGER = "MANAGED_LEDGER"
+    MANAGED_CURSOR = "MANAGED_CURSOR"
+    SCHEMA_STORAGE = "SCHEMA_STORAGE"
+    COMPACTED_LEDGER = "COMPACTED_LEDGER"
+
 
 
 class LedgerType(enum.StrEnum):
@@ -297,23 +304,6 @@ def decode_lenient(data: bytes) -> PartialInfo:
     if not got.get("topic_name"):
         got.pop("topic_name", None)
     return PartialInfo(**got)
-
-
-class PendingDeleteSchema(Schema):  # type: ignore[misc]
-    """Registers the Avro schema on the topic; values are :class:`PendingDeleteLedgerInfo`."""
-
-    def __init__(self) -> None:
-        super().__init__(PendingDeleteLedgerInfo, _pulsar.SchemaType.AVRO, AVRO_SCHEMA, "AVRO")
-
-    def encode(self, obj: PendingDeleteLedgerInfo) -> bytes:
-        self._validate_object_type(obj)
-        return encode(obj)
-
-    def decode(self, data: bytes) -> PendingDeleteLedgerInfo:
-        return decode(data)
-
-    def __str__(self) -> str:
-        return "PendingDeleteSchema"
 
 
 # Properties of retry and dead-letter copies: the one home of these names (the daemon, the nightly replay

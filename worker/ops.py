@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import pulsar
 
 from worker import message as m
+from worker.core.message_properties import attempts_so_far, clamped_int
 from worker.http import admin_session
 from worker.pulsar_admin import NotOwner, PulsarAdmin, TopicNotFound
 from worker.pulsar_client import blocking_client
@@ -147,13 +149,6 @@ class DeadLetter:
     decode_error: str | None = None
 
 
-def _int_or_none(v: str | None) -> int | None:
-    try:
-        return int(v) if v is not None else None
-    except ValueError:
-        return None
-
-
 def dead_letter_from(msg: pulsar.Message, state: str) -> DeadLetter:
     props = msg.properties()
     try:
@@ -175,8 +170,8 @@ def dead_letter_from(msg: pulsar.Message, state: str) -> DeadLetter:
         component=seen.ledger_component,
         reason=props.get(m.REASON, ""),
         last_error=props.get(m.LAST_ERROR, ""),
-        attempts=_int_or_none(props.get(m.RECONSUMETIMES)),
-        first_seen_ms=_int_or_none(props.get(m.FIRST_SEEN_MS)),
+        attempts=attempts_so_far(props) if m.RECONSUMETIMES in props else None,
+        first_seen_ms=clamped_int(props.get(m.FIRST_SEEN_MS), 0, int(time.time() * 1000)),
         publish_time_ms=int(msg.publish_timestamp()),
         decode_error=err,
     )

@@ -34,10 +34,10 @@ from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
 from worker.http import admin_session
 from worker.logs import get_logger
-from worker.message import PendingDeleteLedgerInfo, PendingDeleteSchema
+from worker.message import PendingDeleteLedgerInfo
 from worker.metrics import Metrics
 from worker.pulsar_admin import PulsarAdmin
-from worker.pulsar_client import async_client, close_client
+from worker.pulsar_client import PendingDeleteSchema, async_client, close_client
 from worker.settings import Settings
 from worker.topology import ensure_topology
 

@@ -17,12 +17,13 @@ import pulsar
 
 from worker.backoff import Backoff
 from worker.core.bounded_payload import head_text, summarize
+from worker.core.message_properties import first_seen_ms
 from worker.decision import Decider, Outcome, Result
 from worker.logs import get_logger
 from worker.message import PendingDeleteLedgerInfo
 from worker.metrics import Metrics
 from worker.settings import WorkerSettings
-from worker.settlement import DeadLetterRefused, Settler, attempts_of, first_seen_ms, properties_of
+from worker.settlement import DeadLetterRefused, Settler, attempts_of, properties_of
 
 log = get_logger()
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import _pulsar
 import pulsar
 import pulsar.asyncio as pulsar_asyncio
+from pulsar.schema import Schema
 
+from worker.message import AVRO_SCHEMA, PendingDeleteLedgerInfo, decode, encode
 from worker.settings import PulsarSettings
 
 
@@ -42,3 +45,20 @@ async def close_client(client: pulsar_asyncio.Client) -> None:
     The blocking close of the underlying client returns only once they are done (0 of 80).
     """
     await asyncio.to_thread(client._client.close)
+
+
+class PendingDeleteSchema(Schema):  # type: ignore[misc]
+    """Registers the Avro schema on the topic; values are :class:`PendingDeleteLedgerInfo`."""
+
+    def __init__(self) -> None:
+        super().__init__(PendingDeleteLedgerInfo, _pulsar.SchemaType.AVRO, AVRO_SCHEMA, "AVRO")
+
+    def encode(self, obj: PendingDeleteLedgerInfo) -> bytes:
+        self._validate_object_type(obj)
+        return encode(obj)
+
+    def decode(self, data: bytes) -> PendingDeleteLedgerInfo:
+        return decode(data)
+
+    def __str__(self) -> str:
+        return "PendingDeleteSchema"

@@ -18,17 +18,12 @@ import pulsar
 
 from worker import message as m
 from worker.core.bounded_payload import bounded_properties, summarize
+from worker.core.message_properties import MAX_ATTEMPT_COUNT, attempts_so_far, first_seen_ms
 from worker.logs import get_logger
 from worker.metrics import Metrics
 
 log = get_logger()
 
-# RECONSUMETIMES is a Java int for Pulsar's own consumers; a larger count is clamped to it (and so is
-# exhausted under any max_attempts).
-MAX_ATTEMPT_COUNT = 2**31 - 1
-# Longer digit strings are clamped without being converted (int() refuses over 4300 digits, and the
-# conversion is quadratic below that).
-_MAX_DIGITS = 20
 # How many leading characters of an error a successor's ``last_error`` keeps.
 LAST_ERROR_CHARS = 1000
 
@@ -45,35 +40,12 @@ class DeadLetterRefused(Exception):
     """The DLQ took neither the dead letter nor its bounded copy: nothing was acknowledged."""
 
 
-def clamped_int(value: object, lo: int, hi: int) -> int | None:
-    """A decimal integer property clamped to ``[lo, hi]``; None when the value is not one (garbage)."""
-    if not isinstance(value, str):
-        return None
-    s = value.strip()
-    digits = s[1:] if s[:1] in ("+", "-") else s
-    if not digits or not digits.isascii() or not digits.isdigit():
-        return None
-    significant = digits.lstrip("0") or "0"
-    if len(significant) > _MAX_DIGITS:
-        n = hi + 1
-    else:
-        n = int(significant)
-    return min(hi, max(lo, -n if s[:1] == "-" else n))
-
-
 def properties_of(msg: pulsar.Message) -> dict[str, str]:
     """The message's properties; none when they cannot be read (bytes that are not UTF-8 raise)."""
     try:
         return dict(msg.properties())
     except Exception:
         return {}
-
-
-def attempts_so_far(properties: Mapping[str, str]) -> int:
-    """How many attempts were made before this delivery (``RECONSUMETIMES``): garbage counts as 0, a count
-    beyond MAX_ATTEMPT_COUNT as MAX_ATTEMPT_COUNT."""
-    n = clamped_int(properties.get(m.RECONSUMETIMES), 0, MAX_ATTEMPT_COUNT)
-    return 0 if n is None else n
 
 
 def attempts_of(msg: pulsar.Message) -> int:
@@ -84,14 +56,6 @@ def attempts_of(msg: pulsar.Message) -> int:
     except (AttributeError, TypeError, ValueError, OverflowError):
         redelivered = 0
     return min(MAX_ATTEMPT_COUNT, attempts_so_far(properties_of(msg)) + redelivered)
-
-
-def first_seen_ms(properties: Mapping[str, str], *, publish_ms: int, now_ms: int) -> int:
-    """When the first copy was published: ``first_seen_ms`` clamped to ``now_ms``; when absent or not a
-    positive integer, the publish time (or now, without one)."""
-    fallback = publish_ms if 0 < publish_ms <= now_ms else now_ms
-    n = clamped_int(properties.get(m.FIRST_SEEN_MS), 0, now_ms)
-    return n if n else fallback
 
 
 def successor_properties(msg: pulsar.Message, *, reason: str, error: str, attempts: int, now_ms: int) -> dict[str, str]:

@@ -19,6 +19,7 @@
 #     its jar on the classpath (PULSAR_EXTRA_CLASSPATH) and managedLedgerStorageClassName naming it, so every
 #     ledger a broker drops is queued on the pending-deletions topic first; 0: stock brokers
 #   BROKER_EXTENSION_SEND_DELAY_S [60]  the extension's ledgerDeletionSendDelaySeconds (deliver-after)
+#   BROKER_EXTENSION_CONF []  more broker.conf lines for it, space-separated key=value (tests/extension)
 #
 # Tiered storage: the broker loads Pulsar's jcloud offloader (driver aws-s3) and offloads to the moto S3
 # server (bucket S3_BUCKET).  Maven Central has no .nar for it, so build_offloader makes
@@ -202,6 +203,8 @@ extension_conf() {  # extension_conf FILE: the broker.conf lines of docs/broker-
   [[ $BROKER_EXTENSION == 1 ]] || return 0
   conf_set "$1" managedLedgerStorageClassName org.ledgerdeletion.broker.LedgerDeletionStorage
   conf_set "$1" ledgerDeletionSendDelaySeconds "$BROKER_EXTENSION_SEND_DELAY_S"
+  local kv
+  for kv in ${BROKER_EXTENSION_CONF:-}; do conf_set "$1" "${kv%%=*}" "${kv#*=}"; done
 }
 
 extension_classpath() {  # what PULSAR_EXTRA_CLASSPATH gets: the jar, or nothing for stock brokers

@@ -35,11 +35,11 @@ from worker.message import (
     LedgerType,
     OffloadContext,
     PendingDeleteLedgerInfo,
-    PendingDeleteSchema,
 )
 from worker.metrics import Metrics
 from worker.pipeline import SETTLE
 from worker.pulsar_admin import PulsarAdmin
+from worker.pulsar_client import PendingDeleteSchema
 from worker.settings import Settings
 from worker.topic_name import TopicName
 

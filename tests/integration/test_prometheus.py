@@ -19,6 +19,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -28,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 import yaml
 
@@ -51,6 +53,30 @@ DASHBOARD = REPO / "deploy" / "grafana" / "ledger-deletion.json"
 BOOKIE_ONLY = re.compile(r"(?<![a-z_])bookie_")
 # A series selector: a metric name with or without matchers, or matchers alone ({__name__=~...}).
 SELECTOR = re.compile(r"\b((?:ledger_deletion|pulsar|bookie)_[a-zA-Z0-9_]+|up)\b(\{[^}]*\})?|(\{__name__[^}]*\})")
+
+
+def _s3_server_with_bucket(bucket: str) -> tuple[str, subprocess.Popen[bytes]]:
+    """A second S3-API server of the test's own (moto), holding ``bucket``: its endpoint and process."""
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("moto_server")), "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_http(f"{endpoint}/moto-api/")
+        boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        ).create_bucket(Bucket=bucket)
+    except BaseException:
+        proc.kill()
+        raise
+    return endpoint, proc
 
 
 def _wait_http(url: str, timeout: float = 30) -> None:
@@ -191,7 +217,9 @@ async def test_dashboard_and_alerts_on_a_real_prometheus(
     harnesses: list[WorkerHarness],
     pushgateway: str,
 ) -> None:
-    dead_s3 = f"http://127.0.0.1:{free_port()}"  # an S3 target that is down: real connection refusals
+    # An S3 target that is up when the worker starts (it refuses to start on a missing bucket) and down once
+    # it runs: real connection refusals.
+    dead_s3, moto = _s3_server_with_bucket("ops-dead")
     w = WorkerHarness(
         stack,
         tmp_path,
@@ -217,7 +245,11 @@ async def test_dashboard_and_alerts_on_a_real_prometheus(
         },
     )
     harnesses.append(w)
-    w.start()
+    try:
+        w.start()
+    finally:
+        moto.terminate()
+        moto.wait(timeout=30)
     prom, proc = start_prometheus(tmp_path, w.port, pushgateway, stack)
     try:
         await _drive_and_check(stack, test_namespace, unique, admin, bookie, w, prom, pushgateway, dead_s3)

@@ -1,13 +1,19 @@
 """deploy/k8s, offline: built-in kinds against Kubernetes' own schemas (kubernetes-validate, strict), the
-CRD kinds (KEDA, Prometheus operator) against the fields their documentation specifies, and the
-cross-references between the objects (names, labels, ports, secrets, the worker's own config)."""
+CRD kinds (KEDA, Prometheus operator) against the fields their documentation specifies, the VictoriaMetrics
+operator's VMPodScrape against its CRD's schema (tests/ops/vmpodscrape.schema.json: kubernetes-validate has
+none), and the cross-references between the objects (names, labels, ports, secrets, the worker's own config).
+The optional monitoring components (deploy/k8s/monitoring/) are also built with kustomize (kubectl kustomize)."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
@@ -323,3 +329,214 @@ def test_secret_keys_documented() -> None:
     readme = (REPO / "docs" / "operations.md").read_text()
     for key in SECRET_KEYS:
         assert f"--from-literal={key}=" in readme, f"docs/operations.md: the install steps must create {key}"
+
+
+# Optional monitoring components (kustomize Components, not in the base: a cluster without their CRDs still
+# applies deploy/k8s). Each replaces the base's ServiceMonitor (never two scrapes of one replica).
+MONITORING = K8S / "monitoring"
+COMPONENTS = {
+    "podmonitor": ("monitoring.coreos.com/v1", "PodMonitor"),
+    "victoriametrics": ("operator.victoriametrics.com/v1beta1", "VMPodScrape"),
+}
+# Prometheus operator monitoring.coreos.com/v1 PodMonitor (its CRD, prometheus-operator v0.93).
+POD_MONITOR_SPEC = {
+    "attachMetadata",
+    "bodySizeLimit",
+    "convertClassicHistogramsToNHCB",
+    "fallbackScrapeProtocol",
+    "jobLabel",
+    "keepDroppedTargets",
+    "labelLimit",
+    "labelNameLengthLimit",
+    "labelValueLengthLimit",
+    "namespaceSelector",
+    "nativeHistogramBucketLimit",
+    "nativeHistogramMinBucketFactor",
+    "podMetricsEndpoints",
+    "podTargetLabels",
+    "sampleLimit",
+    "scrapeClass",
+    "scrapeClassicHistograms",
+    "scrapeNativeHistograms",
+    "scrapeProtocols",
+    "selector",
+    "selectorMechanism",
+    "targetLimit",
+}
+POD_MONITOR_ENDPOINT = {
+    "authorization",
+    "basicAuth",
+    "bearerTokenSecret",
+    "enableHttp2",
+    "filterRunning",
+    "followRedirects",
+    "honorLabels",
+    "honorTimestamps",
+    "interval",
+    "metricRelabelings",
+    "noProxy",
+    "oauth2",
+    "params",
+    "path",
+    "port",
+    "portNumber",
+    "proxyConnectHeader",
+    "proxyFromEnvironment",
+    "proxyUrl",
+    "relabelings",
+    "scheme",
+    "scrapeTimeout",
+    "targetPort",
+    "tlsConfig",
+    "trackTimestampsStaleness",
+}
+VM_POD_SCRAPE_SCHEMA = Path(__file__).with_name("vmpodscrape.schema.json")
+# VictoriaMetrics operator VMRule (its CRD, operator v0.74.1): spec.groups[] and groups[].rules[] fields.
+VM_RULE_GROUP = {
+    "concurrency",
+    "eval_alignment",
+    "eval_delay",
+    "eval_offset",
+    "headers",
+    "interval",
+    "labels",
+    "limit",
+    "name",
+    "notifier_headers",
+    "params",
+    "rules",
+    "tenant",
+    "type",
+}
+VM_RULE = {
+    "alert",
+    "annotations",
+    "debug",
+    "expr",
+    "for",
+    "keep_firing_for",
+    "labels",
+    "record",
+    "update_entries_limit",
+}
+# The job the dashboard and every alert rule select on.
+WORKER_JOB = "ledger-deletion-worker"
+
+
+def _component(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The component's kustomization and its one scrape object."""
+    kustomization = yaml.safe_load((MONITORING / name / "kustomization.yaml").read_text())
+    [path] = kustomization["resources"]
+    [obj] = [d for d in yaml.safe_load_all((MONITORING / name / path).read_text()) if d]
+    return kustomization, obj
+
+
+def _check_scrapes_the_worker_metrics_port(objs: dict[str, dict[str, Any]], obj: dict[str, Any]) -> None:
+    spec = obj["spec"]
+    pod_labels = objs["Deployment/ledger-deletion-worker"]["spec"]["template"]["metadata"]["labels"]
+    selector = spec["selector"]["matchLabels"]
+    assert selector.items() <= pod_labels.items(), "does not select the worker pods"
+    for name in ("replay", "audit"):  # the nightly jobs push to the Pushgateway: nothing to scrape there
+        cj_labels = objs[f"CronJob/ledger-deletion-{name}"]["spec"]["jobTemplate"]["spec"]["template"]["metadata"]
+        assert not selector.items() <= cj_labels["labels"].items(), f"selects the {name} job's pods"
+    assert "namespaceSelector" not in spec, "the worker pods live in the object's own namespace"
+    # job = the value of the pod label named by jobLabel (the default would be "<namespace>/<object name>").
+    assert pod_labels[spec["jobLabel"]] == WORKER_JOB
+    assert f'job="{WORKER_JOB}"' in (REPO / dashboard.RULES).read_text()
+    [c] = _pod(objs["Deployment/ledger-deletion-worker"])["containers"]
+    sm_ep = objs["ServiceMonitor/ledger-deletion-worker"]["spec"]["endpoints"][0]
+    [ep] = spec["podMetricsEndpoints"]
+    assert ep["port"] in {p["name"] for p in c["ports"]}
+    assert ep.get("path", "/metrics") == "/metrics" and ep.get("scheme", "http") == "http"
+    assert (ep["interval"], ep["scrapeTimeout"]) == (sm_ep["interval"], sm_ep["scrapeTimeout"])
+
+
+def test_pod_monitor(objs: dict[str, dict[str, Any]]) -> None:
+    _, pm = _component("podmonitor")
+    assert (pm["apiVersion"], pm["kind"]) == COMPONENTS["podmonitor"]
+    assert not _extra(pm["spec"], POD_MONITOR_SPEC)
+    for ep in pm["spec"]["podMetricsEndpoints"]:
+        assert not _extra(ep, POD_MONITOR_ENDPOINT), ep
+    _check_scrapes_the_worker_metrics_port(objs, pm)
+
+
+def test_vm_pod_scrape(objs: dict[str, dict[str, Any]]) -> None:
+    _, vps = _component("victoriametrics")
+    assert (vps["apiVersion"], vps["kind"]) == COMPONENTS["victoriametrics"]
+    schema = json.loads(VM_POD_SCRAPE_SCHEMA.read_text())
+    jsonschema.Draft7Validator.check_schema(schema)
+    jsonschema.validate(vps, schema)
+    _check_scrapes_the_worker_metrics_port(objs, vps)
+
+
+def test_vm_pod_scrape_schema_rejects_what_the_crd_does() -> None:
+    """The schema is strict where the CRD lists fields: Prometheus operator spellings (relabelings, the
+    ServiceMonitor's endpoints) are not VMPodScrape fields, a podMetricsEndpoints list is required."""
+    schema = json.loads(VM_POD_SCRAPE_SCHEMA.read_text())
+    _, vps = _component("victoriametrics")
+    bad_endpoint = json.loads(json.dumps(vps))
+    bad_endpoint["spec"]["podMetricsEndpoints"][0]["relabelings"] = []
+    no_endpoints = json.loads(json.dumps(vps))
+    no_endpoints["spec"]["endpoints"] = no_endpoints["spec"].pop("podMetricsEndpoints")
+    bad_scheme = json.loads(json.dumps(vps))
+    bad_scheme["spec"]["podMetricsEndpoints"][0]["scheme"] = "tcp"
+    for doc in (bad_endpoint, no_endpoints, bad_scheme):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(doc, schema)
+
+
+@pytest.mark.parametrize("name", sorted(COMPONENTS))
+def test_monitoring_component_is_optional_and_replaces_the_service_monitor(name: str) -> None:
+    k = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    assert not any(str(r).startswith("monitoring") for r in k["resources"]), "optional: not in the base"
+    kustomization, _ = _component(name)
+    assert (kustomization["apiVersion"], kustomization["kind"]) == ("kustomize.config.k8s.io/v1alpha1", "Component")
+    deleted = [yaml.safe_load(p["patch"]) for p in kustomization["patches"] if "$patch: delete" in p["patch"]]
+    assert deleted == [
+        {
+            "$patch": "delete",
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "ServiceMonitor",
+            "metadata": {"name": "ledger-deletion-worker"},
+        }
+    ]
+    docs = (REPO / "docs" / "operations.md").read_text()
+    assert f"deploy/k8s/monitoring/{name}" in docs, "docs/operations.md: how to use the component"
+
+
+def _kustomize(kubectl: str, overlay: Path) -> list[dict[str, Any]]:
+    r = subprocess.run([kubectl, "kustomize", str(overlay)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return [d for d in yaml.safe_load_all(r.stdout) if d]
+
+
+@pytest.mark.parametrize("name", sorted(COMPONENTS))
+def test_monitoring_component_builds_with_kustomize(tmp_path: Path, objs: dict[str, dict[str, Any]], name: str) -> None:
+    """What a user's overlay (the base + the component) renders: the base's objects, the ServiceMonitor
+    replaced by the component's scrape object, and for VictoriaMetrics the PrometheusRule turned into a VMRule
+    of the same groups, so that nothing of monitoring.coreos.com is left."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl missing: its built-in kustomize renders the overlay")
+    base = os.path.relpath(K8S, tmp_path)  # kustomize refuses absolute paths
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump({"resources": [base], "components": [f"{base}/monitoring/{name}"]})
+    )
+    out = _kustomize(kubectl, tmp_path)
+    got = {(d["apiVersion"], d["kind"], d["metadata"]["name"]) for d in out}
+    base_objs = {(d["apiVersion"], d["kind"], d["metadata"]["name"]) for d in objs.values()}
+    service_monitor = ("monitoring.coreos.com/v1", "ServiceMonitor", "ledger-deletion-worker")
+    prometheus_rule = ("monitoring.coreos.com/v1", "PrometheusRule", "ledger-deletion")
+    want = base_objs - {service_monitor} | {(*COMPONENTS[name], "ledger-deletion-worker")}
+    if name == "victoriametrics":
+        want = want - {prometheus_rule} | {("operator.victoriametrics.com/v1beta1", "VMRule", "ledger-deletion")}
+        assert not any(d["apiVersion"].startswith("monitoring.coreos.com/") for d in out)
+        [vmrule] = [d for d in out if d["kind"] == "VMRule"]
+        assert vmrule["spec"] == objs["PrometheusRule/ledger-deletion"]["spec"]
+        for g in vmrule["spec"]["groups"]:
+            assert not _extra(g, VM_RULE_GROUP)
+            for r in g["rules"]:
+                assert not _extra(r, VM_RULE), r
+    assert got == want
+    [scrape] = [d for d in out if d["kind"] == COMPONENTS[name][1]]
+    assert scrape == _component(name)[1]

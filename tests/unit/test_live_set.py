@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
-from worker.core.ledger_owner import LedgerComponent
-from worker.core.live_set import Hold, LiveSet, ledger_hold
+from worker.core.live_set import Hold, LiveSet, UnreadableLiveState, ledger_hold
 from worker.in_use import in_use
-from worker.message import LedgerType, PendingDeleteLedgerInfo
+from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.topic_name import TopicName
 
 T = TopicName.parse("persistent://t/ns/x")
@@ -121,3 +120,23 @@ def test_any_referenced_id_is_in_use_whatever_the_component() -> None:
     for component in LedgerComponent:
         assert ledger_hold(s, component, 41) is Hold.REFERENCED
         assert ledger_hold(s, component, 50) is Hold.REFERENCED  # the cursor "sub"'s ledger
+
+
+@pytest.mark.parametrize("bad", ["not-a-number", True, 1.5, [], {}])
+@pytest.mark.parametrize("where", ["ledgers", "cursors", "schemaLedgers", "compactedLedger", "compaction property"])
+def test_an_unreadable_ledger_id_makes_the_live_state_unknown_not_smaller(bad: object, where: str) -> None:
+    """Dropping an entry internalStats names in an odd form would make a listed ledger look unreferenced."""
+    stats: dict[str, Any] = {"ledgers": [{"ledgerId": 5}], "cursors": {}, "schemaLedgers": []}
+    match where:
+        case "ledgers":
+            stats["ledgers"].append({"ledgerId": bad})
+        case "cursors":
+            stats["cursors"] = {"sub": {"cursorLedger": bad}}
+        case "schemaLedgers":
+            stats["schemaLedgers"] = [{"ledgerId": bad}]
+        case "compactedLedger":
+            stats["compactedLedger"] = {"ledgerId": bad}
+        case "compaction property":
+            stats["cursors"] = {"__compaction": {"cursorLedger": 7, "properties": {"CompactedTopicLedger": bad}}}
+    with pytest.raises(UnreadableLiveState):
+        LiveSet.from_internal_stats(TopicName.parse("persistent://t/n/x"), stats, "http://o", 0, 0.0)

@@ -20,12 +20,12 @@ from worker.message import (
     OffloadContext,
     PartialInfo,
     PendingDeleteLedgerInfo,
-    PendingDeleteSchema,
     decode,
     decode_lenient,
     encode,
 )
-from worker.topic_name import TopicName
+from worker.pulsar_client import PendingDeleteSchema
+from worker.topic_name import MAX_MANAGED_LEDGER_PATH_BYTES, TopicName
 
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
@@ -341,3 +341,20 @@ def test_lenient_decode_of_garbage_reads_nothing_plausible() -> None:
     assert decode_lenient(b"\x06ab\xff") == PartialInfo()  # not UTF-8
     # An enum index out of range stops the reading: nothing after it is trusted.
     assert decode_lenient(b"\x02x\x7e\x00\x00\x00\x02") == PartialInfo(topic_name="x")
+
+
+def test_a_topic_name_the_metadata_store_cannot_hold_is_invalid() -> None:
+    rec = {
+        "topicName": "persistent://t/ns/" + "a" * MAX_MANAGED_LEDGER_PATH_BYTES,
+        "ledgerComponent": "MANAGED_LEDGER",
+        "cursorName": None,
+        "schemaId": None,
+        "ledgerType": "LEDGER",
+        "ledgerId": 1,
+        "offloadContext": None,
+        "properties": {},
+    }
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, _PARSED, rec)
+    with pytest.raises(InvalidMessage, match="metadata store"):
+        decode(buf.getvalue())

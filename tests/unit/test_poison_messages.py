@@ -253,3 +253,11 @@ async def test_a_rejected_payload_is_logged_bounded(monkeypatch: pytest.MonkeyPa
     assert len(payload["head"]) <= 1024 + 30
     assert sum(len(str(v)) for v in fields.values()) < 4096
     assert ev.names() == ["dlq"]
+
+
+@pytest.mark.parametrize("value", [1023, 4 * 1024 * 1024 + 1, 5 * 1024 * 1024])
+def test_the_payload_limit_stays_below_the_brokers_message_size(value: int) -> None:
+    # At least the 1 KiB a bounded copy keeps; at most 4 MiB, leaving room for the properties of a copy
+    # under Pulsar's default maxMessageSize (5 MiB).
+    with pytest.raises(ValueError, match="max_payload_bytes"):
+        WorkerSettings(max_payload_bytes=value)

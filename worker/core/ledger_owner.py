@@ -24,20 +24,11 @@ ledger's registry entry, not its topic, decides whether it is in use (``worker.c
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from worker.message import LedgerComponent
 from worker.topic_name import InvalidTopicName, TopicName
-
-
-class LedgerComponent(enum.StrEnum):
-    """What part of a topic a ledger holds (PIP-186's ``LedgerComponent``)."""
-
-    MANAGED_LEDGER = "MANAGED_LEDGER"
-    MANAGED_CURSOR = "MANAGED_CURSOR"
-    SCHEMA_STORAGE = "SCHEMA_STORAGE"
-    COMPACTED_LEDGER = "COMPACTED_LEDGER"
 
 
 @dataclass(frozen=True, slots=True)

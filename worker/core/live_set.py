@@ -34,21 +34,29 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from worker.core.ledger_owner import LedgerComponent
+from worker.message import LedgerComponent
 from worker.topic_name import TopicName
 
 COMPACTION_CURSOR = "__compaction"  # Compactor.COMPACTION_SUBSCRIPTION
 COMPACTED_LEDGER_PROPERTY = "CompactedTopicLedger"  # Compactor.COMPACTED_TOPIC_LEDGER_PROPERTY
 
 
+class UnreadableLiveState(ValueError):
+    """``internalStats`` named a ledger in a form that is not a ledger id. The live set is then unknown, not
+    smaller: dropping the entry would make a listed ledger look unreferenced, and deletable."""
+
+
 def _ledger_id(value: Any) -> int | None:
-    """A ledger id as ``internalStats`` gives it; None for -1, null or anything that is not an id."""
-    if value is None or isinstance(value, bool):
+    """A ledger id as ``internalStats`` gives it; None for -1 or null (no ledger). Anything else that is not
+    an id raises :class:`UnreadableLiveState`: the caller's decision is transient."""
+    if value is None:
         return None
+    if isinstance(value, bool | float):
+        raise UnreadableLiveState(f"ledger id {value!r} in internalStats is not an id")
     try:
         lid = int(value)
-    except (TypeError, ValueError):
-        return None
+    except (TypeError, ValueError) as e:
+        raise UnreadableLiveState(f"ledger id {str(value)[:64]!r} in internalStats is not an id") from e
     return lid if lid >= 0 else None
 
 

@@ -38,6 +38,7 @@ from worker.decision import FINAL, Outcome
 from worker.message import FIRST_SEEN_MS, LAST_ERROR, REASON, RECONSUMETIMES
 from worker.nightly.spark import InlineSecret, executor_settings, inline_secrets, settings_on_executor
 from worker.settings import Settings
+from worker.topic_name import TopicName
 
 # The report's outcomes. The decision core's TRANSIENT is "still_failing" here: the ledger stays parked.
 STILL_FAILING = "still_failing"
@@ -159,9 +160,21 @@ def dedupe(dlq: Any, partitions: int) -> Any:
         decodable,
         F.concat_ws("|", "ledger_type", F.col("ledger_id").cast("string"), F.sha2("payload", 256)),
         # An undecodable message is its own row: nothing about it can be trusted to group by.
-    ).otherwise(F.concat(F.lit("invalid|"), "message_id_str"))
+    ).otherwise(F.concat(F.lit(f"{Outcome.INVALID.value}|"), "message_id_str"))
     props = F.col("properties")
-    first_seen_ms = F.coalesce(props.getItem(FIRST_SEEN_MS).cast("long"), F.unix_millis("publish_time"))
+    # Properties are whatever a publisher wrote: Spark's ANSI casts would fail the whole replay on one
+    # hostile dead letter, so they are tried and clamped (garbage reads as absent, as in the daemon).
+    def clamped(key: str, low: Any, high: Any) -> Any:
+        # Read as a double so a huge number is clamped, not unreadable; least/greatest skip nulls, so an
+        # unreadable value (or NaN) must stay null instead of becoming a bound.
+        n = props.getItem(key).try_cast("double")
+        clamped = F.least(F.greatest(n, low.cast("double")), high.cast("double")).cast("long")
+        return F.when(n.isNull() | F.isnan(n), F.lit(None)).otherwise(clamped)
+
+    first_seen_ms = F.coalesce(
+        clamped(FIRST_SEEN_MS, F.lit(0), F.unix_millis(F.current_timestamp())), F.unix_millis("publish_time")
+    )
+    attempts = F.coalesce(clamped(RECONSUMETIMES, F.lit(0), F.lit(2**31 - 1)), F.lit(0))
     return (
         dlq.withColumn("claim", claim)
         .repartition(partitions, "topic_name")
@@ -174,7 +187,7 @@ def dedupe(dlq: Any, partitions: int) -> Any:
             F.first("cursor_name").alias("cursor_name"),
             F.first("schema_id").alias("schema_id"),
             F.first("offload_uuid").alias("offload_uuid"),
-            F.max(props.getItem(RECONSUMETIMES).cast("int")).alias("attempts"),
+            F.max(attempts).cast("int").alias("attempts"),
             F.timestamp_millis(F.min(first_seen_ms)).alias("first_seen"),
             F.max("publish_time").alias("last_published"),
             F.max_by(props.getItem(REASON), "publish_time").alias("dlq_reason"),
@@ -198,7 +211,9 @@ async def decide_rows(settings: Settings, rows: list[dict[str, Any]], *, dry_run
     from worker.decision import open_decider
 
     sem = asyncio.Semaphore(concurrency)
-    async with open_decider(settings, dry_run=dry_run) as decider:
+    # The DLQ this replay read anchors Pulsar's store: a wrong store would make every topic look gone.
+    dlq = TopicName.parse(settings.topics.dlq)
+    async with open_decider(settings, dry_run=dry_run, prove_pulsar_store=dlq) as decider:
 
         async def one(r: dict[str, Any]) -> None:
             async with sem:

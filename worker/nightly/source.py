@@ -1,5 +1,5 @@
-"""``spark.read.format("pulsar")``: a Spark 4 Python Data Source over any topic of PendingDeleteLedgerInfo
-messages (the pending, retry or dead-letter topic).
+"""``spark.read.format("pulsar")`` (also ``"pulsar-ldw"``): a Spark 4 Python Data Source over any persistent
+topic, decoding PendingDeleteLedgerInfo messages (the pending, retry or dead-letter topic) into columns.
 
 One input partition per topic partition. Each is bounded by the partition's last confirmed entry,
 **captured when the job is planned** (``internalStats.lastConfirmedEntry`` on the owner broker): what is
@@ -7,36 +7,24 @@ published while the job runs waits for the next run, so a nightly job always ter
 pulsar-client ``Reader``: no subscription, acknowledges nothing) are opened inside ``read()``, on the
 executor that reads the partition.
 
-Options (strings, as every Spark option):
+Options (:mod:`worker.nightly.source_options`; docs/nightly.md has the table): the source's own
+(``service_url``, ``admin_url``, ``topic``, ``subscription``, ``token_file``, ``tls_trust_certs_file``,
+``read_timeout_ms``) and those of StreamNative's pulsar-spark connector (``service.url``, ``admin.url``,
+``topic`` / ``topics`` / ``topicsPattern``, ``startingOffsets`` / ``endingOffsets``, ``pollTimeoutMs``,
+``pulsar.client.*``), plus ``decode``. The token itself is never an option (options show in query plans and
+event logs): every process reads ``token_file`` itself. A bad option fails naming it.
 
-==========================  ==================================================================================
-``service_url``             ``pulsar://host:6650``: the binary protocol endpoint (required)
-``admin_url``               ``http://host:8080``: any broker's admin REST; partitions, end positions and the
-                            subscription's acknowledged ranges come from it (required)
-``topic``                   the topic, partitioned or not (required). A topic that does not exist reads as
-                            empty
-``subscription``            optional. Rows this durable subscription has already acknowledged (its
-                            mark-delete position and individually acknowledged ranges, read at planning)
-                            are left out, and reading starts at its mark-delete position. Nothing is
-                            acknowledged by the source: the DLQ replay acknowledges on that subscription
-                            itself, after its report is written
-``token_file``              optional file holding the bearer token, for both endpoints; read on the driver
-                            when the job is planned and on each executor when it reads (a path every
-                            executor can read: a mounted secret). The token itself is never an option:
-                            options show in query plans and event logs
-``tls_trust_certs_file``    optional PEM CA bundle for an https ``admin_url`` and a ``pulsar+ssl://``
-                            ``service_url`` (a path every executor can read)
-``read_timeout_ms``         how long a reader waits for the next message before the partition fails
-                            (default 30000): the end was captured, so a missing message is an error,
-                            never a silent short read
-==========================  ==================================================================================
+Rows: the connector's metadata columns (:data:`META_FIELDS`: ``__key``, ``__topic``, ``__messageId``,
+``__publishTime``, ``__eventTime``, ``__messageProperties``) on every row, after either
 
-Rows (:data:`SCHEMA`): ``message_id`` (bytes, ``MessageId.serialize()``: give it back to
-``pulsar.MessageId.deserialize`` to acknowledge), ``message_id_str`` (``ledger:entry:partition:batch``),
-``partition_topic``, ``publish_time``, ``properties`` (the message's properties: the worker's ``reason``,
-``last_error``, ``RECONSUMETIMES``, ``first_seen_ms``, ...), ``payload`` (the raw bytes), the decoded
-PendingDeleteLedgerInfo fields and ``decode_error``. An undecodable message is still a row: its
-``decode_error`` says why, and the leading fields that could be read are filled in (display only).
+- :data:`SCHEMA` (:data:`DELETION_SCHEMA` with the metadata): ``message_id`` (bytes,
+  ``MessageId.serialize()``: give it back to ``pulsar.MessageId.deserialize`` to acknowledge),
+  ``message_id_str`` (``ledger:entry:partition:batch``), ``partition_topic``, ``publish_time``,
+  ``properties`` (the worker's ``reason``, ``last_error``, ``RECONSUMETIMES``, ``first_seen_ms``, ...),
+  ``payload`` (the raw bytes), the decoded PendingDeleteLedgerInfo fields and ``decode_error``. An
+  undecodable message is still a row: its ``decode_error`` says why, and the leading fields that could be
+  read are filled in (display only); or
+- ``value`` (:data:`RAW_SCHEMA`): the payload as bytes, for a topic without the worker's Avro schema.
 """
 
 from __future__ import annotations
@@ -59,8 +47,33 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-NAME = "pulsar"
+from worker.nightly.source_options import (
+    Offsets,
+    OptionError,
+    Position,
+    SourceOptions,
+    TopicSelection,
+    is_pending_delete_schema,
+    pattern_matches,
+)
+from worker.nightly.source_options import parse as parse_options
 
+NAME = "pulsar"
+# The same source under a name no JVM source claims: Spark prefers a JVM data source of the same name (the
+# pulsar-spark connector registers "pulsar") when one is on the classpath.
+UNAMBIGUOUS_NAME = "pulsar-ldw"
+
+# The pulsar-spark connector's metadata columns, with its names and types, on every row.
+META_FIELDS = (
+    StructField("__key", BinaryType(), True),
+    StructField("__topic", StringType(), True),
+    StructField("__messageId", BinaryType(), True),
+    StructField("__publishTime", TimestampType(), True),
+    StructField("__eventTime", TimestampType(), True),
+    StructField("__messageProperties", MapType(StringType(), StringType()), True),
+)
+
+# Deletion messages (the topic's schema is the worker's Avro, or ``decode=pending_delete``), decoded.
 SCHEMA = StructType(
     [
         StructField("message_id", BinaryType(), False),
@@ -80,36 +93,50 @@ SCHEMA = StructType(
         StructField("decode_error", StringType(), True),
     ]
 )
+# The columns of a deletion topic's rows: the decoded ones, then the connector's metadata columns.
+DELETION_SCHEMA = StructType([*SCHEMA.fields, *META_FIELDS])
+# Any other topic (no schema, another schema, or ``decode=raw``): the payload as bytes, as the connector
+# gives a topic whose schema it does not map, and the metadata columns.
+RAW_SCHEMA = StructType([StructField("value", BinaryType(), True), *META_FIELDS])
 
-Position = tuple[int, int]  # (ledger id, entry id), ordered as the topic stores them
+# The first column of each layout tells them apart (a user-given schema must be one of them).
+_LAYOUTS = {"message_id": DELETION_SCHEMA, "value": RAW_SCHEMA}
 
 
 @dataclass
 class TopicPartition(InputPartition):
-    """One topic partition to read: from just after ``start`` (None: earliest) up to ``end`` inclusive,
-    leaving out the ``acked`` ranges (open-closed, as ``individuallyDeletedMessages``)."""
+    """One topic partition to read: from just after ``start`` (None: earliest) and from ``first`` on
+    (inclusive: a ``startingOffsets`` bound) up to ``end`` inclusive, leaving out the ``acked`` ranges
+    (open-closed, as ``individuallyDeletedMessages``)."""
 
     topic: str
     end: Position
     start: Position | None
     acked: tuple[tuple[Position, Position], ...] = ()
+    first: Position | None = None
 
     def __post_init__(self) -> None:
         InputPartition.__init__(self, self.topic)
 
     def skip(self, pos: Position) -> bool:
-        return (self.start is not None and pos <= self.start) or any(lo < pos <= hi for lo, hi in self.acked)
+        return (
+            (self.start is not None and pos <= self.start)
+            or (self.first is not None and pos < self.first)
+            or any(lo < pos <= hi for lo, hi in self.acked)
+        )
 
 
-class OptionError(ValueError):
-    pass
-
-
-def _required(options: Mapping[str, str], key: str) -> str:
-    v = options.get(key)
-    if not v:
-        raise OptionError(f"pulsar data source: option {key!r} is required")
-    return str(v)
+def _token(token_file: str | None) -> str | None:
+    """The token, read where it is needed (driver or executor): it never travels with the options."""
+    if token_file is None:
+        return None
+    try:
+        token = Path(token_file).read_text().strip()
+    except OSError as e:
+        raise OptionError(f"pulsar data source: token_file {token_file}: {e.strerror or e}") from e
+    if not token:
+        raise OptionError(f"pulsar data source: token_file {token_file} is empty")
+    return token
 
 
 class PulsarDataSource(DataSource):
@@ -118,10 +145,26 @@ class PulsarDataSource(DataSource):
         return NAME
 
     def schema(self) -> StructType:
-        return SCHEMA
+        """The columns, decided when the query is planned: by ``decode``, else by the schema of the topics
+        read (the admin API's schema registry)."""
+        o = parse_options(self.options)
+        if o.decode == "pending_delete":
+            return DELETION_SCHEMA
+        if o.decode == "raw":
+            return RAW_SCHEMA
+        ours = asyncio.run(schemas_are_ours(o, _token(o.token_file)))
+        return DELETION_SCHEMA if ours else RAW_SCHEMA
 
     def reader(self, schema: StructType) -> PulsarReader:
-        return PulsarReader(dict(self.options))
+        return PulsarReader(dict(self.options), schema)
+
+
+class UnambiguousPulsarDataSource(PulsarDataSource):
+    """``spark.read.format("pulsar-ldw")``: this source whatever JVM sources are on the classpath."""
+
+    @classmethod
+    def name(cls) -> str:
+        return UNAMBIGUOUS_NAME
 
 
 def _position(value: object) -> Position | None:
@@ -134,86 +177,197 @@ def _position(value: object) -> Position | None:
         return None
 
 
-async def plan(
-    admin_url: str, topic: str, subscription: str | None, token: str | None, ca_file: str | None = None
-) -> list[TopicPartition]:
-    """The partitions to read and where each ends, as of now (the driver calls this once per query)."""
-    from worker.http import new_session
-    from worker.ops import CursorState, topic_internal_stats
-    from worker.pulsar_admin import PulsarAdmin, TopicNotFound
+async def _resolve(admin: Any, selection: TopicSelection) -> list[Any]:
+    """The topics read: those named, or those of the pattern's namespace that it matches (partitioned
+    topics by their own name, as Pulsar's client resolves a pattern). Read when the query is planned."""
+    from worker.pulsar_admin import TopicNotFound
     from worker.topic_name import TopicName
 
-    t = TopicName.parse(topic)
+    if selection.pattern is None:
+        return [TopicName.parse(t) for t in selection.topics]
+    assert selection.namespace is not None
+    try:
+        # System topics too: the deletion topics live in pulsar/system, where the broker counts every
+        # topic as one.
+        names = await admin.list_topics(selection.namespace, include_system=True)
+    except TopicNotFound as e:
+        raise OptionError(f"pulsar data source: option 'topicsPattern': {e}") from None
+    bases = dict.fromkeys(str(TopicName.parse(n).partitioned_base) for n in names)
+    return [TopicName.parse(b) for b in sorted(bases) if pattern_matches(selection, b)]
+
+
+async def schemas_are_ours(o: SourceOptions, token: str | None) -> bool:
+    """Every topic read has the worker's Avro schema (a topic without one, or none at all: False)."""
+    from worker.http import new_session
+    from worker.pulsar_admin import PulsarAdmin
+
+    async with new_session(30, ca_file=o.ca_file) as session:
+        admin = PulsarAdmin(o.admin_url, session, token)
+        topics = await _resolve(admin, o.selection)
+        if not topics:
+            return False
+        for t in topics:
+            if not is_pending_delete_schema(await admin.schema_info(t.partitioned_base)):
+                return False
+    return True
+
+
+async def _plan_topic(
+    admin: Any,
+    t: Any,
+    subscription: str | None,
+    token: str | None,
+    starting: Offsets | None,
+    ending: Offsets | None,
+    used: set[str],
+) -> list[TopicPartition]:
+    from worker.ops import CursorState, topic_internal_stats
+    from worker.pulsar_admin import TopicNotFound
+
     out: list[TopicPartition] = []
+    n = await admin.partitions(t)
+    base = str(t.partitioned_base)
+    for i, p in enumerate([t.partition(i) for i in range(n)] if n > 0 else [t]):
+        # Looked up first: a bound naming a partition never written is used, not a typo.
+        first = end_bound = None
+        for offsets in (starting, ending):
+            if offsets is not None:
+                pos = offsets.lookup(str(p), base, i if n > 0 else -1)
+                if pos is not None:
+                    used.add(f"{offsets.option}:{str(p) if str(p) in offsets.positions else f'{base}#{i}'}")
+                    if offsets is starting:
+                        first = pos
+                    else:
+                        end_bound = pos
+        try:
+            stats = await topic_internal_stats(admin, p, token)
+        except TopicNotFound:
+            continue
+        end = _position(stats.get("lastConfirmedEntry"))
+        if end is None or end[0] < 0:
+            continue  # never written
+        if end_bound is not None:
+            end = min(end, end_bound)
+        start: Position | None = None
+        acked: tuple[tuple[Position, Position], ...] = ()
+        cursor = (stats.get("cursors") or {}).get(subscription) if subscription else None
+        if cursor:
+            state = CursorState.from_internal_stats(cursor)
+            start = state.mark_delete if state.mark_delete[0] >= 0 else None
+            acked = state.ranges
+        if start is not None and start >= end:
+            continue  # everything up to the end is acknowledged
+        if first is not None and first > end:
+            continue  # starts after its end
+        out.append(TopicPartition(str(p), end, start, acked, first))
+    return out
+
+
+def _check_used(offsets: Offsets, used: set[str]) -> None:
+    for key in offsets.positions:
+        if f"{offsets.option}:{key}" not in used:
+            name = key.replace("#", " partition ")
+            raise OptionError(f"pulsar data source: option {offsets.option!r}: {name} is not a topic partition read")
+
+
+async def plan(
+    admin_url: str,
+    topic: str,
+    subscription: str | None,
+    token: str | None,
+    ca_file: str | None = None,
+    *,
+    selection: TopicSelection | None = None,
+    starting: Offsets | None = None,
+    ending: Offsets | None = None,
+) -> list[TopicPartition]:
+    """The partitions to read and where each ends, as of now (the driver calls this once per query):
+    ``topic``, or every topic of ``selection``; each bounded by ``startingOffsets`` / ``endingOffsets``
+    (inclusive, per entry: a batch's messages share their entry's position) and the captured end."""
+    from worker.http import new_session
+    from worker.pulsar_admin import PulsarAdmin
+
+    out: list[TopicPartition] = []
+    used: set[str] = set()
     async with new_session(30, ca_file=ca_file) as session:
         admin = PulsarAdmin(admin_url, session, token)
-        n = await admin.partitions(t)
-        for p in [t.partition(i) for i in range(n)] if n > 0 else [t]:
-            try:
-                stats = await topic_internal_stats(admin, p, token)
-            except TopicNotFound:
-                continue
-            end = _position(stats.get("lastConfirmedEntry"))
-            if end is None or end[0] < 0:
-                continue  # never written
-            start: Position | None = None
-            acked: tuple[tuple[Position, Position], ...] = ()
-            cursor = (stats.get("cursors") or {}).get(subscription) if subscription else None
-            if cursor:
-                state = CursorState.from_internal_stats(cursor)
-                start = state.mark_delete if state.mark_delete[0] >= 0 else None
-                acked = state.ranges
-            if start is not None and start >= end:
-                continue  # everything up to the end is acknowledged
-            out.append(TopicPartition(str(p), end, start, acked))
+        sel = selection or TopicSelection("topic", (topic,))
+        for t in await _resolve(admin, sel):
+            out += await _plan_topic(admin, t, subscription, token, starting, ending, used)
+    for offsets in (starting, ending):
+        if offsets is not None:
+            _check_used(offsets, used)
     return out
 
 
 class PulsarReader(DataSourceReader):
-    def __init__(self, options: dict[str, str]) -> None:
-        self.service_url = _required(options, "service_url")
-        self.admin_url = _required(options, "admin_url")
-        self.topic = _required(options, "topic")
-        self.subscription = options.get("subscription") or None
-        if options.get("token"):
-            raise OptionError("pulsar data source: option 'token' is not accepted: give 'token_file'")
-        self.token_file = options.get("token_file") or None
-        self.ca_file = options.get("tls_trust_certs_file") or None
-        try:
-            self.read_timeout_ms = int(options.get("read_timeout_ms") or 30000)
-        except ValueError as e:
-            raise OptionError(f"pulsar data source: option 'read_timeout_ms': {e}") from e
+    def __init__(self, options: Mapping[str, str], schema: StructType | None = None) -> None:
+        o = parse_options(options)
+        self.opts = o
+        names = (schema or DELETION_SCHEMA).fieldNames()
+        layout = _LAYOUTS.get(names[0]) if names else None
+        if layout is None or layout.fieldNames() != names:
+            raise OptionError(
+                "pulsar data source: a schema given to the reader must be its deletion or raw layout "
+                f"(got {', '.join(names)[:300]})"
+            )
+        self.schema = layout
+        self.raw = layout is RAW_SCHEMA
+        # Kept by name: what the nightly jobs and the benchmark read off a reader.
+        self.service_url = o.service_url
+        self.admin_url = o.admin_url
+        self.subscription = o.subscription
+        self.token_file = o.token_file
+        self.ca_file = o.ca_file
+        self.read_timeout_ms = o.read_timeout_ms
 
     def _token(self) -> str | None:
-        """The token, read where it is needed (driver or executor): it never travels with the reader."""
-        if self.token_file is None:
-            return None
-        try:
-            token = Path(self.token_file).read_text().strip()
-        except OSError as e:
-            raise OptionError(f"pulsar data source: token_file {self.token_file}: {e.strerror or e}") from e
-        if not token:
-            raise OptionError(f"pulsar data source: token_file {self.token_file} is empty")
-        return token
+        return _token(self.token_file)
 
     def partitions(self) -> list[InputPartition]:
-        return list(asyncio.run(plan(self.admin_url, self.topic, self.subscription, self._token(), self.ca_file)))
+        o = self.opts
+        return list(
+            asyncio.run(
+                plan(
+                    o.admin_url,
+                    "",
+                    o.subscription,
+                    self._token(),
+                    o.ca_file,
+                    selection=o.selection,
+                    starting=o.starting,
+                    ending=o.ending,
+                )
+            )
+        )
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         if partition is None:
             # Spark reads an empty partition list as one partition None: here, nothing left to read.
             return iter(())
         # Not an isinstance check: Spark may ship the partition's class by value, a different class object.
+        o = self.opts
         return arrow_batches(
-            read_partition(self.service_url, self._token(), partition, self.read_timeout_ms, self.ca_file)
+            read_partition(
+                o.service_url,
+                self._token(),
+                partition,
+                o.read_timeout_ms,
+                o.ca_file,
+                client_kwargs=o.client_kwargs,
+                raw=self.raw,
+            ),
+            schema=self.schema,
         )
 
 
 ARROW_BATCH_ROWS = 4096
 
 
-def arrow_batches(rows: Iterator[tuple[Any, ...]], size: int = ARROW_BATCH_ROWS) -> Iterator[Any]:
-    """Rows of :data:`SCHEMA` as Arrow record batches of up to ``size`` rows.
+def arrow_batches(
+    rows: Iterator[tuple[Any, ...]], size: int = ARROW_BATCH_ROWS, schema: StructType = SCHEMA
+) -> Iterator[Any]:
+    """Rows of ``schema`` as Arrow record batches of up to ``size`` rows.
 
     Spark accepts either from ``read()``; given tuples it converts every value through a per-field Python
     converter, which measured at about three times the cost of reading the messages. pyarrow builds each
@@ -221,13 +375,13 @@ def arrow_batches(rows: Iterator[tuple[Any, ...]], size: int = ARROW_BATCH_ROWS)
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    schema = to_arrow_schema(SCHEMA)
-    columns: list[list[Any]] = [[] for _ in SCHEMA.fields]
+    arrow_schema = to_arrow_schema(schema)
+    columns: list[list[Any]] = [[] for _ in schema.fields]
     n = 0
 
     def flush() -> Any:
         batch = pa.RecordBatch.from_arrays(
-            [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)], schema=schema
+            [pa.array(c, type=f.type) for c, f in zip(columns, arrow_schema, strict=True)], schema=arrow_schema
         )
         for c in columns:
             c.clear()
@@ -245,8 +399,17 @@ def arrow_batches(rows: Iterator[tuple[Any, ...]], size: int = ARROW_BATCH_ROWS)
 
 
 def read_partition(
-    service_url: str, token: str | None, part: Any, timeout_ms: int, ca_file: str | None = None
+    service_url: str,
+    token: str | None,
+    part: Any,
+    timeout_ms: int,
+    ca_file: str | None = None,
+    *,
+    client_kwargs: Mapping[str, Any] | None = None,
+    raw: bool = False,
 ) -> Iterator[tuple[Any, ...]]:
+    """Rows of :data:`DELETION_SCHEMA` (``raw``: :data:`RAW_SCHEMA`) of one partition. ``client_kwargs``:
+    the ``pulsar.client.*`` options as pulsar.Client keyword arguments."""
     import pulsar
 
     client = pulsar.Client(
@@ -258,12 +421,22 @@ def read_partition(
         tls_validate_hostname=True,
         tls_allow_insecure_connection=False,
         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
+        # pulsar.client.*: checked when parsed; none of them touches the TLS checks above.
+        **dict(client_kwargs or {}),
     )
     try:
-        # Start at the subscription's mark-delete position (exclusive) rather than replaying what it has
-        # long acknowledged; the acknowledged ranges beyond it are skipped one by one.
-        start = pulsar.MessageId(-1, part.start[0], part.start[1], -1) if part.start else pulsar.MessageId.earliest
-        reader = client.create_reader(part.topic, start)
+        first = getattr(part, "first", None)
+        if first is not None and (part.start is None or first > part.start):
+            # startingOffsets: that message included, as the connector reads a message id it is given.
+            reader = client.create_reader(
+                part.topic, pulsar.MessageId(-1, first[0], first[1], -1), start_message_id_inclusive=True
+            )
+        else:
+            # Start at the subscription's mark-delete position (exclusive) rather than replaying what it has
+            # long acknowledged; the acknowledged ranges beyond it are skipped one by one.
+            start = pulsar.MessageId(-1, part.start[0], part.start[1], -1) if part.start else pulsar.MessageId.earliest
+            reader = client.create_reader(part.topic, start)
+        to_row = raw_row if raw else row
         try:
             # has_message_available asks the broker; past our end it may say yes, before it no only when the
             # rest of the range holds no messages (an empty current ledger: end = (ledger, -1)).
@@ -275,15 +448,36 @@ def read_partition(
                     return
                 if not part.skip(pos):
                     # Not stopping at pos == end: the messages of one batch share that position.
-                    yield row(msg, part.topic)
+                    yield to_row(msg, part.topic)
         finally:
             reader.close()
     finally:
         client.close()
 
 
+def _meta(msg: Any, partition_topic: str, message_id: bytes, published: int, props: dict[str, str]) -> tuple[Any, ...]:
+    """The connector's metadata columns (:data:`META_FIELDS`)."""
+    key = msg.partition_key()
+    event = msg.event_timestamp()
+    return (
+        key.encode() if key else None,
+        partition_topic,
+        message_id,
+        datetime.fromtimestamp(published / 1000, UTC) if published else None,
+        datetime.fromtimestamp(event / 1000, UTC) if event else None,
+        props,
+    )
+
+
+def raw_row(msg: Any, partition_topic: str) -> tuple[Any, ...]:
+    """One message as a row of :data:`RAW_SCHEMA`."""
+    mid = bytes(msg.message_id().serialize())
+    props = dict(msg.properties())
+    return (bytes(msg.data()), *_meta(msg, partition_topic, mid, msg.publish_timestamp(), props))
+
+
 def row(msg: Any, partition_topic: str) -> tuple[Any, ...]:
-    """One message as a row of :data:`SCHEMA`."""
+    """One message as a row of :data:`DELETION_SCHEMA`."""
     from worker.message import InvalidMessage, decode, decode_lenient
 
     mid = msg.message_id()
@@ -308,15 +502,18 @@ def row(msg: Any, partition_topic: str) -> tuple[Any, ...]:
         p = decode_lenient(data)
         fields = (p.topic_name, p.ledger_component, p.ledger_type, p.ledger_id, p.cursor_name, p.schema_id)
     published = msg.publish_timestamp()
+    serialized = bytes(mid.serialize())
+    props = dict(msg.properties())
     return (
-        bytes(mid.serialize()),
+        serialized,
         f"{mid.ledger_id()}:{mid.entry_id()}:{mid.partition()}:{mid.batch_index()}",
         partition_topic,
         datetime.fromtimestamp(published / 1000, UTC) if published else None,
-        dict(msg.properties()),
+        props,
         data,
         *fields,
         offload_uuid,
         offload_driver,
         error,
+        *_meta(msg, partition_topic, serialized, published, props),
     )

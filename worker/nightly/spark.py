@@ -1,5 +1,5 @@
-"""One way to get a SparkSession for the nightly jobs, with the ``pulsar`` data source registered; the
-settings the executors get; the Parquet report, written and read back."""
+"""One way to get a SparkSession for the nightly jobs, with the ``pulsar`` data source registered (also as
+``pulsar-ldw``); the settings the executors get; the Parquet report, written and read back."""
 
 from __future__ import annotations
 
@@ -23,8 +23,6 @@ def session(master: str | None = None, app_name: str = "ledger-deletion-worker",
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    from worker.nightly.source import PulsarDataSource
-
     b = SparkSession.builder.appName(app_name)
     if master:
         b = b.master(master)
@@ -34,8 +32,18 @@ def session(master: str | None = None, app_name: str = "ledger-deletion-worker",
     for k, v in conf.items():
         b = b.config(k, v)
     spark = b.getOrCreate()
-    spark.dataSource.register(PulsarDataSource)
+    register_sources(spark)
     return spark
+
+
+def register_sources(spark: Any) -> None:
+    """``format("pulsar")`` and ``format("pulsar-ldw")``: the same source. Spark prefers a JVM source of
+    the same name (StreamNative's pulsar-spark connector registers ``pulsar``) when one is on the classpath;
+    ``pulsar-ldw`` is this one whatever the classpath holds."""
+    from worker.nightly.source import PulsarDataSource, UnambiguousPulsarDataSource
+
+    spark.dataSource.register(PulsarDataSource)
+    spark.dataSource.register(UnambiguousPulsarDataSource)
 
 
 def spark_running() -> bool:

@@ -19,7 +19,8 @@ import pulsar
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from worker.message import PendingDeleteLedgerInfo, PendingDeleteSchema
+from worker.message import PendingDeleteLedgerInfo
+from worker.pulsar_client import PendingDeleteSchema
 from worker.testing.stack import REPO, Stack
 
 

@@ -16,7 +16,7 @@ import org.apache.avro.io.EncoderFactory;
 
 /**
  * The Avro binary encoding of PendingDeleteLedgerInfo, from the schema JSON the Python worker registers
- * (the resource is json.dumps(worker.message.AVRO_SCHEMA), checked by tests/extension/test_schema_interop.py).
+ * (the resource is json.dumps(worker.message.AVRO_SCHEMA), checked by tests/unit/test_broker_extension_schema.py).
  */
 public final class PendingDeleteCodec {
 

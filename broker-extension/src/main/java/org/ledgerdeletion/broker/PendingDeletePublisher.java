@@ -172,7 +172,6 @@ public final class PendingDeletePublisher implements AutoCloseable {
                 return clientOrCreate();
             }, scheduler).thenCompose(c -> c.newProducer(Schema.AUTO_PRODUCE_BYTES())
                     .topic(config.pendingTopic())
-                    .producerName(null)
                     // One message per ledger: a batch would fail several ledgers together, and the delivery
                     // delay is per message.
                     .enableBatching(false)

@@ -1,0 +1,133 @@
+"""A standalone stack instance of its own whose broker runs the broker extension (broker-extension/).
+
+Every test here is marked ``extension`` (and ``integration``). The session fixture starts the instance
+(``deploy/local/stack.sh up`` with BROKER_EXTENSION=1, a 1 s send delay and its own ports and data, beside
+the shared stack: about 20 s and one JVM) if it is not up, and stops it after the last test unless it was
+already up or ``LDW_EXTENSION_KEEP=1``. ``LDW_EXTENSION=0`` skips these tests, saying so. Its ports and
+data directory come from ``LDW_EXT_<VAR>`` (e.g. ``LDW_EXT_WEB_PORT``), defaults in ``EXT_ENV``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import Stack
+from tests.integration.worker_harness import WorkerHarness
+from worker.bookkeeper import BookieClient
+from worker.http import new_session
+from worker.pulsar_admin import PulsarAdmin
+from worker.testing.stack import REPO, STACK, mark_directory
+
+# The extension's own queue (its default): what the broker publishes to.
+PENDING = "persistent://pulsar/system/__ledger_deletion"
+
+EXT_ENV = {
+    "PROFILE": "standalone",
+    "STACK_DIR": str(REPO / "deploy" / "local" / ".data-extension"),
+    "WEB_PORT": "18080",
+    "BROKER_PORT": "16650",
+    "BOOKIE_PORT": "13181",
+    "BOOKIE_HTTP_PORT": "18000",
+    "ZK_PORT": "12181",
+    "S3_PORT": "15000",
+    "BROKER_EXTENSION": "1",
+    "BROKER_EXTENSION_SEND_DELAY_S": "1",
+    # One JVM beside the shared stacks on 2 cores: a smaller heap than the shared standalone's.
+    "PULSAR_MEM": "-Xms256m -Xmx768m -XX:MaxDirectMemorySize=512m",
+}
+
+
+def ext_env() -> dict[str, str]:
+    env = {**os.environ}
+    for k, v in EXT_ENV.items():
+        env[k] = os.environ.get(f"LDW_EXT_{k}", v)
+    return env
+
+
+def ext_stack_cmd(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(STACK), *args], env=ext_env(), capture_output=True, text=True, timeout=timeout)
+
+
+@dataclass(frozen=True)
+class ExtStack(Stack):
+    stack_dir: str
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    mark_directory(items, os.path.dirname(__file__), pytest.mark.extension, pytest.mark.integration)
+
+
+def _up(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def ext_stack() -> Iterator[ExtStack]:
+    if os.environ.get("LDW_EXTENSION") == "0":
+        pytest.skip("LDW_EXTENSION=0: the broker-extension tests are off")
+    env = ext_env()
+    was_up = _up(f"http://127.0.0.1:{env['WEB_PORT']}/admin/v2/brokers/health")
+    r = ext_stack_cmd("up")
+    assert r.returncode == 0, f"extension stack did not start:\n{r.stderr[-3000:]}"
+    out = ext_stack_cmd("env").stdout
+    e = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    yield ExtStack(
+        admin_url=e["PULSAR_ADMIN_URL"],
+        service_url=e["PULSAR_SERVICE_URL"],
+        bookie_http_url=e["BOOKIE_HTTP_URL"],
+        zookeeper_hosts=e["ZOOKEEPER_HOSTS"],
+        s3_endpoint=e["S3_ENDPOINT"],
+        s3_bucket=e["S3_BUCKET"],
+        stack_dir=env["STACK_DIR"],
+    )
+    if not was_up and os.environ.get("LDW_EXTENSION_KEEP") != "1":
+        ext_stack_cmd("down")
+
+
+@pytest.fixture
+async def ext_admin(ext_stack: ExtStack) -> AsyncIterator[PulsarAdmin]:
+    async with new_session(30) as s:
+        yield PulsarAdmin(ext_stack.admin_url, s)
+
+
+@pytest.fixture
+async def ext_bookie(ext_stack: ExtStack) -> AsyncIterator[BookieClient]:
+    from worker.zookeeper import ZooKeeper
+
+    async with new_session(30) as s, ZooKeeper(ext_stack.zookeeper_hosts) as zk:
+        yield BookieClient(ext_stack.bookie_http_url, s, zk.ledger_metadata_exists)
+
+
+@pytest.fixture
+def ext_harnesses() -> Iterator[list[WorkerHarness]]:
+    made: list[WorkerHarness] = []
+    yield made
+    for h in made:
+        h.close()
+
+
+def worker_on_extension_queue(ext_stack: ExtStack, tmp_path: Path, name: str, **overrides: Any) -> WorkerHarness:
+    """A worker draining the queue the extension publishes to (not a harness queue of its own)."""
+    topics = {"pending": PENDING, "retry": f"{PENDING}-RETRY", "dlq": f"{PENDING}-DLQ", "parallelism": 4}
+    return WorkerHarness(ext_stack, tmp_path, name, topics=topics, **overrides)
+
+
+def worker_config_file(ext_stack: ExtStack, tmp_path: Path) -> Path:
+    """A config for the CLI (scan) against the extension stack."""
+    h = worker_on_extension_queue(ext_stack, tmp_path, "cli")
+    path = tmp_path / "ext-cli.yaml"
+    path.write_text(yaml.safe_dump(h.config))
+    return path

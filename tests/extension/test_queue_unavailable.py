@@ -1,0 +1,130 @@
+"""The broker keeps working when the queue is unavailable, and forgets nothing meanwhile.
+
+The extension stack is restarted with the extension pointed at a port where nothing listens (and a 3 s
+wait limit): the broker starts (no deadlock on a queue it cannot reach), produce and consume work, a trim's
+metadata write waits, retries (counted, logged) and fails, so the trimmed ledgers stay listed and
+`scan --dry-run` finds no orphan. The stack is restarted normally afterwards, and the next trim queues
+the ledgers and drops them. Runs last in this directory (it restarts the shared session instance).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+
+from tests.extension.conftest import ExtStack, ext_stack_cmd
+from tests.extension.test_extension import queued_for, scan_orphans
+from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
+from worker.pulsar_admin import PulsarAdmin
+from worker.topic_name import TopicName
+
+UNREACHABLE = (
+    "ledgerDeletionServiceUrl=pulsar://127.0.0.1:9 ledgerDeletionWebServiceUrl=http://127.0.0.1:9 "
+    "ledgerDeletionMaxWaitSeconds=3"
+)
+
+
+def restart(extra_conf: str | None) -> None:
+    if extra_conf is None:
+        os.environ.pop("BROKER_EXTENSION_CONF", None)
+    else:
+        os.environ["BROKER_EXTENSION_CONF"] = extra_conf
+    try:
+        # restart-pulsar: the broker (with its bookie and ZooKeeper) only; S3 stays.
+        r = ext_stack_cmd("restart-pulsar")
+        assert r.returncode == 0, r.stderr[-3000:]
+    finally:
+        os.environ.pop("BROKER_EXTENSION_CONF", None)
+
+
+def broker_metric(stack: ExtStack, name: str) -> float:
+    with urllib.request.urlopen(f"{stack.admin_url}/metrics/", timeout=30) as r:
+        text = r.read().decode()
+    return sum(float(m.group(1)) for m in re.finditer(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
+
+
+@pytest.fixture
+def queue_unreachable(ext_stack: ExtStack) -> Iterator[None]:
+    restart(UNREACHABLE)
+    try:
+        yield
+    finally:
+        # Normal again for whatever runs next (the test restores it itself on success).
+        if "127.0.0.1:9" in (Path(ext_stack.stack_dir) / "run" / "standalone.conf").read_text():
+            restart(None)
+
+
+async def test_queue_unavailable_metadata_writes_wait_fail_and_keep_their_ledgers(
+    ext_stack: ExtStack, queue_unreachable: None, ext_admin: PulsarAdmin, unique: str, tmp_path: Path
+) -> None:
+    ns = f"public/ext-down-{unique}"
+    await ext_admin.ensure_namespace(ns)
+    await ext_admin.set_retention(ns, -1, -1)
+    topic = f"persistent://{ns}/t"
+    t = TopicName.parse(topic)
+
+    # Produce and consume are unaffected.
+    t0 = time.monotonic()
+    client = pulsar.Client(ext_stack.service_url, logger=quiet_logger())
+    try:
+        consumer = client.subscribe(topic, "s")
+        produce(ext_stack.service_url, topic, 21)
+        for _ in range(21):
+            consumer.acknowledge(consumer.receive(timeout_millis=10000))
+        consumer.close()
+    finally:
+        client.close()
+    assert time.monotonic() - t0 < 30
+    listed = ml_ledger_ids(await ext_admin.internal_stats(t))
+    assert len(listed) >= 4
+
+    await ext_admin.set_retention(ns, 0, 0)
+    failed_before = broker_metric(ext_stack, "ledger_deletion_broker_metadata_writes_failed_total")
+    await ext_admin.trim(t)
+
+    async def write_failed() -> bool:
+        return broker_metric(ext_stack, "ledger_deletion_broker_metadata_writes_failed_total") > failed_before
+
+    await eventually(write_failed, timeout=30, what="the trim's metadata write to give up")
+    assert broker_metric(ext_stack, "ledger_deletion_broker_send_failures_total") > 0
+    # Nothing forgotten: the stored metadata still lists the ledgers (the broker's memory no longer
+    # does: it drops them before the write), and there is no orphan.
+    assert set(listed) <= set(stored_ledgers(ext_stack, topic))
+    assert scan_orphans(ext_stack, tmp_path, ns) == []
+    log = (Path(ext_stack.stack_dir) / "logs" / "pulsar.out").read_text(errors="replace")
+    assert "metadata write waits" in log and "they stay listed" in log
+
+    # The queue back: the next trim queues them and drops them.
+    restart(None)
+    await ext_admin.trim(t)
+
+    async def dropped() -> bool:
+        return not set(listed[:-1]) & set(stored_ledgers(ext_stack, topic))
+
+    await eventually(dropped, timeout=60, what="the kept ledgers dropped once the queue is back")
+    queued = queued_for(ext_stack.service_url, topic)
+    assert {("LEDGER", lid) for lid in listed[:-1]} <= set(queued)
+    assert scan_orphans(ext_stack, tmp_path, ns) == []
+
+
+def stored_ledgers(stack: ExtStack, topic: str) -> list[int]:
+    from kazoo.client import KazooClient
+
+    from tests.extension.test_extension import ml_path
+    from worker.managed_ledger_metadata import parse_managed_ledger_info
+
+    zk = KazooClient(hosts=stack.zookeeper_hosts)
+    zk.start(timeout=15)
+    try:
+        data, _ = zk.get(ml_path(topic))
+        return list(parse_managed_ledger_info(data).ledger_ids)
+    finally:
+        zk.stop()
+        zk.close()
