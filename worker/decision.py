@@ -21,10 +21,11 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
 from worker.bookkeeper import BookieClient, BookieLedgerStore, CountedLedgerStore, LedgerStore
+from worker.core.live_set import Hold, LiveSet, ledger_hold
 from worker.core.offload_in_use import bookkeeper_copy_released, offloaded_copy_use
 from worker.core.schema_in_use import schema_ledger_hold
 from worker.http import BackendError, admin_session, new_session
-from worker.in_use import LiveSet, LiveStateReader, Snapshot, SnapshotCache, in_use
+from worker.in_use import LiveStateReader, Snapshot, SnapshotCache
 from worker.managed_ledger_metadata import OffloadInfo
 from worker.message import InvalidMessage, LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
 from worker.metrics import Metrics
@@ -131,8 +132,9 @@ def decide(info: PendingDeleteLedgerInfo, facts: Facts, *, now_ms: int, rules: R
         )
         if v.verdict is Verdict.REJECTED:
             return Result(Outcome.REJECTED, route, v.reason)
-        if isinstance(live, LiveSet) and _bookkeeper_copy_in_use(info, live, facts.offload, now_ms, rules):
-            return Result(Outcome.IN_USE, route, "referenced by its topic")
+        hold = _bookkeeper_copy_hold(info, live, facts.offload, now_ms, rules) if isinstance(live, LiveSet) else None
+        if hold is not None:
+            return Result(Outcome.IN_USE, route, hold.value)
         held = _schema_held(info, facts)
         if held is not None:
             return Result(Outcome.IN_USE, route, held)
@@ -152,18 +154,19 @@ def decide(info: PendingDeleteLedgerInfo, facts: Facts, *, now_ms: int, rules: R
     return Result(Outcome.DELETED, route)
 
 
-def _bookkeeper_copy_in_use(
+def _bookkeeper_copy_hold(
     info: PendingDeleteLedgerInfo, live: LiveSet, offload: OffloadInfo | None, now_ms: int, rules: Rules
-) -> bool:
-    if not in_use(live, info):
-        return False
+) -> Hold | None:
+    """Why the topic keeps the BookKeeper copy (the compaction holds say so in their own words), or None."""
+    hold = ledger_hold(live, info.ledger_component, info.ledger_id)
     # A listed ledger whose offload completed long enough ago is read from tiered storage: its BookKeeper
     # copy is Pulsar's to delete, and when Pulsar failed to, it is a leak this worker closes.
-    return not (
+    released = (
         info.ledger_component is LedgerComponent.MANAGED_LEDGER
         and info.ledger_id in live.offloaded_ledgers
         and bookkeeper_copy_released(offload, now_ms=now_ms, deletion_lag_ms=rules.offload_deletion_lag_ms)
     )
+    return None if released else hold
 
 
 def _offloaded_copy_in_use(info: PendingDeleteLedgerInfo, live: LiveSet, offload: OffloadInfo | None) -> bool:
