@@ -51,7 +51,7 @@ stack-status:
 	PROFILE=$(PROFILE) bash $(STACK) status
 
 lint: venv
-	$(VENV)/bin/ruff check worker tests bench tools
+	$(VENV)/bin/ruff check worker tests bench tools testkit
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
@@ -61,7 +61,7 @@ unit: venv
 # The whole suite (unit + integration + the cluster tests, which start and stop the cluster profile
 # themselves) against the real local stacks; the chaos run is its own target.
 test: venv ops-tools stack-up
-	$(VENV)/bin/ruff check worker tests bench tools
+	$(VENV)/bin/ruff check worker tests bench tools testkit
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest -q -rfEs -m "not chaos" tests

@@ -25,9 +25,9 @@ from bench import drain, ledgers, raw, report
 from bench.env import OUT
 from bench.result import Row
 from bench.run import _loadavg, _machine
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
-from worker.testing.harness import pulsar_ml_metadata
-from worker.testing.stack import Stack, stack_env, stack_from_env
+from testkit.harness import pulsar_ml_metadata
+from testkit.stack import Stack, stack_env, stack_from_env
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 
 GOAL = 1.8
 

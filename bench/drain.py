@@ -24,14 +24,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.result import Row
 from bench.stats import histogram_quantiles, histogram_upper_bounds
-from worker.http import new_session
-from worker.message import PendingDeleteLedgerInfo
-from worker.pulsar_admin import PulsarAdmin
+from testkit.harness import WorkerHarness
+from testkit.stack import REPO, Stack
+from worker.backends.http import new_session
+from worker.broker.admin import PulsarAdmin
+from worker.broker.topology import ensure_topology
+from worker.formats.message import PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
 from worker.settings import load_settings
-from worker.testing.harness import WorkerHarness
-from worker.testing.stack import REPO, Stack
-from worker.topic_name import TopicName
-from worker.topology import ensure_topology
 
 # Log events that settle a message for good (pipeline._settle).
 SETTLED_EVENTS = {
@@ -135,8 +135,8 @@ def _send_fast(h: WorkerHarness, infos: list[PendingDeleteLedgerInfo]) -> None:
     """A large backlog: asynchronous batched sends, flushed, every one confirmed before the drain starts."""
     import pulsar
 
-    from worker.pulsar_client import PendingDeleteSchema
-    from worker.testing.harness import quiet_logger
+    from testkit.harness import quiet_logger
+    from worker.broker.client import PendingDeleteSchema
 
     client = pulsar.Client(h.stack.service_url, logger=quiet_logger())
     failures: list[str] = []

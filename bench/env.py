@@ -8,7 +8,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from worker.testing.stack import REPO, Stack, stack_from_env
+from testkit.stack import REPO, Stack, stack_from_env
 
 OUT = REPO / "bench" / "out"
 # Runs worth keeping are committed under bench/results/; a smoke run (the README-commands test) points this

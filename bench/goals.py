@@ -34,13 +34,13 @@ from bench import drain, ledgers, pip_baseline, report
 from bench.env import OUT, stack
 from bench.result import Row
 from bench.run import _git_head, _loadavg, _machine
-from worker.http import new_session
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
-from worker.pulsar_admin import PulsarAdmin
-from worker.testing.harness import pulsar_ml_metadata, quiet_logger
-from worker.testing.stack import Stack
-from worker.topic_name import TopicName
-from worker.zookeeper import ZooKeeper
+from testkit.harness import pulsar_ml_metadata, quiet_logger
+from testkit.stack import Stack
+from worker.backends.http import new_session
+from worker.backends.zookeeper import ZooKeeper
+from worker.broker.admin import PulsarAdmin
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
 
 C = 16
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import subprocess
 
-from worker.testing.stack import REPO, Stack
+from testkit.stack import REPO, Stack
 
 IN_FLIGHT = 64
 

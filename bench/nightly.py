@@ -7,7 +7,7 @@
    both read the same dead letters.
 2. Audit: M ledger metadata records written in BookKeeper's own format (format 3) under a separate ledgers
    root in ZooKeeper, so no bookie sees them, owned by 100 topics that do not exist. Compared: the audit's
-   ledger stage on Spark local[2] vs the scanner (``worker.scanner.Scanner``, what ``scan`` runs) in one
+   ledger stage on Spark local[2] vs the scanner (``worker.operations.scanner.Scanner``, what ``scan`` runs) in one
    process over the same records read from the same root.
 
 Rates exclude the SparkSession start (reported apart). Results: printed, and bench/out/nightly.json.
@@ -26,9 +26,9 @@ import uuid
 from typing import Any
 
 from bench.env import OUT, stack
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode
+from worker.formats.metadata_paths import hierarchical_ledger_path
 from worker.settings import Settings, load_settings
-from worker.zookeeper import hierarchical_ledger_path
 
 
 def _settings(s: Any, dlq: str) -> Settings:
@@ -226,12 +226,12 @@ def _delete_root(hosts: str, root: str) -> None:
 
 
 async def _scan_single(settings: Settings, root: str) -> tuple[int, float, dict[str, int]]:
-    from worker.http import new_session
-    from worker.in_use import LiveStateReader, SnapshotCache
+    from worker.backends.http import new_session
+    from worker.backends.zookeeper import ZooKeeper, ZooKeeperLedgerStore
+    from worker.broker.admin import PulsarAdmin
+    from worker.broker.snapshot_cache import LiveStateReader, SnapshotCache
     from worker.nightly.audit import ledger_subtrees, read_subtrees
-    from worker.pulsar_admin import PulsarAdmin
-    from worker.scanner import Scanner
-    from worker.zookeeper import ZooKeeper, ZooKeeperLedgerStore
+    from worker.operations.scanner import Scanner
 
     hosts = settings.zookeeper.hosts
     assert hosts
@@ -282,7 +282,9 @@ def bench_audit(spark: Any, s: Any, m: int) -> dict[str, Any]:
         "single": {"ledgers": n1, "seconds": round(single_s, 2), "rate": round(n1 / single_s, 1), "verdicts": counts1},
         "spark": {"ledgers": n2, "seconds": round(spark_s, 2), "rate": round(n2 / spark_s, 1), "verdicts": counts2},
         "ratio": round((n2 / spark_s) / (n1 / single_s), 2),
-        "compared_against": "the scanner (worker.scanner.Scanner, what scan runs) in one process over the same root",
+        "compared_against": (
+            "the scanner (worker.operations.scanner.Scanner, what scan runs) in one process over the same root"
+        ),
     }
 
 

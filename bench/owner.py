@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from worker.pulsar_admin import PulsarAdmin
-from worker.testing.orphans import drop_ledgers_from_metadata, quiesce
-from worker.testing.stack import Stack
-from worker.testing.topics import ml_ledger_ids, produce
-from worker.topic_name import TopicName
+from testkit.orphans import drop_ledgers_from_metadata, quiesce
+from testkit.stack import Stack
+from testkit.topics import ml_ledger_ids, produce
+from worker.broker.admin import PulsarAdmin
+from worker.formats.topic_name import TopicName
 
 NAMESPACE = "public/ldw-bench"
 ENTRIES_PER_LEDGER = 5  # managedLedgerMaxEntriesPerLedger of the local stack

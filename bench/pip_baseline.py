@@ -16,10 +16,10 @@ from kazoo.exceptions import NoNodeError
 
 from bench.result import Row
 from bench.stats import sample_quantiles
-from worker.message import PendingDeleteLedgerInfo, decode, encode
-from worker.testing.harness import quiet_logger
-from worker.testing.stack import Stack
-from worker.topic_name import TopicName
+from testkit.harness import quiet_logger
+from testkit.stack import Stack
+from worker.formats.message import PendingDeleteLedgerInfo, decode, encode
+from worker.formats.topic_name import TopicName
 
 
 def run(stack: Stack, infos: list[PendingDeleteLedgerInfo], paths: dict[int, str], deadline_s: float) -> Row:

@@ -22,7 +22,7 @@ from kazoo.exceptions import NoNodeError
 
 from bench.result import Row
 from bench.stats import sample_quantiles
-from worker.zookeeper import ZooKeeper
+from worker.backends.zookeeper import ZooKeeper
 
 DELETE_PATH = "/api/v1/ledger/delete/"
 

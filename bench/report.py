@@ -121,7 +121,7 @@ def keep(rows: list[Row], meta: dict[str, Any], label: str) -> Path:
     """Print each row's errors and the load line, then keep the run under ``bench/results/`` (committed:
     one file per run worth keeping, named by its start time, ``label`` and run id)."""
     from bench.env import RESULTS
-    from worker.testing.stack import REPO
+    from testkit.stack import REPO
 
     for r in rows:
         if r.errors:

@@ -17,12 +17,12 @@ from typing import Any
 from bench import drain, ledgers, owner, raw, report
 from bench.env import OUT, RESULTS, Knobs, stack
 from bench.result import Row
-from worker.bookkeeper import BookieClient
-from worker.http import new_session
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
-from worker.pulsar_admin import PulsarAdmin
-from worker.testing.harness import pulsar_ml_metadata
-from worker.testing.stack import REPO, Stack
+from testkit.harness import pulsar_ml_metadata
+from testkit.stack import REPO, Stack
+from worker.backends.bookie_http import BookieClient
+from worker.backends.http import new_session
+from worker.broker.admin import PulsarAdmin
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 
 # Optional groups (owner route, ZooKeeper mode) are skipped once the run has taken this long.
 OPTIONAL_BUDGET_S = 230.0

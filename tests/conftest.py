@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from worker.bookkeeper import BookieClient
-from worker.http import new_session
-from worker.pulsar_admin import PulsarAdmin
-from worker.testing.stack import REPO, STACK, Stack, stack_from_env
+from testkit.stack import REPO, STACK, Stack, stack_from_env
+from worker.backends.bookie_http import BookieClient
+from worker.backends.http import new_session
+from worker.broker.admin import PulsarAdmin
 
 __all__ = ["REPO", "STACK", "Stack"]
 
@@ -74,7 +74,7 @@ async def admin(stack: Stack) -> AsyncIterator[PulsarAdmin]:
 @pytest.fixture
 async def bookie(stack: Stack) -> AsyncIterator[BookieClient]:
     """The bookie HTTP API, its ambiguous 500s settled by the metadata store, as the worker does."""
-    from worker.zookeeper import ZooKeeper
+    from worker.backends.zookeeper import ZooKeeper
 
     async with new_session(30) as s, ZooKeeper(stack.zookeeper_hosts) as zk:
         yield BookieClient(stack.bookie_http_url, s, zk.ledger_metadata_exists)

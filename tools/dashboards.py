@@ -8,7 +8,7 @@ panel's query against a real Prometheus scraping a real worker and broker.
 
 Queries use Grafana's ``$__rate_interval`` and a ``$datasource`` variable and nothing else dashboard-specific.
 Worker series carry ``job="ledger-deletion-worker"`` (scrape job / Service name), nightly ones the
-Pushgateway grouping key of :mod:`worker.nightly_metrics`.
+Pushgateway grouping key of :mod:`worker.nightly.metrics`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models.dashboard import DataSourceRef
 
-from worker import nightly_metrics as nm
+from worker.nightly import metrics as nm
 
 UID = "ledger-deletion"
 OUT = Path("deploy/grafana/ledger-deletion.json")

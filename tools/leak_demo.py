@@ -30,8 +30,8 @@ import aiohttp
 import pulsar
 import yaml
 
-from worker.testing.harness import WorkerHarness, quiet_logger
-from worker.testing.stack import REPO, STACK, Stack
+from testkit.harness import WorkerHarness, quiet_logger
+from testkit.stack import REPO, STACK, Stack
 
 PENDING = "persistent://pulsar/system/__ledger_deletion"
 ENTRIES_PER_LEDGER = 5  # config/standalone.conf: managedLedgerMaxEntriesPerLedger
@@ -140,7 +140,7 @@ def scan(stack: Stack, config: Path, namespace: str) -> list[int]:
 
 
 def queued_ledgers(stack: Stack, namespace: str) -> set[int]:
-    from worker.message import decode
+    from worker.formats.message import decode
 
     client = pulsar.Client(stack.service_url, logger=quiet_logger())
     out: set[int] = set()

@@ -27,7 +27,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from worker.topic_name import InvalidTopicName, TopicName
+from worker.formats.topic_name import InvalidTopicName, TopicName
 
 
 class _Section(BaseModel):

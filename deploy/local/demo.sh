@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: the whole story on the local stack, in about a minute.
 #
-#   1. make real orphans the way the integration tests do (worker/testing/orphans.py): drop two ledgers
+#   1. make real orphans the way the integration tests do (testkit/orphans.py): drop two ledgers
 #      from a live topic's managed-ledger metadata in ZooKeeper, and delete another topic's metadata while
 #      its data and cursor ledgers stay in BookKeeper;
 #   2. `scan --dry-run` shows them; 3. the worker daemon starts in the background; 4. `scan` queues them;
@@ -59,8 +59,8 @@ EOF
 count_ledgers() {
   "$PY" - "$BOOKIE_HTTP_URL" "$ns" <<'EOF'
 import asyncio, sys
-from worker.bookkeeper import BookieClient
-from worker.http import new_session
+from worker.backends.bookie_http import BookieClient
+from worker.backends.http import new_session
 
 async def main(url: str, ns: str) -> None:
     async with new_session(30) as s:
@@ -83,11 +83,11 @@ EOF
 step "1. making real orphans in $ns"
 "$PY" - "$PULSAR_ADMIN_URL" "$PULSAR_SERVICE_URL" "$ZOOKEEPER_HOSTS" "$ns" <<'EOF'
 import asyncio, sys
-from worker.testing.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
-from worker.testing.topics import client_for, ml_ledger_ids, produce
-from worker.http import new_session
-from worker.pulsar_admin import PulsarAdmin
-from worker.topic_name import TopicName
+from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
+from testkit.topics import client_for, ml_ledger_ids, produce
+from worker.backends.http import new_session
+from worker.broker.admin import PulsarAdmin
+from worker.formats.topic_name import TopicName
 
 async def main(admin_url: str, service_url: str, zk: str, ns: str) -> None:
     async with new_session(30) as s:

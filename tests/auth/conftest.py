@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from worker.testing.stack import Stack, mark_directory, run_profile, stack_env, stack_from_env
+from testkit.stack import Stack, mark_directory, run_profile, stack_env, stack_from_env
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

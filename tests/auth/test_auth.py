@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
+from testkit.stack import REPO
+from testkit.topics import count_from_earliest, produce
 from tests.auth.conftest import AuthStack
-from worker.testing.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
-from worker.testing.stack import REPO
-from worker.testing.topics import count_from_earliest, produce
-from worker.zookeeper import ZooKeeper
+from worker.backends.zookeeper import ZooKeeper
 
 SYSTEM_NS = "pulsar/system"
 
@@ -240,8 +240,8 @@ def test_nightly_jobs_with_least_privileged_roles(auth_stack: AuthStack, namespa
     """replay-dlq with the worker's role and the audit with the scanner's, over the TLS admin endpoint:
     the Spark source reads the DLQ with the token, the replay deletes a dead letter's orphan and
     acknowledges it on the replay subscription, the audit finds orphans of a gone topic."""
-    from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode
-    from worker.testing.topics import client_for
+    from testkit.topics import client_for
+    from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode
 
     gone_topic = f"persistent://{namespace}/nightly-gone-{uuid.uuid4().hex[:6]}"
     orphans = create_ledgers(auth_stack, 2, pulsar_ml_metadata(gone_topic))

@@ -31,11 +31,11 @@ from tests.auth.tls_helpers import (
     server_context,
     tls_relay,
 )
-from worker.http import BackendError, admin_session
-from worker.pulsar_admin import PulsarAdmin
-from worker.pulsar_client import blocking_client
+from worker.broker.admin import PulsarAdmin, admin_session
+from worker.broker.client import blocking_client
+from worker.errors import BackendError
+from worker.formats.topic_name import TopicName
 from worker.settings import PulsarSettings
-from worker.topic_name import TopicName
 
 
 @pytest.fixture

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
+from testkit.stack import mark_directory, run_profile, stack_env, stack_from_env
 from tests.conftest import Stack
 from tests.integration.conftest import harnesses  # noqa: F401  (the same fixture for cluster tests)
-from worker.bookkeeper import BookieClient
-from worker.http import new_session
-from worker.pulsar_admin import PulsarAdmin
-from worker.testing.stack import mark_directory, run_profile, stack_env, stack_from_env
+from worker.backends.bookie_http import BookieClient
+from worker.backends.http import new_session
+from worker.broker.admin import PulsarAdmin
 
 BROKERS = ("broker1", "broker2")
 
@@ -150,7 +150,7 @@ async def cadmin(cluster: Cluster) -> AsyncIterator[PulsarAdmin]:
 @pytest.fixture
 async def cbookie(cluster: Cluster) -> AsyncIterator[BookieClient]:
     """Bookie 1's HTTP API (it answers for ledgers on either bookie), ambiguous 500s settled by ZooKeeper."""
-    from worker.zookeeper import ZooKeeper
+    from worker.backends.zookeeper import ZooKeeper
 
     async with new_session(30) as s, ZooKeeper(cluster.zookeeper_hosts) as zk:
         yield BookieClient(cluster.bookie_http_url, s, zk.ledger_metadata_exists)

@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterable
 
 from tests.cluster.conftest import Cluster, rest
-from worker.topic_name import TopicName
+from worker.formats.topic_name import TopicName
 
 
 def _follow(method: str, url: str, *, hops: int = 6) -> object:

@@ -9,8 +9,8 @@ from pathlib import Path
 from tests.cluster.conftest import Cluster
 from tests.integration.helpers import eventually
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
-from worker.bookkeeper import BookieClient
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.backends.bookie_http import BookieClient
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 
 
 async def test_worker_spreads_bookie_calls_over_both_bookies(

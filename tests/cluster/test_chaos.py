@@ -29,12 +29,12 @@ from tests.cluster.conftest import Cluster
 from tests.cluster.placement import spread
 from tests.integration.helpers import HttpProxy, count_from_earliest, eventually, ml_ledger_ids, produce
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
-from worker.bookkeeper import BookieClient
-from worker.http import new_session
-from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
-from worker.pulsar_admin import PulsarAdmin
-from worker.topic_name import TopicName
-from worker.zookeeper import ZooKeeper
+from worker.backends.bookie_http import BookieClient
+from worker.backends.http import new_session
+from worker.backends.zookeeper import ZooKeeper
+from worker.broker.admin import PulsarAdmin
+from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
 
 # Setup alone (12 JVM runs of CreateLedger, two offloads) takes minutes on 2 shared cores.
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(3600)]
@@ -293,7 +293,7 @@ async def test_chaos_run(
     dead = w.read_dlq()
     dead_keys = {(m.properties().get("reason"), m.properties().get("last_error")) for m in dead}
     dead_ledgers = set()
-    from worker.message import decode
+    from worker.formats.message import decode
 
     for m in dead:
         try:

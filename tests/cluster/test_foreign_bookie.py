@@ -17,9 +17,9 @@ import pytest
 from tests.cluster.conftest import Cluster
 from tests.conftest import Stack
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
-from worker.bookkeeper import BookieClient, BookieNotInCluster
-from worker.http import new_session
-from worker.zookeeper import ZooKeeper
+from worker.backends.bookie_http import BookieClient, BookieNotInCluster
+from worker.backends.http import new_session
+from worker.backends.zookeeper import ZooKeeper
 
 
 def test_a_bookie_of_another_cluster_refuses_to_start(

@@ -10,11 +10,11 @@ from tests.cluster.conftest import Cluster
 from tests.cluster.placement import move, spread
 from tests.integration.helpers import count_from_earliest, eventually, ml_ledger_ids, produce
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
-from worker.bookkeeper import BookieClient
-from worker.http import new_session
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
-from worker.pulsar_admin import NotOwner, PulsarAdmin
-from worker.topic_name import TopicName
+from worker.backends.bookie_http import BookieClient
+from worker.backends.http import new_session
+from worker.broker.admin import NotOwner, PulsarAdmin
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
 
 
 def ml(topic: str, lid: int) -> PendingDeleteLedgerInfo:

@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit.stack import REPO, STACK, mark_directory
 from tests.conftest import Stack
 from tests.integration.worker_harness import WorkerHarness
-from worker.bookkeeper import BookieClient
-from worker.http import new_session
-from worker.pulsar_admin import PulsarAdmin
-from worker.testing.stack import REPO, STACK, mark_directory
+from worker.backends.bookie_http import BookieClient
+from worker.backends.http import new_session
+from worker.broker.admin import PulsarAdmin
 
 # The extension's own queue (its default): what the broker publishes to.
 PENDING = "persistent://pulsar/system/__ledger_deletion"
@@ -105,7 +105,7 @@ async def ext_admin(ext_stack: ExtStack) -> AsyncIterator[PulsarAdmin]:
 
 @pytest.fixture
 async def ext_bookie(ext_stack: ExtStack) -> AsyncIterator[BookieClient]:
-    from worker.zookeeper import ZooKeeper
+    from worker.backends.zookeeper import ZooKeeper
 
     async with new_session(30) as s, ZooKeeper(ext_stack.zookeeper_hosts) as zk:
         yield BookieClient(ext_stack.bookie_http_url, s, zk.ledger_metadata_exists)

@@ -32,10 +32,10 @@ from tests.extension.conftest import (
 )
 from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
 from tests.integration.worker_harness import WorkerHarness
-from worker.managed_ledger_metadata import parse_managed_cursor_info, parse_managed_ledger_info
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
-from worker.pulsar_admin import PulsarAdmin
-from worker.topic_name import TopicName
+from worker.broker.admin import PulsarAdmin
+from worker.formats.managed_ledger_metadata import parse_managed_cursor_info, parse_managed_ledger_info
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
+from worker.formats.topic_name import TopicName
 
 SETTLED = {"deleted", "already_gone"}
 

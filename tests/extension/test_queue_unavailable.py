@@ -9,6 +9,7 @@ the ledgers and drops them. Runs last in this directory (it restarts the shared 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -22,8 +23,9 @@ import pytest
 from tests.extension.conftest import ExtStack, ext_stack_cmd
 from tests.extension.test_extension import queued_for, scan_orphans
 from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
-from worker.pulsar_admin import PulsarAdmin
-from worker.topic_name import TopicName
+from worker.broker.admin import PulsarAdmin
+from worker.errors import BackendError
+from worker.formats.topic_name import TopicName
 
 UNREACHABLE = (
     "ledgerDeletionServiceUrl=pulsar://127.0.0.1:9 ledgerDeletionWebServiceUrl=http://127.0.0.1:9 "
@@ -87,7 +89,9 @@ async def test_queue_unavailable_metadata_writes_wait_fail_and_keep_their_ledger
 
     await ext_admin.set_retention(ns, 0, 0)
     failed_before = broker_metric(ext_stack, "ledger_deletion_broker_metadata_writes_failed_total")
-    await ext_admin.trim(t)
+    # The trim answers 500 once its metadata write gives up: that is the point.
+    with contextlib.suppress(BackendError):
+        await ext_admin.trim(t)
 
     async def write_failed() -> bool:
         return broker_metric(ext_stack, "ledger_deletion_broker_metadata_writes_failed_total") > failed_before
@@ -118,7 +122,7 @@ def stored_ledgers(stack: ExtStack, topic: str) -> list[int]:
     from kazoo.client import KazooClient
 
     from tests.extension.test_extension import ml_path
-    from worker.managed_ledger_metadata import parse_managed_ledger_info
+    from worker.formats.managed_ledger_metadata import parse_managed_ledger_info
 
     zk = KazooClient(hosts=stack.zookeeper_hosts)
     zk.start(timeout=15)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pulsar
 
-from worker.testing.topics import count_from_earliest, eventually, ml_ledger_ids, produce
+from testkit.topics import count_from_earliest, eventually, ml_ledger_ids, produce
 
 __all__ = ["count_from_earliest", "eventually", "ml_ledger_ids", "produce", "quiet_logger"]
 

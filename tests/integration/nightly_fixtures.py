@@ -11,11 +11,11 @@ from typing import Any
 from tests.conftest import Stack
 from tests.integration.helpers import TcpProxy, eventually
 from tests.integration.worker_harness import WorkerHarness
-from worker.message import REASON, RECONSUMETIMES
-from worker.ops import _backlog
-from worker.pulsar_admin import PulsarAdmin
+from worker.backends.zookeeper import ZooKeeper
+from worker.broker.admin import PulsarAdmin
+from worker.formats.message import REASON, RECONSUMETIMES
+from worker.operations.queue_status import _backlog
 from worker.settings import Settings, load_settings
-from worker.zookeeper import ZooKeeper
 
 
 def bookie_proxy(stack: Stack) -> TcpProxy:
@@ -67,7 +67,7 @@ def replay_settings(h: WorkerHarness, stack: Stack, **worker: Any) -> Settings:
 def publish_dead_letters(stack: Stack, settings: Settings, payloads: list[bytes]) -> list[str]:
     """Dead letters published straight to the DLQ, in this order, after the replay subscription was made
     at the earliest position (what ``topology`` does): their ids as the source prints them."""
-    from worker.testing.topics import client_for
+    from testkit.topics import client_for
 
     t = settings.topics
     client = client_for(stack.service_url)

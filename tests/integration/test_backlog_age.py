@@ -9,9 +9,9 @@ import pytest
 
 from tests.conftest import Stack
 from tests.integration.helpers import produce
+from worker.broker.admin import PulsarAdmin
+from worker.formats.topic_name import TopicName
 from worker.metrics import oldest_backlog_age_s
-from worker.pulsar_admin import PulsarAdmin
-from worker.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from testkit.harness import free_port
 from tests.conftest import Stack
 from tests.integration.helpers import eventually
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
-from worker.bookkeeper import BookieClient
-from worker.http import new_session
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
-from worker.testing.harness import free_port
-from worker.zookeeper import ZooKeeper
+from worker.backends.bookie_http import BookieClient
+from worker.backends.http import new_session
+from worker.backends.zookeeper import ZooKeeper
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +50,7 @@ async def test_a_refusing_bookie_is_skipped_and_the_answering_one_serves(stack: 
 
 
 async def test_every_bookie_refusing_is_a_storage_error_not_an_answer(stack: Stack) -> None:
-    from worker.http import BackendError
+    from worker.errors import BackendError
 
     dead = [f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"]
     async with new_session(10) as s:

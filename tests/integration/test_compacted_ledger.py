@@ -31,14 +31,15 @@ from tests.conftest import Stack
 from tests.integration.helpers import eventually, quiet_logger
 from tests.integration.test_phase1 import fresh_namespace, settings_of, worker_config
 from tests.integration.worker_harness import WorkerHarness, create_ledgers
-from worker.bookkeeper import BookieClient
-from worker.decision import Outcome, open_decider
-from worker.in_use import LiveStateReader, SnapshotCache
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
-from worker.pulsar_admin import PulsarAdmin
-from worker.scanner import Decision, Scanner, Verdict
-from worker.topic_name import TopicName
-from worker.zookeeper import ZooKeeper
+from worker.backends.bookie_http import BookieClient
+from worker.backends.zookeeper import ZooKeeper
+from worker.broker.admin import PulsarAdmin
+from worker.broker.snapshot_cache import LiveStateReader, SnapshotCache
+from worker.core.decision import Outcome
+from worker.daemon.decider import open_decider
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
+from worker.operations.scanner import Decision, Scanner, Verdict
 
 pytestmark = pytest.mark.integration
 

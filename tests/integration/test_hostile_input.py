@@ -27,21 +27,22 @@ from tests.conftest import Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
 from tests.integration.test_worker_offload import offload_contexts, offload_topic
 from tests.integration.worker_harness import WorkerHarness, create_ledgers
-from worker.bookkeeper import BookieClient
-from worker.decision import Outcome, open_decider
-from worker.message import (
+from worker.backends.bookie_http import BookieClient
+from worker.broker.admin import PulsarAdmin
+from worker.broker.client import PendingDeleteSchema
+from worker.core.decision import Outcome
+from worker.daemon.decider import open_decider
+from worker.daemon.pipeline import SETTLE
+from worker.formats.message import (
     _PARSED,
     LedgerComponent,
     LedgerType,
     OffloadContext,
     PendingDeleteLedgerInfo,
 )
+from worker.formats.topic_name import TopicName
 from worker.metrics import Metrics
-from worker.pipeline import SETTLE
-from worker.pulsar_admin import PulsarAdmin
-from worker.pulsar_client import PendingDeleteSchema
 from worker.settings import Settings
-from worker.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
 

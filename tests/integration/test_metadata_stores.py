@@ -16,11 +16,11 @@ import pytest
 from tests.conftest import Stack
 from tests.integration.helpers import eventually
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
-from worker.in_use import confirm_gone
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
-from worker.pulsar_admin import PulsarAdmin
-from worker.topic_name import TopicName
-from worker.zookeeper import WrongMetadataStore, ZooKeeper, ZooKeeperLedgerStore
+from worker.backends.zookeeper import WrongMetadataStore, ZooKeeper, ZooKeeperLedgerStore
+from worker.broker.admin import PulsarAdmin
+from worker.broker.snapshot_cache import confirm_gone
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
 

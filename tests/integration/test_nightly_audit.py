@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
+from testkit.orphans import delete_topic_metadata_keep_ledgers
 from tests.conftest import REPO, Stack
 from tests.integration.helpers import produce, quiet_logger
 from tests.integration.test_phase1 import fresh_namespace
 from tests.integration.test_worker_offload import offload_topic
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
-from worker.message import LedgerType, decode
-from worker.pulsar_admin import PulsarAdmin
-from worker.testing.orphans import delete_topic_metadata_keep_ledgers
-from worker.topic_name import TopicName
+from worker.broker.admin import PulsarAdmin
+from worker.formats.message import LedgerType, decode
+from worker.formats.topic_name import TopicName
 
 # Real Spark jobs on a shared 2-core machine: minutes each, more under load.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import Stack
-from worker.zookeeper import hierarchical_ledger_path, kazoo_client
+from worker.backends.kazoo_handler import kazoo_client
+from worker.formats.metadata_paths import hierarchical_ledger_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -63,8 +64,8 @@ async def test_bookie_json_rows_are_judged_as_the_znode_rows(stack: Stack, test_
     """The fallback without ZooKeeper hands the judging stage the bookie's JSON (data, parsed there),
     not a Python object: the same ledger judged from its znode and from its JSON gets the same verdict."""
     from tests.integration.worker_harness import create_ledgers, pulsar_ml_metadata
-    from worker.bookkeeper import BookieClient
-    from worker.http import new_session
+    from worker.backends.bookie_http import BookieClient
+    from worker.backends.http import new_session
     from worker.nightly.audit import judge_ledgers
     from worker.settings import load_settings
 

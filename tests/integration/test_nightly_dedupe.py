@@ -7,7 +7,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from worker.message import FIRST_SEEN_MS, RECONSUMETIMES
+from worker.formats.message import FIRST_SEEN_MS, RECONSUMETIMES
 from worker.nightly.replay import dedupe
 from worker.nightly.source import SCHEMA
 

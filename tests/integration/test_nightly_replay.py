@@ -28,11 +28,11 @@ from tests.integration.nightly_fixtures import (
     wait_dlq,
 )
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, free_port, pulsar_ml_metadata
-from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo, encode
+from worker.broker.admin import PulsarAdmin
+from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo, encode
+from worker.formats.topic_name import TopicName
 from worker.nightly import replay as replay_module
 from worker.nightly.replay import ReplayOptions, replay
-from worker.pulsar_admin import PulsarAdmin
-from worker.topic_name import TopicName
 
 # Real Spark jobs on a shared 2-core machine: minutes each, more under load.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]

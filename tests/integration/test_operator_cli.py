@@ -13,12 +13,12 @@ from tests.conftest import Stack
 from tests.integration.helpers import eventually, quiet_logger
 from tests.integration.test_phase1 import cli, ml_info, read_pending, settings_of, worker_config
 from tests.integration.worker_harness import WorkerHarness
-from worker import message as m
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.broker.admin import PulsarAdmin
+from worker.broker.topology import ensure_topology
+from worker.formats import message as m
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.metrics import Metrics
-from worker.phase1 import PendingDeleteSender
-from worker.pulsar_admin import PulsarAdmin
-from worker.topology import ensure_topology
+from worker.operations.phase1 import PendingDeleteSender
 
 pytestmark = pytest.mark.integration
 
@@ -203,7 +203,7 @@ async def test_inflight_reaches_zero_once_the_worker_drains(
     tmp_path: Path,
     harnesses: list[WorkerHarness],
 ) -> None:
-    pytest.importorskip("worker.daemon", reason="needs the phase-2 daemon")
+    pytest.importorskip("worker.daemon.daemon", reason="needs the phase-2 daemon")
     h = worker_config(harnesses, stack, tmp_path, f"cli-drain-{unique}")
     topic = f"persistent://{test_namespace}/drain-{unique}"
     for lid in range(5):
@@ -226,7 +226,7 @@ async def test_inflight_reaches_zero_once_the_worker_drains(
 async def test_dlq_list_shows_a_real_dead_letter_from_the_worker(
     stack: Stack, unique: str, tmp_path: Path, harnesses: list[WorkerHarness]
 ) -> None:
-    pytest.importorskip("worker.daemon", reason="needs the phase-2 daemon")
+    pytest.importorskip("worker.daemon.daemon", reason="needs the phase-2 daemon")
     h = worker_config(harnesses, stack, tmp_path, f"cli-dlqreal-{unique}")
     h.start()
     h.send(ml_info("persistent://public/default/x", 1), raw=b"not a PendingDeleteLedgerInfo")
@@ -265,7 +265,7 @@ def avro_record(topic: str, ledger_id: int, component: str, **kw: Any) -> bytes:
 async def test_dlq_list_shows_ledger_and_type_of_invalid_dead_letters_from_the_worker(
     stack: Stack, unique: str, tmp_path: Path, harnesses: list[WorkerHarness]
 ) -> None:
-    pytest.importorskip("worker.daemon", reason="needs the phase-2 daemon")
+    pytest.importorskip("worker.daemon.daemon", reason="needs the phase-2 daemon")
     h = worker_config(harnesses, stack, tmp_path, f"cli-dlqinv-{unique}")
     h.start()
     ok_topic = f"persistent://public/default/inv-{unique}"

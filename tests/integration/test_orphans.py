@@ -5,24 +5,20 @@ from __future__ import annotations
 import pulsar
 import pytest
 
-from tests.conftest import Stack
-from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
-from worker.bookkeeper import BookieClient
-from worker.http import BackendError
-from worker.pulsar_admin import PulsarAdmin, TopicNotFound
-from worker.testing.orphans import (
+from testkit.orphans import (
     delete_topic_metadata_keep_ledgers,
     drop_ledgers_from_metadata,
     partition_count,
     quiesce,
 )
-from worker.topic_name import TopicName
-from worker.zookeeper import (
-    LedgerMetadataChanged,
-    ZooKeeper,
-    ZooKeeperLedgerStore,
-    hierarchical_ledger_path,
-)
+from tests.conftest import Stack
+from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
+from worker.backends.bookie_http import BookieClient
+from worker.backends.zookeeper import LedgerMetadataChanged, ZooKeeper, ZooKeeperLedgerStore
+from worker.broker.admin import PulsarAdmin, TopicNotFound
+from worker.errors import BackendError
+from worker.formats.metadata_paths import hierarchical_ledger_path
+from worker.formats.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
 

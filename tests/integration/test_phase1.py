@@ -15,16 +15,16 @@ from typing import Any
 import pulsar
 import pytest
 
+from testkit.orphans import drop_ledgers_from_metadata
 from tests.conftest import REPO, Stack
 from tests.integration.helpers import ml_ledger_ids, produce, quiet_logger
 from tests.integration.worker_harness import WorkerHarness
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
+from worker.broker.admin import PulsarAdmin
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
+from worker.formats.topic_name import TopicName
 from worker.metrics import Metrics
-from worker.phase1 import MetadataUpdateFailed, PendingDeleteSender
-from worker.pulsar_admin import PulsarAdmin
+from worker.operations.phase1 import MetadataUpdateFailed, PendingDeleteSender
 from worker.settings import Settings, load_settings
-from worker.testing.orphans import drop_ledgers_from_metadata
-from worker.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
 

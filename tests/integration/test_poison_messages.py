@@ -24,11 +24,11 @@ import pytest
 from tests.conftest import Stack
 from tests.integration.helpers import eventually, quiet_logger
 from tests.integration.worker_harness import WorkerHarness, free_port
-from worker import message as m
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode
-from worker.pulsar_admin import PulsarAdmin
+from worker.broker.admin import PulsarAdmin
+from worker.formats import message as m
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode
+from worker.formats.topic_name import TopicName
 from worker.settings import TopicsSettings
-from worker.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """Every dashboard query and every alert expression against a real Prometheus (Debian's, on loopback).
 
 Prometheus scrapes a running worker, the broker's own /metrics and a real Pushgateway to which the nightly
-jobs' metrics are pushed with :mod:`worker.nightly_metrics` (the nightly Spark jobs are another process:
+jobs' metrics are pushed with :mod:`worker.nightly.metrics` (the nightly Spark jobs are another process:
 here their push is made the same way, from this test). Real deletions, a real forged message, a real
 dead S3 endpoint and too-young ledgers make every worker series the queries name exist. Then each query
 must evaluate without error, each series selector in it must match series, and the alert rules loaded
@@ -33,16 +33,16 @@ import boto3
 import pytest
 import yaml
 
+from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata
 from tests.conftest import REPO, Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce
 from tests.integration.worker_harness import WorkerHarness, free_port
 from tests.ops.promql import alert_rules, dashboard_queries
-from worker import nightly_metrics as nm
-from worker.bookkeeper import BookieClient
-from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
-from worker.pulsar_admin import PulsarAdmin
-from worker.testing.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata
-from worker.topic_name import TopicName
+from worker.backends.bookie_http import BookieClient
+from worker.broker.admin import PulsarAdmin
+from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
+from worker.nightly import metrics as nm
 
 pytestmark = pytest.mark.integration
 

@@ -10,17 +10,17 @@ from typing import Any
 import boto3
 import pytest
 
+from testkit.orphans import quiesce
 from tests.conftest import Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce
 from tests.integration.test_phase1 import cli, read_pending, settings_of, worker_config
 from tests.integration.test_scanner import live_topic_with_schema_and_cursor
 from tests.integration.worker_harness import WorkerHarness
-from worker.bookkeeper import BookieClient
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
-from worker.pulsar_admin import PulsarAdmin, TopicNotFound
-from worker.testing.orphans import quiesce
-from worker.topic_name import TopicName
-from worker.verification import Verdict, verify_bookkeeper
+from worker.backends.bookie_http import BookieClient
+from worker.broker.admin import PulsarAdmin, TopicNotFound
+from worker.core.verification import Verdict, verify_bookkeeper
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
 
@@ -98,7 +98,7 @@ async def test_interrupted_purge_is_finished_by_a_rerun_and_the_worker_cleans_up
     third, _ = purge(h.config_path, str(topic))
     assert not third["existed"] and third["queued"] == 0
 
-    pytest.importorskip("worker.daemon", reason="needs the phase-2 daemon")
+    pytest.importorskip("worker.daemon.daemon", reason="needs the phase-2 daemon")
     h.start()
 
     async def all_gone() -> bool:
@@ -213,7 +213,7 @@ async def test_purge_of_an_offloaded_topic_removes_its_objects_too(
     # The BookKeeper copies (kept for managedLedgerOffloadDeletionLagMs) are announced as well.
     assert owned <= {key(i) for i in messages}
 
-    pytest.importorskip("worker.daemon", reason="needs the phase-2 daemon")
+    pytest.importorskip("worker.daemon.daemon", reason="needs the phase-2 daemon")
     h.start()
 
     async def all_gone() -> bool:

@@ -12,15 +12,16 @@ from typing import Any
 
 import pytest
 
+from testkit.harness import WorkerHarness
 from tests.conftest import REPO, Stack
+from worker.backends.http import new_session
+from worker.broker.admin import PulsarAdmin
+from worker.broker.preflight import check_queue_policies
+from worker.broker.topology import ensure_queue_policies, ensure_topology
 from worker.core.queue_policies import EVICTION
-from worker.http import new_session
-from worker.preflight import StartupRefused, check_queue_policies
-from worker.pulsar_admin import PulsarAdmin
+from worker.errors import StartupRefused
+from worker.formats.topic_name import TopicName
 from worker.settings import load_settings
-from worker.testing.harness import WorkerHarness
-from worker.topic_name import TopicName
-from worker.topology import ensure_queue_policies, ensure_topology
 
 pytestmark = pytest.mark.integration
 

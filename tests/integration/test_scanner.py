@@ -1,4 +1,4 @@
-"""The orphan scanner against real orphans on the real stack (worker/testing/orphans.py makes them).
+"""The orphan scanner against real orphans on the real stack (testkit/orphans.py makes them).
 
 Every test works in a namespace of its own and scans with ``--namespace``: other tests make orphans on
 the same stack at the same time, and a scan that queued theirs would delete what they are looking at.
@@ -15,14 +15,14 @@ from typing import Any
 import pulsar
 import pytest
 
+from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
 from tests.conftest import Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
 from tests.integration.test_phase1 import cli, fresh_namespace, read_pending, settings_of, worker_config
 from tests.integration.worker_harness import WorkerHarness, create_ledgers
-from worker.bookkeeper import BookieClient
-from worker.pulsar_admin import PulsarAdmin, TopicNotFound
-from worker.testing.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
-from worker.topic_name import TopicName
+from worker.backends.bookie_http import BookieClient
+from worker.broker.admin import PulsarAdmin, TopicNotFound
+from worker.formats.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
 
@@ -229,7 +229,7 @@ async def test_scan_queues_orphans_and_the_worker_deletes_them(
     tmp_path: Path,
     harnesses: list[WorkerHarness],
 ) -> None:
-    pytest.importorskip("worker.daemon", reason="needs the phase-2 daemon")
+    pytest.importorskip("worker.daemon.daemon", reason="needs the phase-2 daemon")
     ns = await fresh_namespace(admin, f"ldw-scanrun-{unique}")
     scene = await build_scene(stack, admin, ns, unique)
     h = worker_config(harnesses, stack, tmp_path, f"scan-run-{unique}")

@@ -26,12 +26,13 @@ from tests.conftest import Stack
 from tests.integration.helpers import quiet_logger
 from tests.integration.test_phase1 import cli, fresh_namespace, settings_of, worker_config
 from tests.integration.worker_harness import WorkerHarness, create_ledgers
-from worker.decision import Outcome, open_decider
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.backends.zookeeper import ZooKeeper
+from worker.broker.admin import PulsarAdmin
+from worker.core.decision import Outcome
+from worker.daemon.decider import open_decider
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
 from worker.nightly.audit import judge_ledgers
-from worker.pulsar_admin import PulsarAdmin
-from worker.topic_name import TopicName
-from worker.zookeeper import ZooKeeper
 
 pytestmark = pytest.mark.integration
 

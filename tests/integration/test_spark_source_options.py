@@ -13,11 +13,11 @@ import pulsar
 import pytest
 
 from tests.conftest import Stack
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.broker.admin import PulsarAdmin
+from worker.broker.client import PendingDeleteSchema
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
 from worker.nightly.source import DELETION_SCHEMA, RAW_SCHEMA, SCHEMA
-from worker.pulsar_admin import PulsarAdmin
-from worker.pulsar_client import PendingDeleteSchema
-from worker.topic_name import TopicName
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

@@ -10,9 +10,9 @@ import pytest
 
 from tests.conftest import Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
-from worker.bookkeeper import BookieClient
-from worker.pulsar_admin import PulsarAdmin
-from worker.topic_name import TopicName
+from worker.backends.bookie_http import BookieClient
+from worker.broker.admin import PulsarAdmin
+from worker.formats.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
 

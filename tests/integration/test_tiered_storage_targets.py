@@ -23,14 +23,15 @@ from tests.conftest import Stack
 from tests.integration.helpers import eventually, produce
 from tests.integration.test_worker_offload import offload_contexts, offload_topic
 from tests.integration.worker_harness import WorkerHarness
+from worker.broker.admin import PulsarAdmin
+from worker.core.decision import Outcome
 from worker.core.offload_driver_metadata import driver_metadata
-from worker.decision import Outcome, open_decider
-from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
-from worker.preflight import StartupRefused
-from worker.pulsar_admin import PulsarAdmin
-from worker.purge import collect_only
+from worker.daemon.decider import open_decider
+from worker.errors import StartupRefused
+from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
+from worker.operations.purge import collect_only
 from worker.settings import S3Target, Settings
-from worker.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
 

@@ -15,12 +15,12 @@ import yaml
 
 from tests.conftest import REPO, Stack
 from tests.integration.test_phase1 import read_pending
-from worker.http import new_session
-from worker.message import AVRO_SCHEMA
-from worker.pulsar_admin import PulsarAdmin
+from worker.backends.http import new_session
+from worker.broker.admin import PulsarAdmin
+from worker.broker.topology import ensure_topology
+from worker.formats.message import AVRO_SCHEMA
+from worker.formats.topic_name import TopicName
 from worker.settings import Settings, TopicsSettings, load_settings
-from worker.topic_name import TopicName
-from worker.topology import ensure_topology
 
 pytestmark = pytest.mark.integration
 

@@ -18,10 +18,10 @@ import pytest
 from tests.conftest import Stack
 from tests.integration.helpers import HttpProxy, count_from_earliest, eventually, ml_ledger_ids, produce
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
-from worker.bookkeeper import BookieClient
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
-from worker.pulsar_admin import PulsarAdmin
-from worker.topic_name import TopicName
+from worker.backends.bookie_http import BookieClient
+from worker.broker.admin import PulsarAdmin
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
 

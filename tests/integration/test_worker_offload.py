@@ -8,15 +8,15 @@ from pathlib import Path
 import boto3
 import pytest
 
+from testkit.orphans import drop_ledgers_from_metadata
 from tests.conftest import Stack
 from tests.integration.helpers import count_from_earliest, eventually, ml_ledger_ids, produce
 from tests.integration.worker_harness import WorkerHarness
-from worker.bookkeeper import BookieClient
-from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
-from worker.pulsar_admin import PulsarAdmin
-from worker.testing.orphans import drop_ledgers_from_metadata
-from worker.topic_name import TopicName
-from worker.zookeeper import ZooKeeper
+from worker.backends.bookie_http import BookieClient
+from worker.backends.zookeeper import ZooKeeper
+from worker.broker.admin import PulsarAdmin
+from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
 

@@ -1,5 +1,5 @@
 """The worker on orphans made the way production makes them: Pulsar's own ledgers whose topic metadata
-forgot them (worker/testing/orphans.py), not ledgers we forged."""
+forgot them (testkit/orphans.py), not ledgers we forged."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import pulsar
 import pytest
 from kazoo.client import KazooClient
 
+from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
 from tests.conftest import Stack
 from tests.integration.helpers import count_from_earliest, eventually, ml_ledger_ids, produce, quiet_logger
 from tests.integration.worker_harness import WorkerHarness
-from worker.bookkeeper import BookieClient
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
-from worker.pulsar_admin import PulsarAdmin
-from worker.testing.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
-from worker.topic_name import TopicName
+from worker.backends.bookie_http import BookieClient
+from worker.broker.admin import PulsarAdmin
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
 

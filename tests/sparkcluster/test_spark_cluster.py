@@ -29,17 +29,17 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit.harness import create_ledgers, free_port, pulsar_ml_metadata
+from testkit.topics import ml_ledger_ids, produce
 from tests.conftest import REPO, Stack
 from tests.integration.nightly_fixtures import publish_dead_letters
 from tools.spark_package import ZIP_NAME, build_zip
-from worker.http import new_session
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode
-from worker.pulsar_admin import PulsarAdmin
+from worker.backends.http import new_session
+from worker.broker.admin import PulsarAdmin
+from worker.broker.topology import ensure_topology
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode
+from worker.formats.topic_name import TopicName
 from worker.settings import Settings, load_settings
-from worker.testing.harness import create_ledgers, free_port, pulsar_ml_metadata
-from worker.testing.topics import ml_ledger_ids, produce
-from worker.topic_name import TopicName
-from worker.topology import ensure_topology
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 

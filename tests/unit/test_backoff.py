@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.backoff import Backoff
+from worker.core.backoff import Backoff
 
 
 def test_exponential_without_jitter() -> None:

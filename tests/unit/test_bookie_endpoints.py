@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.bookkeeper import BookieEndpoint, pick_endpoint
+from worker.backends.bookie_http import BookieEndpoint, pick_endpoint
 from worker.settings import BookKeeperSettings
 
 

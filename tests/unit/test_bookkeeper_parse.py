@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.bookkeeper import parse_metadata
-from worker.http import BackendError
+from worker.errors import BackendError
+from worker.formats.ledger_metadata import parse_metadata
 
 
 def b64(s: str) -> str:

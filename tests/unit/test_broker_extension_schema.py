@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from worker.message import AVRO_SCHEMA
-from worker.testing.stack import REPO
+from testkit.stack import REPO
+from worker.formats.message import AVRO_SCHEMA
 
 RESOURCE = (
     REPO

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from worker.daemon import Daemon
+from worker.daemon.daemon import Daemon
 from worker.metrics import Metrics
 from worker.settings import Settings
 

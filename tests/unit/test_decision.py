@@ -8,17 +8,18 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.backoff import Backoff
-from worker.bookkeeper import LedgerMetadata
-from worker.decision import FINAL, Facts, Outcome, Result, Route, Rules, decide
-from worker.in_use import LiveSet, TopicGone
-from worker.managed_ledger_metadata import OffloadInfo
-from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
-from worker.pipeline import SETTLE, Action, retry_delay
+from worker.broker.snapshot_cache import LiveSet
+from worker.core.backoff import Backoff
+from worker.core.decision import FINAL, Facts, Outcome, Result, Route, Rules, decide
+from worker.core.live_set import TopicGone
+from worker.core.stored import Missing, Refused, StoredLedger, StoredObjects
+from worker.core.verification import Verdict, verify_bookkeeper
+from worker.daemon.pipeline import SETTLE, Action, retry_delay
+from worker.formats.ledger_metadata import LedgerMetadata
+from worker.formats.managed_ledger_metadata import OffloadInfo
+from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
 from worker.settings import WorkerSettings
-from worker.storage_copy import Missing, Refused, StoredLedger, StoredObjects
-from worker.topic_name import TopicName
-from worker.verification import Verdict, verify_bookkeeper
 
 NOW = 1_800_000_000_000
 RULES = Rules(min_ledger_age_ms=600_000, offload_deletion_lag_ms=14_400_000)
@@ -351,7 +352,7 @@ class _BumpingLimiter:
 
 
 def _decider(snapshots: _Snapshots, copy: _Copy, limiter: object, **kw: object):  # type: ignore[no-untyped-def]
-    from worker.decision import Decider
+    from worker.daemon.decider import Decider
     from worker.metrics import Metrics
 
     return Decider(

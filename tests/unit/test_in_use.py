@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from worker.in_use import GoneUnconfirmed, LiveSet, LiveStateReader, SnapshotCache, TopicGone, in_use
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
-from worker.pulsar_admin import NotOwner, TopicNotFound
-from worker.topic_name import TopicName
+from worker.broker.admin import NotOwner, TopicNotFound
+from worker.broker.snapshot_cache import GoneUnconfirmed, LiveSet, LiveStateReader, SnapshotCache, in_use
+from worker.core.live_set import TopicGone
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
 
 T = TopicName.parse("persistent://t/ns/x")
 U = TopicName.parse("persistent://t/ns/u")

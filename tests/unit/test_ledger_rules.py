@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.bookkeeper import LedgerMetadata, parse_metadata
+from worker.broker.admin import pulsar_not_found_reason
 from worker.core.ledger_age import ledger_age
 from worker.core.ledger_owner import (
     LedgerComponent,
@@ -25,12 +25,12 @@ from worker.core.ledger_owner import (
 )
 from worker.core.open_ledger import may_be_written
 from worker.core.schema_in_use import schema_ledger_hold
-from worker.message import InvalidMessage, LedgerType, PendingDeleteLedgerInfo
-from worker.pulsar_admin import pulsar_not_found_reason
-from worker.scanner import Decision, Verdict
-from worker.topic_name import InvalidTopicName, TopicName
-from worker.verification import Verdict as Identity
-from worker.verification import verify_bookkeeper, verify_offload_object_metadata
+from worker.core.verification import Verdict as Identity
+from worker.core.verification import verify_bookkeeper, verify_offload_object_metadata
+from worker.formats.ledger_metadata import LedgerMetadata, parse_metadata
+from worker.formats.message import InvalidMessage, LedgerType, PendingDeleteLedgerInfo
+from worker.formats.topic_name import InvalidTopicName, TopicName
+from worker.operations.scanner import Decision, Verdict
 
 NOW = 1_800_000_000_000
 # A name Pulsar encodes, as it stored it on the local stack (Pulsar 4.0.8): java.net.URLEncoder turns the

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from worker.broker.snapshot_cache import in_use
 from worker.core.live_set import Hold, LiveSet, UnreadableLiveState, ledger_hold
-from worker.in_use import in_use
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
-from worker.topic_name import TopicName
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
 
 T = TopicName.parse("persistent://t/ns/x")
 A = "http://broker-a:8080"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.managed_ledger_metadata import (
+from worker.formats.managed_ledger_metadata import (
     CompressedMetadataError,
     LedgerInfo,
     ManagedCursorInfo,
@@ -21,15 +21,15 @@ from worker.managed_ledger_metadata import (
     parse_managed_ledger_info,
     without_ledgers,
 )
-from worker.message import OffloadContext
-from worker.topic_name import TopicName, java_url_encode
-from worker.zookeeper import (
+from worker.formats.message import OffloadContext
+from worker.formats.metadata_paths import (
     UnsupportedLedgerLayout,
     hierarchical_ledger_path,
     long_hierarchical_ledger_path,
     managed_ledger_path,
     parse_layout,
 )
+from worker.formats.topic_name import TopicName, java_url_encode
 
 # Written by Pulsar 4.0.8 standalone (ZooKeeper metadata) for a topic with 17 messages, 5 entries per
 # ledger, after one reload: ledgers 66..69 closed, 70 freshly created (no entries/size, timestamp 0).
@@ -245,7 +245,7 @@ def test_without_ledgers_removes_exactly_the_ids(info: ManagedLedgerInfo, data: 
     assert out.properties == info.properties
 
 
-# ---- where the metadata lives (worker.zookeeper's pure functions) ----------------------------------------
+# ---- where the metadata lives (worker.backends.zookeeper's pure functions) ----------------------------------------
 
 
 @pytest.mark.parametrize(

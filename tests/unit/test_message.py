@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.message import (
+from worker.broker.client import PendingDeleteSchema
+from worker.formats.message import (
     _PARSED,
     AVRO_SCHEMA,
     InvalidMessage,
@@ -24,8 +25,7 @@ from worker.message import (
     decode_lenient,
     encode,
 )
-from worker.pulsar_client import PendingDeleteSchema
-from worker.topic_name import MAX_MANAGED_LEDGER_PATH_BYTES, TopicName
+from worker.formats.topic_name import MAX_MANAGED_LEDGER_PATH_BYTES, TopicName
 
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 

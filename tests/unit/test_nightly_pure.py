@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from worker.ledger_listing import ledger_id_of_path as _ledger_id
+from worker.backends.ledger_listing import ledger_id_of_path as _ledger_id
+from worker.formats.metadata_paths import hierarchical_ledger_path
 from worker.nightly.audit import OFFLOAD_KEY
 from worker.nightly.replay import ReplaySummary, per_task_settings, task_slots_per_executor
 from worker.nightly.source import SCHEMA, TopicPartition, _position, arrow_batches
 from worker.settings import load_settings
-from worker.zookeeper import hierarchical_ledger_path
 
 
 def test_partition_skips_what_the_subscription_acknowledged() -> None:

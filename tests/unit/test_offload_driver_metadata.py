@@ -8,9 +8,9 @@ import uuid
 import pytest
 
 from worker.core.offload_driver_metadata import OffloadLocation, driver_metadata, read_location
-from worker.message import OffloadContext
+from worker.core.verification import resolve_s3_target
+from worker.formats.message import OffloadContext
 from worker.settings import S3Target
-from worker.verification import resolve_s3_target
 
 LOCAL = S3Target(bucket="pulsar-offload", region="us-east-1", endpoint="http://127.0.0.1:5000")
 AWS = S3Target(bucket="prod-offload", region="eu-west-1")

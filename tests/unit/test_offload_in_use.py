@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from worker.core.offload_in_use import OffloadedCopyUse, bookkeeper_copy_released, offloaded_copy_use
-from worker.managed_ledger_metadata import OffloadInfo
+from worker.formats.managed_ledger_metadata import OffloadInfo
 
 U = uuid.UUID("0b6c3e4e-8f43-4a53-9f3e-3c8b0f5f2a11")
 V = uuid.UUID("5d1f0a8c-2b7e-4c1d-8e9a-7f6b5c4d3e21")

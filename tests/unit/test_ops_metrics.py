@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 from prometheus_client import generate_latest
 
-from worker import nightly_metrics as nm
-from worker.bookkeeper import CountedLedgerStore, LedgerMetadata
-from worker.http import BackendError
+from worker.backends.bookie_http import CountedLedgerStore
+from worker.errors import BackendError
+from worker.formats.ledger_metadata import LedgerMetadata
 from worker.metrics import oldest_backlog_age_s
+from worker.nightly import metrics as nm
 
 
 def test_backlog_age_from_earliest_publish_time() -> None:

@@ -16,10 +16,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from worker.commands.send import build_info
-from worker.message import InvalidMessage, LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
+from worker.formats.message import InvalidMessage, LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
 from worker.metrics import Metrics
-from worker.ops import CursorState
-from worker.phase1 import MetadataUpdateFailed, PendingDeleteSender, sent_counter
+from worker.operations.phase1 import MetadataUpdateFailed, PendingDeleteSender, sent_counter
+from worker.operations.queue_status import CursorState
 from worker.settings import load_settings
 
 T = "persistent://t/ns/x"

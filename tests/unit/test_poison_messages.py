@@ -2,7 +2,7 @@
 payload near the broker's limit, a time that is no time), and whatever fails while settling it, it ends
 acknowledged or in the DLQ, never in a redelivery loop.
 
-The pipeline here is the real one (``worker.pipeline.Pipeline`` with the real ``Settler``); only the decision
+The pipeline here is the real one (``worker.daemon.pipeline.Pipeline`` with the real ``Settler``); only the decision
 and the Pulsar consumer/producers are scripted. The same defects on the real stack:
 tests/integration/test_poison_messages.py.
 """
@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from worker import message as m
-from worker import pipeline as pipeline_mod
-from worker.decision import Outcome, Result, Route
-from worker.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode
+from worker.core.decision import Outcome, Result, Route
+from worker.daemon import pipeline as pipeline_mod
+from worker.daemon.pipeline import Pipeline
+from worker.daemon.settlement import DeadLetterRefused, Settler
+from worker.formats import message as m
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode
 from worker.metrics import Metrics
-from worker.pipeline import Pipeline
 from worker.settings import WorkerSettings
-from worker.settlement import DeadLetterRefused, Settler
 
 
 class Msg:

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from worker import rate_limit
-from worker.rate_limit import TokenBucket
+from worker.daemon import rate_limit
+from worker.daemon.rate_limit import TokenBucket
 
 
 class FakeClock:

@@ -11,16 +11,17 @@ from typing import Any
 
 import pytest
 
-from worker.bookkeeper import LedgerMetadata, parse_metadata
+from worker.broker.snapshot_cache import LiveSet, confirm_gone
 from worker.commands.terminal import human_age, parse_duration, render_table
 from worker.core.ledger_owner import Owner, Unmapped
 from worker.core.ledger_owner import owner_of as owner_of_custom
-from worker.in_use import LiveSet, TopicGone, confirm_gone
-from worker.managed_ledger_metadata import parse_schema_locator as schema_locator_ledgers
-from worker.message import LedgerComponent, LedgerType
-from worker.protobuf_wire import MetadataFormatError
-from worker.scanner import Decision, Scanner, Verdict
-from worker.topic_name import TopicName
+from worker.core.live_set import TopicGone
+from worker.formats.ledger_metadata import LedgerMetadata, parse_metadata
+from worker.formats.managed_ledger_metadata import parse_schema_locator as schema_locator_ledgers
+from worker.formats.message import LedgerComponent, LedgerType
+from worker.formats.protobuf_wire import MetadataFormatError
+from worker.formats.topic_name import TopicName
+from worker.operations.scanner import Decision, Scanner, Verdict
 
 NOW_S = 1_800_000_000.0
 OLD = int((NOW_S - 3600) * 1000)  # an hour old
@@ -191,7 +192,7 @@ class FakeBookie:
 
 class FakeSnapshots:
     """Scripted live states; a topic with none is one the admin API does not know, and is gone only by
-    the real rule (``worker.in_use.confirm_gone``) against the metadata store the scan is given."""
+    the real rule (``worker.broker.snapshot_cache.confirm_gone``) against the metadata store the scan is given."""
 
     def __init__(self, live: dict[str, LiveSet | Exception], store: Any = None) -> None:
         self.live = live

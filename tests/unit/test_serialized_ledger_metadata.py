@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from worker.bookkeeper import parse_serialized_metadata
-from worker.protobuf_wire import MetadataFormatError
+from worker.formats.ledger_metadata import parse_serialized_metadata
+from worker.formats.protobuf_wire import MetadataFormatError
 
 # A real znode value from the local stack (ledger 56004, a cursor ledger of a system topic), cut after
 # the first custom-metadata entries: header line, varint length, LedgerMetadataFormat.

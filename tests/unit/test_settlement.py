@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from worker import message as m
 from worker.core.message_properties import MAX_ATTEMPT_COUNT, attempts_so_far, first_seen_ms
+from worker.daemon.settlement import DeadLetterRefused, Settler, attempts_of, successor_properties
+from worker.formats import message as m
 from worker.metrics import Metrics
-from worker.settlement import DeadLetterRefused, Settler, attempts_of, successor_properties
 
 
 @pytest.mark.parametrize(

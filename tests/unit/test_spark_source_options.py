@@ -157,7 +157,7 @@ def test_the_token_itself_is_never_an_option() -> None:
 
 
 def test_schema_registry_entry_of_the_worker_avro_schema() -> None:
-    from worker.message import AVRO_SCHEMA
+    from worker.formats.message import AVRO_SCHEMA
 
     assert is_pending_delete_schema({"type": "AVRO", "data": json.dumps(AVRO_SCHEMA)})
     # The same record as a Java producer registers it: fully qualified name, its own formatting.

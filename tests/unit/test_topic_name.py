@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.topic_name import MAX_MANAGED_LEDGER_PATH_BYTES, InvalidTopicName, TopicName, java_url_encode
+from worker.formats.topic_name import MAX_MANAGED_LEDGER_PATH_BYTES, InvalidTopicName, TopicName, java_url_encode
 
 # ---- strategies ---------------------------------------------------------------------------------------
 

@@ -8,10 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.bookkeeper import LedgerMetadata
-from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
-from worker.settings import S3Target
-from worker.verification import (
+from worker.core.verification import (
     Verdict,
     offload_keys,
     resolve_filesystem_path,
@@ -19,6 +16,9 @@ from worker.verification import (
     verify_bookkeeper,
     verify_offload_object_metadata,
 )
+from worker.formats.ledger_metadata import LedgerMetadata
+from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
+from worker.settings import S3Target
 
 NOW_MS = 1_700_000_000_000
 MIN_AGE_MS = 600_000

@@ -58,7 +58,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         print(f"ledger-deletion-worker audit: {v}", file=sys.stderr)
         return 2
     min_age, namespaces = v
-    from worker import nightly_metrics as nm
+    from worker.nightly import metrics as nm
     from worker.nightly.audit import run_audit
     from worker.nightly.spark import InlineSecret, inline_secrets, session, spark_running
 

@@ -40,7 +40,7 @@ def handle_list(args: argparse.Namespace, settings: Settings) -> int:
     if args.limit < 1:
         print("ledger-deletion-worker dlq list: --limit must be >= 1", file=sys.stderr)
         return 2
-    from worker.ops import list_dead_letters
+    from worker.operations.queue_status import list_dead_letters
 
     try:
         letters = asyncio.run(list_dead_letters(settings, limit=args.limit, include_replayed=args.all))

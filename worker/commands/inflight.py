@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
-    from worker.ops import inflight_from_settings
+    from worker.operations.queue_status import inflight_from_settings
 
     try:
         res = asyncio.run(inflight_from_settings(settings))

@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
-    from worker.topic_name import InvalidTopicName, TopicName
+    from worker.formats.topic_name import InvalidTopicName, TopicName
 
     try:
         topic = TopicName.parse(args.topic)
@@ -51,12 +51,11 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _run(args: argparse.Namespace, settings: Settings, topic: object) -> int:
-    from worker.http import admin_session
-    from worker.preflight import prove_metadata_stores
-    from worker.pulsar_admin import PulsarAdmin
-    from worker.purge import purge_topic
-    from worker.topic_name import TopicName
-    from worker.zookeeper import optional_zookeeper
+    from worker.backends.zookeeper import optional_zookeeper
+    from worker.broker.admin import PulsarAdmin, admin_session
+    from worker.broker.preflight import prove_metadata_stores
+    from worker.formats.topic_name import TopicName
+    from worker.operations.purge import purge_topic
 
     assert isinstance(topic, TopicName)
     s = settings

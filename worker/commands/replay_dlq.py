@@ -69,7 +69,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     if args.partitions is not None and args.partitions < 1:
         print("ledger-deletion-worker replay-dlq: --partitions must be >= 1", file=sys.stderr)
         return 2
-    from worker import nightly_metrics as nm
+    from worker.nightly import metrics as nm
     from worker.nightly.replay import ReplayOptions, replay
     from worker.nightly.spark import InlineSecret, inline_secrets, session, spark_running
 
@@ -116,8 +116,8 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def nm_outcome(outcome: str) -> str:
-    """The report says still_failing; the shared metric contract (worker.nightly_metrics) says transient."""
-    from worker.decision import Outcome
+    """The report says still_failing; the shared metric contract (worker.nightly.metrics) says transient."""
+    from worker.core.decision import Outcome
     from worker.nightly.replay import STILL_FAILING
 
     return Outcome.TRANSIENT.value if outcome == STILL_FAILING else outcome

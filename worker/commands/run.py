@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
-    from worker.daemon import run_daemon
+    from worker.daemon.daemon import run_daemon
 
     if not settings.zookeeper.hosts:
         # The metadata store is half of every "topic gone" proof and settles the bookie's ambiguous
@@ -24,7 +24,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         print("ledger-deletion-worker run: zookeeper.hosts: the worker needs the metadata store", file=sys.stderr)
         return 2
 
-    from worker.preflight import StartupRefused
+    from worker.errors import StartupRefused
 
     try:
         return int(asyncio.run(run_daemon(settings)))

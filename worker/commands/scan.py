@@ -96,17 +96,18 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, namespaces: list[str]) -> int:
-    from worker.bookkeeper import BookieClient
+    from worker.backends.bookie_http import BookieClient
+    from worker.backends.http import new_session
+    from worker.backends.ledger_listing import read_listing
+    from worker.backends.zookeeper import optional_zookeeper
+    from worker.broker.admin import PulsarAdmin, admin_session
+    from worker.broker.preflight import check_bookies, prove_metadata_stores
+    from worker.broker.snapshot_cache import LiveStateReader, SnapshotCache
     from worker.commands.terminal import Progress, render_table
-    from worker.http import BackendError, admin_session, new_session
-    from worker.in_use import LiveStateReader, SnapshotCache
-    from worker.ledger_listing import read_listing
+    from worker.errors import BackendError, StartupRefused
+    from worker.formats.topic_name import TopicName
     from worker.logs import get_logger
-    from worker.preflight import StartupRefused, check_bookies, prove_metadata_stores
-    from worker.pulsar_admin import PulsarAdmin
-    from worker.scanner import Decision, LedgerListing, Scanner, Verdict
-    from worker.topic_name import TopicName
-    from worker.zookeeper import optional_zookeeper
+    from worker.operations.scanner import Decision, LedgerListing, Scanner, Verdict
 
     log = get_logger(command="scan")
     s = settings
@@ -202,7 +203,7 @@ def _write(path: str, text: str) -> None:
 async def _send(
     settings: Settings, admin: Any, orphans: list[Any], scan_id: str, *, quiet: bool
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    from worker.phase1 import PendingDeleteSender, SendFailed
+    from worker.operations.phase1 import PendingDeleteSender, SendFailed
 
     sent: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []

@@ -22,7 +22,7 @@ import asyncio
 import sys
 import uuid
 
-from worker.message import InvalidMessage, LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
+from worker.formats.message import InvalidMessage, LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
 from worker.settings import Settings
 
 
@@ -149,7 +149,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         print(f"ledger-deletion-worker send: {e}", file=sys.stderr)
         return 2
     from worker.logs import configure
-    from worker.phase1 import SendFailed, send_pending_delete
+    from worker.operations.phase1 import SendFailed, send_pending_delete
 
     configure(settings.logging.level, settings.logging.format)
     try:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
-from worker.scanner import Decision
+from worker.operations.scanner import Decision
 
 
 class Progress:

@@ -27,11 +27,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 
 async def _create(settings: Settings) -> None:
-    from worker.http import admin_session
-    from worker.preflight import check_admin
-    from worker.pulsar_admin import PulsarAdmin
-    from worker.topic_name import TopicName
-    from worker.topology import ensure_queue_policies, ensure_topology
+    from worker.broker.admin import PulsarAdmin, admin_session
+    from worker.broker.preflight import check_admin
+    from worker.broker.topology import ensure_queue_policies, ensure_topology
+    from worker.formats.topic_name import TopicName
 
     p = settings.pulsar
     async with admin_session(p) as session:
@@ -42,8 +41,7 @@ async def _create(settings: Settings) -> None:
 
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
-    from worker.http import BackendError
-    from worker.preflight import StartupRefused
+    from worker.errors import BackendError, StartupRefused
 
     try:
         asyncio.run(_create(settings))

@@ -2,7 +2,7 @@
 
 Why: a ledger is created before its id is recorded anywhere (the managed ledger's list, a cursor, the
 schema registry's locator, the compaction horizon), so for a while a live ledger looks unreferenced.
-One rule for the worker (``worker.verification``), the scanner (``worker.scanner``, and through it the
+One rule for the worker (``worker.core.verification``), the scanner (``worker.operations.scanner``, and through it the
 nightly audit's ledgers) and the nightly audit's offloaded objects (``worker.nightly.audit``):
 
 - no creation time: the age is unknown, which is never old enough;

@@ -1,5 +1,5 @@
 """The owner of a ledger, read from the custom metadata Pulsar writes on it: one parse for the worker's
-identity check (``worker.verification``) and the scanner's grouping (``worker.scanner``, and through it
+identity check (``worker.core.verification``) and the scanner's grouping (``worker.operations.scanner``, and through it
 the nightly audit).
 
 Pulsar's keys (``LedgerMetadataUtils``): ``application=pulsar``; ``component`` is ``managed-ledger``
@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from worker.message import LedgerComponent
-from worker.topic_name import InvalidTopicName, TopicName
+from worker.formats.message import LedgerComponent
+from worker.formats.topic_name import InvalidTopicName, TopicName
 
 
 @dataclass(frozen=True, slots=True)

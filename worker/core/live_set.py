@@ -1,6 +1,6 @@
 """The live set of a topic: every ledger its owner broker still references, parsed from ``internalStats``.
 
-One parse for every caller: the worker's in-use check and the scanner (through ``worker.in_use``'s
+One parse for every caller: the worker's in-use check and the scanner (through ``worker.broker.snapshot_cache``'s
 snapshot cache), ``purge-topic`` (what a topic owns) and the nightly audit (through the scanner).
 
 Where ``internalStats`` names each ledger (Pulsar 4.0.8, ``PersistentTopicInternalStats``):
@@ -34,8 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from worker.message import LedgerComponent
-from worker.topic_name import TopicName
+from worker.formats.message import LedgerComponent
+from worker.formats.topic_name import TopicName
 
 COMPACTION_CURSOR = "__compaction"  # Compactor.COMPACTION_SUBSCRIPTION
 COMPACTED_LEDGER_PROPERTY = "CompactedTopicLedger"  # Compactor.COMPACTED_TOPIC_LEDGER_PROPERTY
@@ -200,3 +200,18 @@ def ledger_hold(live: LiveSet, component: LedgerComponent, ledger_id: int) -> Ho
     if component is LedgerComponent.COMPACTED_LEDGER and floor is not None and ledger_id > floor:
         return Hold.COMPACTION_UNNAMED if floor < 0 else Hold.COMPACTION_UNCOMMITTED
     return None
+
+
+class TopicGone:
+    """The topic does not exist, proven twice: the admin API said so and the metadata store has no
+    managed ledger for it. No live state: storage verification alone decides (the direct route)."""
+
+    def __init__(self, topic: TopicName, epoch: int) -> None:
+        self.topic = topic
+        self.epoch = epoch
+
+    def __repr__(self) -> str:
+        return f"TopicGone({self.topic}, epoch={self.epoch})"
+
+
+Snapshot = LiveSet | TopicGone

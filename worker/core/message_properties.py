@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from worker import message as m
+from worker.formats import message as m
 
 # RECONSUMETIMES is a Java int for Pulsar's own consumers; a larger count is clamped to it (and so is
 # exhausted under any max_attempts).

@@ -12,9 +12,10 @@ Every key is always written; an unset one is ``""`` (no endpoint on AWS itself, 
 the driver string.
 
 One module for the three places that meet this map: the worker reads it to pick the configured target a
-message names (``worker.verification.resolve_s3_target``); ``purge-topic`` (``worker.purge``, when only the
-offload uuid is known) and ``audit --send`` (``worker.nightly.send``) build it from the configured target,
-so their messages carry what the broker would have written.
+message names (``worker.core.verification.resolve_s3_target``); ``purge-topic``
+(``worker.operations.purge``, when only the offload uuid is known) and ``audit --send``
+(``worker.nightly.send``) build it from the configured target, so their messages carry what the broker
+would have written.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Whether a copy of an offloaded ledger is still in use: one rule for the worker (``worker.decision``)
+"""Whether a copy of an offloaded ledger is still in use: one rule for the worker (``worker.daemon.decider``)
 and the nightly audit's offloaded objects (``worker.nightly.audit``).
 
 A ledger Pulsar offloaded has two copies, and its topic's ``ManagedLedgerInfo`` says which one readers use:
@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import uuid as uuid_mod
 
-from worker.managed_ledger_metadata import OffloadInfo
+from worker.formats.managed_ledger_metadata import OffloadInfo
 
 
 class OffloadedCopyUse(enum.StrEnum):

@@ -6,12 +6,12 @@ ledger), a compaction in progress (its compacted ledger, open until the compacti
 compaction can run longer than the minimum age), the schema registry while it stores a version (Pulsar
 accepts a schema for a name with no topic: that write lasts milliseconds, the minimum age covers it).
 While the owning topic exists, any of them may; once the topic is proven gone (the admin API and the metadata
-store agree, ``worker.in_use.confirm_gone``), nothing writes for it any more and an open ledger is one its
-writer left behind (a deleted topic's current or cursor ledger, a compaction cut short): deletable like a
-closed one, once old enough.
+store agree, ``worker.broker.snapshot_cache.confirm_gone``), nothing writes for it any more and an open
+ledger is one its writer left behind (a deleted topic's current or cursor ledger, a compaction cut
+short): deletable like a closed one, once old enough.
 
-One rule for the worker (``worker.verification``: an OPEN verdict, retried as in use), the scanner
-(``worker.scanner``: never reported as an orphan) and, through the scanner, the nightly audit.
+One rule for the worker (``worker.core.verification``: an OPEN verdict, retried as in use), the scanner
+(``worker.operations.scanner``: never reported as an orphan) and, through the scanner, the nightly audit.
 """
 
 from __future__ import annotations

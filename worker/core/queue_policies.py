@@ -19,8 +19,8 @@ Retention does not appear: it only keeps acknowledged messages longer; Pulsar ne
 subscription has not consumed. The rules read the *effective* values (``applied=true``); a value the
 role may not read is None: unknown, neither safe nor unsafe.
 
-One rule for ``run`` (``worker.preflight.check_queue_policies``: refuses to start) and ``topology``
-(``worker.topology.ensure_queue_policies``: makes them safe, then checks with this rule).
+One rule for ``run`` (``worker.broker.preflight.check_queue_policies``: refuses to start) and ``topology``
+(``worker.broker.topology.ensure_queue_policies``: makes them safe, then checks with this rule).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 BookKeeper (``audit_ledgers``): the ledger metadata is read from the metadata store directly, the
 ``/ledgers`` tree split into input partitions by subtree (``/ledgers/00/0000`` holds ids 0-9999, ...),
-parsed with BookKeeper's own serialization (``worker.bookkeeper.parse_serialized_metadata``). Rows are then
-partitioned by owner topic and each partition runs **the scanner itself** (``worker.scanner.Scanner``,
+parsed with BookKeeper's own serialization (``worker.backends.bookie_http.parse_serialized_metadata``). Rows are then
+partitioned by owner topic and each partition runs **the scanner itself** (``worker.operations.scanner.Scanner``,
 fed the metadata already read instead of the bookie HTTP API): same owner mapping, age rule, live sets
 (fetched once per topic, after the metadata was read), "gone" proof and verdicts as ``scan --dry-run``.
 Without ``zookeeper.hosts`` the bookie HTTP API is the fallback listing.
@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from worker.bookkeeper import LedgerMetadata
-from worker.ledger_listing import MetadataListing as _Listing
-from worker.ledger_listing import ledger_subtrees, read_subtrees
+from worker.backends.ledger_listing import MetadataListing as _Listing
+from worker.backends.ledger_listing import ledger_subtrees, read_subtrees
+from worker.formats.ledger_metadata import LedgerMetadata
 from worker.nightly.spark import executor_settings, settings_on_executor
 from worker.settings import S3Target, Settings
 
@@ -56,8 +56,8 @@ METADATA_SCHEMA = "ledger_id long, data binary, ctime long, owner string, bookie
 
 def owner_key(ledger_id: int, data: bytes, ctime_ms: int) -> str:
     """The owner topic, the key the judging stage is partitioned by; "" when there is none to fetch."""
-    from worker.bookkeeper import parse_serialized_metadata
     from worker.core.ledger_owner import owner_of
+    from worker.formats.ledger_metadata import parse_serialized_metadata
 
     try:
         # ValueError covers Unmapped (the owner rule's refusal) and unparseable metadata.
@@ -76,12 +76,12 @@ async def judge_ledgers(
 ) -> list[dict[str, Any]]:
     """Run the scanner over these ledgers (one partition: its topics' live sets fetched once each). Rows
     are (ledger id, znode bytes, ctime, bookie JSON) as :data:`METADATA_SCHEMA`."""
-    from worker.bookkeeper import parse_metadata, parse_serialized_metadata
-    from worker.http import BackendError, admin_session
-    from worker.in_use import LiveStateReader, SnapshotCache
-    from worker.pulsar_admin import PulsarAdmin
-    from worker.scanner import Decision, Scanner, Verdict
-    from worker.zookeeper import optional_zookeeper
+    from worker.backends.zookeeper import optional_zookeeper
+    from worker.broker.admin import PulsarAdmin, admin_session
+    from worker.broker.snapshot_cache import LiveStateReader, SnapshotCache
+    from worker.errors import BackendError
+    from worker.formats.ledger_metadata import parse_metadata, parse_serialized_metadata
+    from worker.operations.scanner import Decision, Scanner, Verdict
 
     s = settings
     metadata: dict[int, LedgerMetadata] = {}
@@ -155,8 +155,8 @@ def read_ledger_metadata(spark: Any, settings: Settings, ledgers_root: str | Non
 
 def _bookie_listing(spark: Any, settings: Settings) -> Any:
     """Fallback without ZooKeeper: ids listed and metadata read through the bookie HTTP API."""
-    from worker.bookkeeper import BookieClient
-    from worker.http import new_session
+    from worker.backends.bookie_http import BookieClient
+    from worker.backends.http import new_session
 
     async def ids() -> list[int]:
         async with new_session(settings.bookkeeper.request_timeout_s) as s:
@@ -275,14 +275,13 @@ async def judge_objects(settings: Settings, sets: list[dict[str, Any]], *, min_a
     """Judge offload attempts in place (verdict, orphan_class, why, topic, namespace)."""
     from uuid import UUID
 
+    from worker.backends.zookeeper import optional_zookeeper
+    from worker.broker.admin import PulsarAdmin, admin_session
+    from worker.broker.snapshot_cache import LiveSet, LiveStateReader, SnapshotCache
     from worker.core.ledger_age import ledger_age
     from worker.core.ledger_owner import topic_of_managed_ledger_name
     from worker.core.offload_in_use import OffloadedCopyUse, offloaded_copy_use
-    from worker.http import admin_session
-    from worker.in_use import LiveSet, LiveStateReader, SnapshotCache
-    from worker.pulsar_admin import PulsarAdmin
-    from worker.topic_name import InvalidTopicName
-    from worker.zookeeper import optional_zookeeper
+    from worker.formats.topic_name import InvalidTopicName
 
     s = settings
     now = datetime.now(UTC)
@@ -324,7 +323,7 @@ async def judge_objects(settings: Settings, sets: list[dict[str, Any]], *, min_a
             lid = int(o["ledger_id"])
             ledger = info.ledger(lid) if info is not None else None
             recorded = ledger.offload.uuid if ledger is not None and ledger.offload is not None else None
-            # The worker's rule (worker.decision): a listed ledger's copy without a recorded uuid is in use.
+            # The worker's rule (worker.daemon.decider): a listed ledger's copy without a recorded uuid is in use.
             use = offloaded_copy_use(listed=lid in snap.ml_ledgers, recorded_uuid=recorded, copy_uuid=UUID(o["uuid"]))
             if use is OffloadedCopyUse.LEDGER_GONE:
                 o["verdict"], o["orphan_class"], o["why"] = "orphan", use.value, "ledger not in its topic's list"
@@ -361,7 +360,7 @@ def audit_buckets(spark: Any, settings: Settings, *, min_age_s: float, partition
     """One row per offload attempt (bucket, uuid, ledger) of every configured S3 target."""
     from pyspark.sql import functions as F
 
-    from worker.tiered_storage import check_offload_targets
+    from worker.backends.tiered_storage import check_offload_targets
 
     executor_settings(settings)  # refuses inline keys before they could travel in the listing's closure
     # The worker's start check: a missing bucket or a dead endpoint stops the audit here, named.

@@ -7,7 +7,7 @@
    the decision reads (ledger type and id, topic, component, cursor, schema id, offload context with its
    driver and driver metadata). Two messages that differ in anything stay two rows, each decided on its
    own content: a forged copy (another bucket, another topic) never settles the genuine one;
-3. one :class:`~worker.decision.Decider` per partition (rows partitioned by topic in step 2; one snapshot
+3. one :class:`~worker.daemon.decider.Decider` per partition (rows partitioned by topic in step 2; one snapshot
    cache) fetches each topic's live state once per run; decide with bounded concurrency; its storage
    rate limiter gets the executor's rate divided by the executor's task slots. The decided rows are
    pinned (``localCheckpoint``): deciding is the one action that deletes, and it runs once;
@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from worker.decision import FINAL, Outcome
-from worker.message import FIRST_SEEN_MS, LAST_ERROR, REASON, RECONSUMETIMES
+from worker.core.decision import FINAL, Outcome
+from worker.formats.message import FIRST_SEEN_MS, LAST_ERROR, REASON, RECONSUMETIMES
+from worker.formats.topic_name import TopicName
 from worker.nightly.spark import InlineSecret, executor_settings, inline_secrets, settings_on_executor
 from worker.settings import Settings
-from worker.topic_name import TopicName
 
 # The report's outcomes. The decision core's TRANSIENT is "still_failing" here: the ledger stays parked.
 STILL_FAILING = "still_failing"
@@ -208,7 +208,7 @@ def _outcome(result: Any) -> str:
 async def decide_rows(settings: Settings, rows: list[dict[str, Any]], *, dry_run: bool, concurrency: int) -> None:
     """Decide every row in place (adds outcome, final, route, reason, stage, decided_at). One Decider for
     all of them: one snapshot cache and one storage rate limiter per partition."""
-    from worker.decision import open_decider
+    from worker.daemon.decider import open_decider
 
     sem = asyncio.Semaphore(concurrency)
     # The DLQ this replay read anchors Pulsar's store: a wrong store would make every topic look gone.
@@ -340,7 +340,7 @@ def acknowledge(settings: Settings, message_ids: list[bytes]) -> int:
         return 0
     import pulsar
 
-    from worker.pulsar_client import blocking_client
+    from worker.broker.client import blocking_client
 
     client = blocking_client(settings.pulsar)
     try:

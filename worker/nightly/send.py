@@ -10,7 +10,7 @@ from worker.settings import Settings
 
 def _offload_info(settings: Settings, o: dict[str, Any]) -> Any:
     from worker.core.offload_driver_metadata import driver_metadata
-    from worker.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
+    from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
 
     target = next(t for t in settings.offload.s3_targets if t.bucket == o["bucket"])
     ctx = OffloadContext.from_uuid(uuid.UUID(o["uuid"]), target.driver, driver_metadata(target))
@@ -30,7 +30,7 @@ def orphan_infos(spark: Any, settings: Settings, report_dir: str, run_id: str) -
 
     from pyspark.sql import functions as F
 
-    from worker.scanner import Decision, Verdict
+    from worker.operations.scanner import Decision, Verdict
 
     infos = []
     mine = (F.col("run_id") == run_id) & (F.col("verdict") == "orphan")
@@ -54,7 +54,7 @@ def orphan_infos(spark: Any, settings: Settings, report_dir: str, run_id: str) -
 
 async def send_orphans(settings: Settings, infos: list[Any]) -> tuple[int, int]:
     """(sent, failed)."""
-    from worker.phase1 import PendingDeleteSender, SendFailed
+    from worker.operations.phase1 import PendingDeleteSender, SendFailed
 
     sent = failed = 0
     if not infos:

@@ -180,8 +180,8 @@ def _position(value: object) -> Position | None:
 async def _resolve(admin: Any, selection: TopicSelection) -> list[Any]:
     """The topics read: those named, or those of the pattern's namespace that it matches (partitioned
     topics by their own name, as Pulsar's client resolves a pattern). Read when the query is planned."""
-    from worker.pulsar_admin import TopicNotFound
-    from worker.topic_name import TopicName
+    from worker.broker.admin import TopicNotFound
+    from worker.formats.topic_name import TopicName
 
     if selection.pattern is None:
         return [TopicName.parse(t) for t in selection.topics]
@@ -198,8 +198,8 @@ async def _resolve(admin: Any, selection: TopicSelection) -> list[Any]:
 
 async def schemas_are_ours(o: SourceOptions, token: str | None) -> bool:
     """Every topic read has the worker's Avro schema (a topic without one, or none at all: False)."""
-    from worker.http import new_session
-    from worker.pulsar_admin import PulsarAdmin
+    from worker.backends.http import new_session
+    from worker.broker.admin import PulsarAdmin
 
     async with new_session(30, ca_file=o.ca_file) as session:
         admin = PulsarAdmin(o.admin_url, session, token)
@@ -221,8 +221,8 @@ async def _plan_topic(
     ending: Offsets | None,
     used: set[str],
 ) -> list[TopicPartition]:
-    from worker.ops import CursorState, topic_internal_stats
-    from worker.pulsar_admin import TopicNotFound
+    from worker.broker.admin import TopicNotFound
+    from worker.operations.queue_status import CursorState, topic_internal_stats
 
     out: list[TopicPartition] = []
     n = await admin.partitions(t)
@@ -284,8 +284,8 @@ async def plan(
     """The partitions to read and where each ends, as of now (the driver calls this once per query):
     ``topic``, or every topic of ``selection``; each bounded by ``startingOffsets`` / ``endingOffsets``
     (inclusive, per entry: a batch's messages share their entry's position) and the captured end."""
-    from worker.http import new_session
-    from worker.pulsar_admin import PulsarAdmin
+    from worker.backends.http import new_session
+    from worker.broker.admin import PulsarAdmin
 
     out: list[TopicPartition] = []
     used: set[str] = set()
@@ -478,7 +478,7 @@ def raw_row(msg: Any, partition_topic: str) -> tuple[Any, ...]:
 
 def row(msg: Any, partition_topic: str) -> tuple[Any, ...]:
     """One message as a row of :data:`DELETION_SCHEMA`."""
-    from worker.message import InvalidMessage, decode, decode_lenient
+    from worker.formats.message import InvalidMessage, decode, decode_lenient
 
     mid = msg.message_id()
     data = bytes(msg.data())

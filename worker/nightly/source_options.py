@@ -171,7 +171,7 @@ def full_topic_name(name: str) -> str:
 
 
 def _check_topic(option: str, name: str) -> str:
-    from worker.topic_name import InvalidTopicName, TopicName
+    from worker.formats.topic_name import InvalidTopicName, TopicName
 
     try:
         return str(TopicName.parse(full_topic_name(name)))
@@ -246,7 +246,7 @@ def _offsets(opts: Mapping[str, str], option: str, default: str) -> Offsets:
             raise _err(option, f"{name}: MessageId.{forbidden} is not allowed for a batch query")
         if pos == (_EARLIEST if option == "startingOffsets" else _LATEST):
             continue  # the default bound, spelled out
-        from worker.topic_name import TopicName
+        from worker.formats.topic_name import TopicName
 
         t = TopicName.parse(topic)
         if t.partitioned_base == t and partition >= 0:
@@ -372,7 +372,7 @@ def parse(options: Mapping[str, str]) -> SourceOptions:
 def is_pending_delete_schema(info: Mapping[str, Any] | None) -> bool:
     """A schema-registry entry (the admin API's ``GetSchemaResponse``) is the worker's Avro record, by its
     full name: a PIP-186 producer in Java registers the same record with its own JSON formatting."""
-    from worker.message import AVRO_SCHEMA
+    from worker.formats.message import AVRO_SCHEMA
 
     if not info or str(info.get("type", "")).upper() != "AVRO":
         return False

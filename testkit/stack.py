@@ -1,0 +1,57 @@
+"""The local stack's addresses (``deploy/local/stack.sh env``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+STACK = REPO / "deploy" / "local" / "stack.sh"
+
+
+@dataclass(frozen=True)
+class Stack:
+    admin_url: str
+    service_url: str
+    bookie_http_url: str
+    zookeeper_hosts: str
+    s3_endpoint: str
+    s3_bucket: str
+
+
+def stack_env(profile: str | None = None) -> dict[str, str]:
+    """``stack.sh env``: the addresses of the profile named (default: ``$PROFILE``, else standalone)."""
+    env = {**os.environ, "PROFILE": profile} if profile else None
+    out = subprocess.run(
+        ["bash", str(STACK), "env"], check=True, capture_output=True, text=True, timeout=60, env=env
+    ).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def stack_from_env(profile: str | None = None) -> Stack:
+    env = stack_env(profile)
+    return Stack(
+        admin_url=env["PULSAR_ADMIN_URL"],
+        service_url=env["PULSAR_SERVICE_URL"],
+        bookie_http_url=env["BOOKIE_HTTP_URL"],
+        zookeeper_hosts=env["ZOOKEEPER_HOSTS"],
+        s3_endpoint=env["S3_ENDPOINT"],
+        s3_bucket=env["S3_BUCKET"],
+    )
+
+
+def run_profile(profile: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``PROFILE=<profile> stack.sh <args>`` (up, down, status, kill9 C, ...), output captured."""
+    env = {**os.environ, "PROFILE": profile}
+    return subprocess.run(["bash", str(STACK), *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def mark_directory(items: list[Any], directory: str, *marks: Any) -> None:
+    """Add ``marks`` to every collected test under ``directory`` (a conftest's collection hook)."""
+    for item in items:
+        if str(item.fspath).startswith(directory):
+            for m in marks:
+                item.add_marker(m)

@@ -1,0 +1,111 @@
+"""BookKeeper's ledger metadata read from the metadata store directly: the ``/ledgers`` tree of the
+hierarchical layout, walked subtree by subtree with pipelined reads. What ``scan`` uses by default when
+ZooKeeper is configured, and what the Spark audit spreads over its input partitions.
+
+``hosts`` is always BookKeeper's metadata store (``ZooKeeperSettings.bookkeeper_store``), which may be
+another ensemble than Pulsar's; ``root`` its ledgers root ("/" when a chroot is BookKeeper's root).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+from worker.backends.kazoo_handler import kazoo_client
+from worker.formats.ledger_metadata import LedgerMetadata, parse_serialized_metadata
+from worker.formats.protobuf_wire import MetadataFormatError
+
+# A batch job can wait for a busy ensemble; a slow connect must not fail a whole run.
+CONNECT_TIMEOUT_FACTOR = 6
+
+
+def ledger_subtrees(hosts: str, root: str, timeout_s: float = 10) -> list[str]:
+    """The second-level znodes of BookKeeper's hierarchical layout (``root/00/0000``): each holds at most
+    10 000 ledgers (short form) or one branch of the long form. Non-digit children (LAYOUT, idgen,
+    available, underreplication, ...) are not ledgers."""
+    root = root.rstrip("/")
+    zk = kazoo_client(hosts, timeout_s)
+    # A batch job can wait for a busy ensemble; a task failing on a slow connect fails the whole run.
+    zk.start(CONNECT_TIMEOUT_FACTOR * timeout_s)
+    try:
+        out: list[str] = []
+        for top in sorted(c for c in zk.get_children(root or "/") if c.isdigit()):
+            out.extend(f"{root}/{top}/{c}" for c in sorted(zk.get_children(f"{root}/{top}")) if c.isdigit())
+        return out
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def ledger_id_of_path(root: str, path: str) -> int:
+    # /ledgers/00/0000/L0042 -> "00" "0000" "0042": the zero-padded id split into path components.
+    return int("".join(p.lstrip("L") for p in path[len(root) :].split("/") if p))
+
+
+def read_subtrees(
+    hosts: str, root: str, paths: Iterator[str], timeout_s: float = 10
+) -> Iterator[tuple[int, bytes, int]]:
+    """(ledger_id, metadata bytes, znode ctime ms) of every ledger under ``paths``."""
+    from kazoo.exceptions import NoNodeError
+
+    root = root.rstrip("/")
+    zk = kazoo_client(hosts, timeout_s)
+    # A batch job can wait for a busy ensemble; a task failing on a slow connect fails the whole run.
+    zk.start(CONNECT_TIMEOUT_FACTOR * timeout_s)
+    try:
+        for base in paths:
+            leaves: list[str] = []
+            stack = [base]
+            while stack:
+                p = stack.pop()
+                try:
+                    children = zk.get_children(p)
+                except NoNodeError:
+                    continue
+                for c in children:
+                    if c.startswith("L") and c[1:].isdigit():
+                        leaves.append(f"{p}/{c}")
+                    elif c.isdigit():
+                        stack.append(f"{p}/{c}")
+            # Pipelined reads: one round trip's latency for the whole subtree, not one per ledger.
+            pending = [(leaf, zk.get_async(leaf)) for leaf in sorted(leaves)]
+            for leaf, fut in pending:
+                try:
+                    data, stat = fut.get(timeout=timeout_s)
+                except NoNodeError:
+                    continue  # deleted since the listing: nothing to judge
+                lid = ledger_id_of_path(root, leaf)
+                yield lid, bytes(data or b""), int(stat.ctime)
+    finally:
+        zk.stop()
+        zk.close()
+
+
+class MetadataListing:
+    """The scanner's ledger listing from metadata already read (the Spark audit's partition, or ``scan``'s
+    walk of the metadata store)."""
+
+    def __init__(self, metadata: dict[int, LedgerMetadata]) -> None:
+        self.metadata = metadata
+
+    async def list_ledger_ids(self) -> list[int]:
+        return sorted(self.metadata)
+
+    async def get_metadata(self, ledger_id: int) -> LedgerMetadata | None:
+        return self.metadata.get(ledger_id)
+
+
+async def read_listing(hosts: str, root: str, timeout_s: float = 10) -> MetadataListing:
+    """Every ledger's metadata under ``root``, read in a thread (kazoo's synchronous API, pipelined).
+    A znode whose content is not BookKeeper metadata is left out, as the bookie's own listing would."""
+
+    def read() -> dict[int, LedgerMetadata]:
+        out: dict[int, LedgerMetadata] = {}
+        for lid, data, ctime in read_subtrees(hosts, root, iter(ledger_subtrees(hosts, root, timeout_s)), timeout_s):
+            try:
+                out[lid] = parse_serialized_metadata(lid, data, ctime)
+            except MetadataFormatError:
+                continue
+        return out
+
+    return MetadataListing(await asyncio.to_thread(read))

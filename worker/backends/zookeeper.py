@@ -1,0 +1,438 @@
+"""Pulsar's and BookKeeper's metadata in ZooKeeper, from asyncio.
+
+Two stores, which may be two ensembles (a supported Pulsar layout): Pulsar's metadata store
+(``zookeeper.hosts``: managed ledgers, cursors, schemas) and BookKeeper's (``zookeeper.bookkeeper_hosts``,
+by default the same: the ledgers root with ledger metadata and registered bookies). One kazoo client per
+distinct ensemble; every managed-ledger or schema read goes to Pulsar's, every ledger read or delete to
+BookKeeper's. Neither is trusted blindly: :meth:`ZooKeeper.check_pulsar_store` and
+:meth:`ZooKeeper.check_bookkeeper_store` prove at start that each is where the config says (a store
+that lacks ``/managed-ledgers`` would make every admin "not found" look like a gone topic).
+
+Two uses:
+- read a topic's managed-ledger metadata (``/managed-ledgers/<tenant>/<ns>/persistent/<encoded name>`` and
+  one child znode per cursor) as the broker stored it, e.g. to learn which offload attempt (uuid) the topic
+  records for a ledger;
+- delete a ledger directly in BookKeeper's metadata store (docs/design.md step 5, "ZooKeeper, versioned delete"):
+  once a ledger's znode is gone, the bookies' garbage collector reclaims its entries.
+
+Where ledgers and managed ledgers sit in the stores: ``worker.formats.metadata_paths``; how kazoo's thread
+hands results to the event loop: ``worker.backends.kazoo_handler``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import ZnodeStat
+
+from worker.backends.kazoo_handler import kazoo_client
+from worker.errors import BackendError
+from worker.formats.ledger_metadata import LedgerMetadata, parse_serialized_metadata
+from worker.formats.managed_ledger_metadata import (
+    ManagedCursorInfo,
+    ManagedLedgerInfo,
+    parse_managed_cursor_info,
+    parse_managed_ledger_info,
+    parse_schema_locator,
+)
+from worker.formats.metadata_paths import (
+    MANAGED_LEDGERS_ROOT,
+    UnsupportedLedgerLayout,
+    managed_ledger_path,
+    parse_layout,
+)
+from worker.formats.protobuf_wire import MetadataFormatError
+from worker.formats.topic_name import TopicName
+from worker.settings import ZooKeeperSettings
+
+T = TypeVar("T")
+
+
+# Errors that are answers, not failures: callers decide what they mean.
+_SEMANTIC = (NoNodeError, BadVersionError, NodeExistsError, NotEmptyError)
+
+
+class LedgerMetadataChanged(BackendError):
+    """The ledger's metadata znode changed between our read and our delete (someone is writing it)."""
+
+    def __init__(self, ledger_id: int) -> None:
+        super().__init__("zookeeper", f"metadata of ledger {ledger_id} changed during the delete; not deleted")
+        self.ledger_id = ledger_id
+
+
+class UnreadableManagedLedger(BackendError):
+    """A topic's managed-ledger znode holds something that is not ManagedLedgerInfo."""
+
+    def __init__(self, topic: TopicName, e: MetadataFormatError) -> None:
+        super().__init__("zookeeper", f"managed ledger of {topic}: {e}")
+        self.topic = topic
+
+
+class WrongMetadataStore(Exception):
+    """A configured metadata store is not the one the config means; the message names the key."""
+
+
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    """A topic's managed-ledger znode and its cursor znodes, read one after the other (not atomically).
+
+    ``cursors`` is keyed by the znode name: the cursor name as BookKeeper metadata records it
+    (``pulsar/cursor``), i.e. the subscription name encoded like a topic's local name.
+    """
+
+    topic: TopicName
+    path: str
+    version: int
+    managed_ledger: ManagedLedgerInfo
+    cursors: Mapping[str, ManagedCursorInfo]
+
+    @property
+    def ledger_ids(self) -> tuple[int, ...]:
+        return self.managed_ledger.ledger_ids
+
+    @property
+    def cursor_ledger_ids(self) -> dict[str, int]:
+        return {name: c.cursors_ledger_id for name, c in self.cursors.items() if c.cursors_ledger_id >= 0}
+
+
+class ZooKeeper:
+    """Pulsar's metadata store (``hosts``) and BookKeeper's (``bookkeeper_hosts``, default: the same
+    connection). Use as ``async with ZooKeeper(hosts) as zk:`` (or ``start()``/``close()``).
+
+    The generic calls (``get``, ``children``, ``exists``, ``client``) are on Pulsar's store; the ledger
+    calls (``ledger_path``, ``read_ledger_metadata``, ``delete_ledger_metadata``, ``registered_bookies``)
+    on ``self.bookkeeper``, which is ``self`` unless BookKeeper's metadata lives in another ensemble."""
+
+    def __init__(
+        self,
+        hosts: str,
+        *,
+        timeout_s: float = 10.0,
+        ledgers_root: str = "/ledgers",
+        bookkeeper_hosts: str | None = None,
+        bookkeeper_key: str = "zookeeper.bookkeeper_hosts",
+    ) -> None:
+        self.hosts = hosts
+        self.timeout_s = timeout_s
+        # "/" (a chroot at BookKeeper's root) becomes "": every path below is built as root + "/...".
+        self.ledgers_root = ledgers_root.rstrip("/")
+        self.client = kazoo_client(hosts, timeout_s)
+        self._ledger_path: Callable[[int, str], str] | None = None
+        separate = bool(bookkeeper_hosts) and bookkeeper_hosts != hosts
+        # The key that names BookKeeper's store in error messages.
+        self.bookkeeper_key = bookkeeper_key if separate else "zookeeper.hosts"
+        self.bookkeeper: ZooKeeper = (
+            ZooKeeper(bookkeeper_hosts, timeout_s=timeout_s, ledgers_root=ledgers_root)
+            if separate and bookkeeper_hosts
+            else self
+        )
+
+    @classmethod
+    def from_settings(cls, zs: ZooKeeperSettings) -> ZooKeeper:
+        if not zs.hosts:
+            raise ValueError("zookeeper.hosts is not set")
+        return cls(
+            zs.hosts,
+            timeout_s=zs.timeout_s,
+            ledgers_root=zs.ledgers_root,
+            bookkeeper_hosts=zs.bookkeeper_hosts,
+            bookkeeper_key=zs.bookkeeper_store_key,
+        )
+
+    @property
+    def bookkeeper_hosts(self) -> str:
+        return self.bookkeeper.hosts
+
+    async def start(self) -> None:
+        await self._start_one()
+        if self.bookkeeper is not self:
+            try:
+                await self.bookkeeper._start_one()
+            except BaseException:
+                await asyncio.to_thread(self._shutdown)
+                raise
+
+    async def _start_one(self) -> None:
+        try:
+            await asyncio.to_thread(self.client.start, self.timeout_s)
+        except (KazooTimeoutError, KazooException) as e:
+            await asyncio.to_thread(self._shutdown)
+            raise BackendError("zookeeper", f"cannot connect to {self.hosts}: {type(e).__name__}: {e}") from e
+
+    def _shutdown(self) -> None:
+        self.client.stop()
+        self.client.close()
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._shutdown)
+        if self.bookkeeper is not self:
+            await asyncio.to_thread(self.bookkeeper._shutdown)
+
+    async def __aenter__(self) -> ZooKeeper:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # ---- plumbing ---------------------------------------------------------------------------------
+
+    async def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a kazoo ``*_async`` method; NoNode/BadVersion/NodeExists/NotEmpty propagate as themselves,
+        everything else (connection loss, session expiry, timeout) becomes BackendError.
+
+        No thread per call: kazoo completes its IAsyncResult on its own callback thread, and ``rawlink``
+        hands the result to this loop (``call_soon_threadsafe``). A thread hop per call through the default
+        executor was the ZooKeeper route's main cost (the profile in the perf note)."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+
+        def settle(result: Any) -> None:  # on the loop
+            if fut.done():
+                return  # timed out (cancelled) already: the answer has nobody to go to
+            exc = result.exception
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result.value)
+
+        def completed(result: Any) -> None:  # on kazoo's callback thread
+            with contextlib.suppress(RuntimeError):  # the loop closed while the call was in flight
+                loop.call_soon_threadsafe(settle, result)
+
+        try:
+            method(*args, **kwargs).rawlink(completed)
+            return await asyncio.wait_for(fut, self.timeout_s)
+        except _SEMANTIC:
+            raise
+        except TimeoutError as e:
+            raise BackendError("zookeeper", f"no answer within {self.timeout_s}s") from e
+        except (KazooTimeoutError, KazooException) as e:
+            raise BackendError("zookeeper", f"{type(e).__name__}: {e}") from e
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run any blocking kazoo call in a thread with the same error mapping (for tools and tests)."""
+        try:
+            return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
+        except _SEMANTIC:
+            raise
+        except (KazooTimeoutError, KazooException) as e:
+            raise BackendError("zookeeper", f"{type(e).__name__}: {e}") from e
+
+    async def get(self, path: str) -> tuple[bytes, ZnodeStat] | None:
+        try:
+            data, stat = await self._call(self.client.get_async, path)
+        except NoNodeError:
+            return None
+        return bytes(data or b""), stat
+
+    async def children(self, path: str) -> list[str] | None:
+        try:
+            return list(await self._call(self.client.get_children_async, path))
+        except NoNodeError:
+            return None
+
+    async def exists(self, path: str) -> ZnodeStat | None:
+        stat: ZnodeStat | None = await self._call(self.client.exists_async, path)
+        return stat
+
+    # ---- managed ledgers and schemas (the metadata store's half of "gone") ------------------------
+
+    async def managed_ledger_exists(self, ml_name: str) -> bool:
+        return await self.exists(f"{MANAGED_LEDGERS_ROOT}/{ml_name}") is not None
+
+    async def read_managed_ledger(self, topic: TopicName) -> ManagedLedgerInfo | None:
+        """The topic's managed-ledger record (ledgers with their offload state), without its cursors;
+        None when the topic has no znode. The one reader of it (decisions, ``purge-topic``, the offload
+        audit); :meth:`read_topic` parses its copy the same way (``_managed_ledger``). Raises
+        :class:`UnreadableManagedLedger` on a bad record."""
+        got = await self.get(managed_ledger_path(topic))
+        return None if got is None else _managed_ledger(topic, got[0])
+
+    async def check_pulsar_store(self, pending: TopicName | None) -> None:
+        """Prove ``hosts`` is Pulsar's metadata store: the pending topic's own managed ledger is there
+        (its partition 0, made with the partitioned topic, or the topic itself when it is not
+        partitioned). Without this, a store that holds no managed ledgers (BookKeeper's own ensemble, a
+        wrong chroot) confirms every admin "not found" as a gone topic. ``pending`` None (an operator
+        command on a cluster where the worker's topics do not exist yet): only the managed-ledgers root
+        is required. Raises :class:`WrongMetadataStore`."""
+        if pending is None:
+            paths = [MANAGED_LEDGERS_ROOT]
+            what = "it has no managed ledgers at all"
+        else:
+            paths = [managed_ledger_path(pending.partition(0)), managed_ledger_path(pending)]
+            what = f"the pending topic {pending} has no managed ledger there"
+        for path in paths:
+            if await self.exists(path) is not None:
+                return
+        raise WrongMetadataStore(
+            f"zookeeper.hosts {self.hosts}: not Pulsar's metadata store: {what} ({' nor '.join(paths)}), so no "
+            "topic could be proven gone. Point zookeeper.hosts at the brokers' metadataStoreUrl (with its "
+            "chroot, if any); BookKeeper's metadata, when it lives in another ensemble, goes in "
+            "zookeeper.bookkeeper_hosts"
+        )
+
+    async def check_bookkeeper_store(self) -> None:
+        """Prove ``bookkeeper_hosts`` (+ ``ledgers_root``) is BookKeeper's metadata store: its LAYOUT is
+        there and names a known ledger manager. Raises :class:`WrongMetadataStore`."""
+        bk = self.bookkeeper
+        try:
+            await self.ledger_path(0)
+        except UnsupportedLedgerLayout as e:
+            raise WrongMetadataStore(
+                f"{self.bookkeeper_key} {bk.hosts}: not BookKeeper's metadata store at zookeeper.ledgers_root "
+                f"{bk.ledgers_root or '/'} ({e}); point it at the bookies' metadataServiceUri"
+            ) from e
+
+    async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
+        """Ledger ids the schema registry's locator (``/schemas/<schemaId>``) references; None when the
+        registry has no entry."""
+        got = await self.get(f"/schemas/{schema_id}")
+        if got is None:
+            return None
+        try:
+            return parse_schema_locator(got[0])
+        except MetadataFormatError as e:
+            raise BackendError("zookeeper", f"schema locator {schema_id}: {e}") from e
+
+    async def read_topic(self, topic: TopicName) -> TopicMetadata | None:
+        """The topic's managed-ledger metadata with its cursors; None when the topic has no znode."""
+        path = managed_ledger_path(topic)
+        got = await self.get(path)
+        if got is None:
+            return None
+        data, stat = got
+        cursors: dict[str, ManagedCursorInfo] = {}
+        for name in sorted(await self.children(path) or []):
+            cur = await self.get(f"{path}/{name}")
+            if cur is None:
+                continue  # the subscription was deleted between the listing and the read
+            cursors[name] = parse_managed_cursor_info(cur[0])
+        return TopicMetadata(topic, path, stat.version, _managed_ledger(topic, data), cursors)
+
+    # ---- BookKeeper ledger metadata (on BookKeeper's store: ``self.bookkeeper``) -------------------
+
+    async def ledger_path(self, ledger_id: int) -> str:
+        bk = self.bookkeeper
+        if bk is not self:
+            return await bk.ledger_path(ledger_id)
+        if self._ledger_path is None:
+            got = await self.get(f"{self.ledgers_root}/LAYOUT")
+            if got is None:
+                raise UnsupportedLedgerLayout(f"no {self.ledgers_root}/LAYOUT: not a BookKeeper metadata root")
+            self._ledger_path = parse_layout(got[0])
+        return self._ledger_path(ledger_id, self.ledgers_root)
+
+    async def read_ledger_metadata(self, ledger_id: int) -> tuple[bytes, ZnodeStat] | None:
+        """The ledger's metadata znode (bytes, stat), or None when the ledger does not exist."""
+        return await self.bookkeeper.get(await self.ledger_path(ledger_id))
+
+    async def registered_bookies(self) -> frozenset[str]:
+        """The bookie ids BookKeeper's store has registered: ``<ledgers_root>/available/<id>`` (writable)
+        and ``<ledgers_root>/available/readonly/<id>``."""
+        bk = self.bookkeeper
+        available = f"{bk.ledgers_root}/available"
+        writable = {c for c in await bk.children(available) or [] if c != "readonly"}
+        return frozenset(writable | set(await bk.children(f"{available}/readonly") or []))
+
+    async def ledger_metadata_version(self, ledger_id: int) -> int | None:
+        """The znode version of the ledger's metadata, or None when the ledger does not exist."""
+        stat = await self.bookkeeper.exists(await self.ledger_path(ledger_id))
+        return None if stat is None else int(stat.version)
+
+    async def ledger_metadata_exists(self, ledger_id: int) -> bool:
+        return await self.ledger_metadata_version(ledger_id) is not None
+
+    async def delete_ledger_metadata(self, ledger_id: int, *, expected_version: int | None = None) -> bool:
+        """Delete the ledger's metadata znode with a versioned delete.
+
+        True if this call deleted it, False if it was already gone (idempotent). ``expected_version``
+        pins the version the caller verified; without it, the version just read is used, which still
+        refuses to delete metadata that changes under us (a ledger being closed, recovered or
+        re-replicated): that raises :class:`LedgerMetadataChanged`, a BackendError, i.e. retry later.
+        """
+        bk = self.bookkeeper
+        path = await self.ledger_path(ledger_id)
+        version = expected_version
+        if version is None:
+            stat = await bk.exists(path)
+            if stat is None:
+                return False
+            version = int(stat.version)
+        try:
+            await bk._call(bk.client.delete_async, path, version)
+        except NoNodeError:
+            # Gone already, possibly by our own earlier attempt whose answer was lost with the connection.
+            return False
+        except BadVersionError as e:
+            raise LedgerMetadataChanged(ledger_id) from e
+        return True
+
+
+class ZooKeeperLedgerStore:
+    """:class:`~worker.backends.bookie_http.LedgerStore` straight on the metadata store
+    (``bookkeeper.delete_via=zookeeper``): the ledger's metadata znode is read and parsed here, and the
+    delete is versioned with the version that was verified, so metadata that changed in between (a
+    ledger being closed, recovered or re-replicated) is never deleted on a stale verdict. Bookies then
+    garbage-collect the entries of a ledger whose metadata is gone."""
+
+    def __init__(self, zk: ZooKeeper) -> None:
+        self.zk = zk
+
+    async def read(self, ledger_id: int) -> tuple[LedgerMetadata, object] | None:
+        got = await self.zk.read_ledger_metadata(ledger_id)
+        if got is None:
+            return None
+        data, stat = got
+        try:
+            return parse_serialized_metadata(ledger_id, data, int(stat.ctime)), int(stat.version)
+        except MetadataFormatError as e:
+            raise BackendError("zookeeper", f"ledger {ledger_id} metadata: {e}") from e
+
+    async def delete(self, ledger_id: int, token: object = None) -> bool:
+        version = token if isinstance(token, int) else None
+        return await self.zk.delete_ledger_metadata(ledger_id, expected_version=version)
+
+
+@contextlib.asynccontextmanager
+async def optional_zookeeper(zs: ZooKeeperSettings) -> AsyncIterator[ZooKeeper | None]:
+    """Connected clients of both metadata stores for the operator commands, or None when no ZooKeeper is
+    configured (empty ``zookeeper.hosts``): they then run with less certainty (gone topics cannot be
+    confirmed). Prove the stores with ``worker.broker.preflight.prove_metadata_stores`` before using them."""
+    if not zs.hosts:
+        yield None
+        return
+    zk = ZooKeeper.from_settings(zs)
+    try:
+        await zk.start()
+    except BackendError as e:
+        raise ConnectionError(f"{e} (set zookeeper.hosts empty to run without ZooKeeper)") from e
+    try:
+        yield zk
+    finally:
+        await zk.close()
+
+
+def _managed_ledger(topic: TopicName, data: bytes) -> ManagedLedgerInfo:
+    try:
+        return parse_managed_ledger_info(data)
+    except MetadataFormatError as e:
+        raise UnreadableManagedLedger(topic, e) from e

@@ -1,0 +1,174 @@
+"""Before the daemon takes a message: can it talk to Pulsar with what it was given?
+
+A wrong or missing token, a role without the permissions the worker needs, or an admin endpoint whose
+certificate is not trusted would otherwise surface as an endless stream of retried messages. They are
+refused at start instead, with the endpoint, the setting to fix and, for a 403, what was asked.
+
+So are metadata stores that are not where the config says (each proven by what it must hold) and bookie
+HTTP endpoints that are not bookies of the cluster those stores describe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+
+import aiohttp
+import pulsar
+import pulsar.asyncio as pulsar_asyncio
+
+from worker.backends.bookie_http import BookieClient, BookieNotInCluster
+from worker.backends.zookeeper import WrongMetadataStore, ZooKeeper
+from worker.broker.admin import PulsarAdmin
+from worker.errors import BackendError, StartupRefused
+from worker.formats.topic_name import TopicName
+from worker.settings import PulsarSettings, TopicsSettings
+
+
+def _tls_hint(p: PulsarSettings) -> str:
+    if p.tls_trust_certs_file:
+        return f"the CA bundle pulsar.tls_trust_certs_file ({p.tls_trust_certs_file}) does not vouch for it"
+    return "set pulsar.tls_trust_certs_file to the CA bundle that signed the broker's certificate"
+
+
+async def check_admin(admin: PulsarAdmin, p: PulsarSettings, topic: TopicName) -> None:
+    """One authenticated call every role of the worker needs (the pending topic's partition count)."""
+    url = str(p.admin_url).rstrip("/")
+    try:
+        await admin.partitions(topic)
+    except BackendError as e:
+        cause = e.__cause__
+        if isinstance(cause, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
+            raise StartupRefused(
+                f"pulsar.admin_url {url}: TLS certificate not trusted ({cause}); {_tls_hint(p)}"
+            ) from e
+        # Pulsar answers 401 to both: Jetty's "Authentication required" page when the credentials are
+        # refused, and a JSON {"reason": "Unauthorized to ..."} when the role lacks a permission.
+        denied = _authorization_reason(str(e))
+        if e.status == 403 or (e.status == 401 and denied):
+            raise StartupRefused(
+                f"pulsar.admin_url {url}: the token's role may not look up {topic} ({e.status}: "
+                f"{denied or 'forbidden'}); token from {p.token_source}. Grant it consume and produce on "
+                f"{topic.namespace_name} (docs/operations.md: Authentication and TLS)"
+            ) from e
+        if e.status == 401:
+            raise StartupRefused(
+                f"pulsar.admin_url {url}: the broker refused the credentials (401 Unauthorized); "
+                f"token from {p.token_source}"
+            ) from e
+        raise
+
+
+def _authorization_reason(message: str) -> str | None:
+    m = re.search(r'"reason"\s*:\s*"([^"]*)"', message)
+    return m.group(1) if m else None
+
+
+def _result(e: Exception) -> object:
+    # pulsar.asyncio wraps every failure in PulsarException(result); the blocking client raises a class
+    # per result. Both say the same thing.
+    if isinstance(e, pulsar_asyncio.PulsarException):
+        return e.error()
+    if isinstance(e, pulsar.AuthenticationError):
+        return pulsar.Result.AuthenticationError
+    if isinstance(e, pulsar.AuthorizationError):
+        return pulsar.Result.AuthorizationError
+    return None
+
+
+def binary_refusal(p: PulsarSettings, what: str, e: Exception) -> StartupRefused | None:
+    """The StartupRefused for a binary-protocol error that no retry can fix, else None."""
+    result = _result(e)
+    if result == pulsar.Result.AuthenticationError:
+        return StartupRefused(
+            f"pulsar.service_url {p.service_url}: the broker refused the credentials ({what}: {e}); "
+            f"token from {p.token_source}"
+        )
+    if result == pulsar.Result.AuthorizationError:
+        return StartupRefused(
+            f"pulsar.service_url {p.service_url}: the token's role is not authorized to {what} ({e}); "
+            f"token from {p.token_source} (docs/operations.md: Authentication and TLS)"
+        )
+    return None
+
+
+@contextlib.contextmanager
+def refused_as(p: PulsarSettings, what: str) -> Iterator[None]:
+    """Turn an authentication or authorization failure of ``what`` into StartupRefused."""
+    try:
+        yield
+    except Exception as e:
+        refused = binary_refusal(p, what, e)
+        if refused is None:
+            raise
+        raise refused from e
+
+
+async def check_pulsar_store(zk: ZooKeeper, pending: TopicName | None) -> None:
+    """``zookeeper.hosts`` holds the pending topic's managed ledger (call once the topology exists)."""
+    try:
+        await zk.check_pulsar_store(pending)
+    except WrongMetadataStore as e:
+        raise StartupRefused(str(e)) from e
+
+
+async def prove_metadata_stores(zk: ZooKeeper, admin: PulsarAdmin, pending: TopicName) -> None:
+    """For the operator commands (scan, purge-topic): both stores where the config says. The pending
+    topic anchors Pulsar's store when it exists (the admin API says so); before the worker's topology
+    exists, only the managed-ledgers root can be asked for."""
+    try:
+        exists = await admin.partitions(pending) > 0 or str(pending) in await admin.list_topics(
+            pending.namespace_name, include_system=True
+        )
+    except BackendError as e:
+        if e.status not in (401, 403, 404):
+            raise
+        exists = False  # no such namespace, or a role that may not look: the weaker proof only
+    await check_pulsar_store(zk, pending if exists else None)
+    await check_bookkeeper_store(zk)
+
+
+async def check_bookkeeper_store(zk: ZooKeeper) -> None:
+    """BookKeeper's store (``zookeeper.bookkeeper_hosts`` or ``zookeeper.hosts``) has a known LAYOUT."""
+    try:
+        await zk.check_bookkeeper_store()
+    except WrongMetadataStore as e:
+        raise StartupRefused(str(e)) from e
+
+
+async def check_bookies(bookie: BookieClient, zk: ZooKeeper) -> None:
+    """Every reachable configured bookie is registered in BookKeeper's store (one that is down is
+    checked before its first call)."""
+    try:
+        await bookie.verify_endpoints()
+    except BookieNotInCluster as e:
+        bk = zk.bookkeeper
+        raise StartupRefused(
+            f"bookkeeper.http_url/http_urls {e.url}: not a bookie of the BookKeeper cluster in "
+            f"{zk.bookkeeper_key} {bk.hosts} ({bk.ledgers_root or '/'}/available): {e.why}. List only that "
+            "cluster's bookies: any bookie deletes ledgers of its own cluster, by id"
+        ) from e
+
+
+async def check_queue_policies(admin: PulsarAdmin, topics: TopicsSettings) -> None:
+    """No Pulsar policy on the queue topics drops queued deletions (``worker.core.queue_policies``): one
+    that would is refused, by name. A role that may not read them (a least-privileged worker: only tenant
+    admins may) is warned and starts; ``topology``, run by a tenant admin, sets and checks them."""
+    from worker.broker.topology import read_queue_policies
+    from worker.core.queue_policies import dropping, unknown
+    from worker.logs import get_logger
+
+    policies, expirations = await read_queue_policies(admin, topics)
+    problems = dropping(policies, expirations)
+    if problems:
+        raise StartupRefused(
+            f"queue policies would drop pending deletions: {'; '.join(problems)}. A tenant admin makes them "
+            "safe with: ledger-deletion-worker topology"
+        )
+    if unread := unknown(policies, expirations):
+        get_logger().warning(
+            "queue policies not checked: this role may not read them; run `ledger-deletion-worker topology` "
+            "with a tenant-admin token, which sets and checks them",
+            policies=unread,
+        )

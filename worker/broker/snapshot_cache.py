@@ -1,0 +1,403 @@
+"""Step 3, the in-use check: the owner broker's live state of a topic, cached safely.
+
+The live set of a topic is every ledger its owner still references: managed-ledger ledgers (the current
+one included), each cursor's ledger, the schema ledgers and the compacted ledger. It comes from
+``internalStats`` on the *owning* broker only; the parse and the in-use rule are ``worker.core.live_set``,
+this module is the I/O around them (owner lookup, the read, the cache).
+
+Caching is safe because ledger ids only grow and a removed id never comes back, with two guards:
+- stale-id rule: a ledger id above the largest id of the snapshot may have been created after the
+  snapshot was taken, so the snapshot cannot clear it: refetch before deciding;
+- epochs (PIP-269's lesson): a 307, an ownership change, the topic going away or the admin API losing
+  it (not found while the metadata store still has it) bumps the topic's epoch; a decision taken on an
+  older epoch is re-evaluated before anything is deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound
+from worker.core.live_set import Hold, LiveSet, Snapshot, TopicGone, ledger_hold
+from worker.errors import BackendError
+from worker.formats.message import PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
+
+__all__ = [
+    "GoneUnconfirmed",
+    "Hold",
+    "LiveSet",
+    "LiveStateReader",
+    "MetadataStore",
+    "Snapshot",
+    "SnapshotCache",
+    "TopicGone",
+    "confirm_gone",
+    "in_use",
+    "ledger_hold",
+]
+
+_GONE = "<gone>"
+# The admin API said "not found" but the metadata store still has the managed ledger.
+_UNCONFIRMED = "<not found, unconfirmed>"
+
+
+class GoneUnconfirmed(BackendError):
+    """The admin API says the topic does not exist, but that is not proven: the metadata store still
+    has its managed ledger (a topic that cannot be loaded is not a gone topic), or no metadata store is
+    configured to ask. Transient: the message is retried, nothing is deleted on half a proof."""
+
+    def __init__(self, topic: TopicName, why: str) -> None:
+        super().__init__("admin", f"{topic} not found by the admin API, but {why}")
+        self.topic = topic
+
+
+class MetadataStore(Protocol):
+    """The metadata store's half of the "gone" proof (``worker.backends.zookeeper.ZooKeeper``)."""
+
+    async def managed_ledger_exists(self, ml_name: str) -> bool: ...
+
+
+async def confirm_gone(topic: TopicName, store: MetadataStore | None) -> None:
+    """The one rule, shared by pipeline, scanner and purge-topic: after the admin API said "not found",
+    the topic is gone only if the metadata store has no managed ledger for it. Raises GoneUnconfirmed."""
+    if store is None:
+        raise GoneUnconfirmed(topic, "no metadata store is configured to confirm it (zookeeper.hosts)")
+    if await store.managed_ledger_exists(topic.managed_ledger_name):
+        raise GoneUnconfirmed(topic, "its managed ledger still exists in the metadata store")
+
+
+class LiveStateReader:
+    """Owner lookup (cached per topic, bounded, dropped on 307 or error) + ``internalStats`` on the owner."""
+
+    def __init__(
+        self, admin: PulsarAdmin, on_request: Callable[[str, str], None] | None = None, *, max_owners: int = 100_000
+    ) -> None:
+        self.admin = admin
+        self.max_owners = max_owners
+        self._owners: OrderedDict[str, str] = OrderedDict()
+        self._on_request = on_request or (lambda endpoint, outcome: None)
+
+    def forget_owner(self, topic: TopicName) -> None:
+        self._owners.pop(str(topic), None)
+
+    async def partitions(self, topic: TopicName) -> int:
+        try:
+            n = await self.admin.partitions(topic)
+        except Exception:
+            self._on_request("partitions", "error")
+            raise
+        self._on_request("partitions", "ok")
+        return n
+
+    async def owner(self, topic: TopicName) -> str:
+        key = str(topic)
+        if key in self._owners:
+            self._owners.move_to_end(key)
+            return self._owners[key]
+        url = await self.admin.lookup(topic)
+        self._on_request("lookup", "ok")
+        self._owners[key] = url
+        while len(self._owners) > self.max_owners:
+            self._owners.popitem(last=False)  # losing an owner costs one lookup, nothing else
+        return url
+
+    async def fetch(self, topic: TopicName) -> tuple[dict[str, Any], str] | None:
+        """(internalStats, owner url), or None when the admin API says the topic does not exist (a lookup
+        or internalStats "not found" in Pulsar's words). Raises NotOwner after a second redirect so the
+        caller can bump the epoch and retry later."""
+        for attempt in (1, 2):
+            try:
+                owner = await self.owner(topic)
+            except TopicNotFound:
+                # No namespace, or no topic where auto-creation is off: the lookup is the admin's answer.
+                self._on_request("lookup", "not_found")
+                return None
+            except Exception:
+                self._on_request("lookup", "error")
+                raise
+            try:
+                stats = await self.admin.internal_stats(topic, base=owner)
+                self._on_request("internal_stats", "ok")
+                return stats, owner
+            except TopicNotFound:
+                self._on_request("internal_stats", "not_found")
+                return None
+            except NotOwner:
+                self._on_request("internal_stats", "redirect")
+                self.forget_owner(topic)
+                if attempt == 2:
+                    raise
+            except Exception:
+                self._on_request("internal_stats", "error")
+                self.forget_owner(topic)
+                raise
+        raise AssertionError("unreachable")
+
+
+@dataclass(slots=True)
+class _TopicState:
+    """Everything the cache knows of one topic, in one place: evicting the topic drops its snapshot
+    with its epoch, so a snapshot is never served under an epoch its topic no longer has."""
+
+    epoch: int
+    # What the topic looked like at its last read (owner URL, _GONE or _UNCONFIRMED): a change bumps the
+    # epoch even when the snapshot itself was evicted.
+    last_seen: str | None = None
+    snapshot: Snapshot | None = None
+    fetched_at: float = 0.0
+
+
+class SnapshotCache:
+    """Per-topic snapshots: bounded LRU with TTL, epochs, the stale-id rule, the "gone" rule, and one
+    fetch at a time per topic.
+
+    Epochs come from one counter, so no value is ever reused. Per-topic state (epoch, last seen, the
+    snapshot) is one entry, bounded by ``max_topics``: evicting it drops the snapshot with the epoch, and
+    moves the epoch every state-less topic reports (``_base``) to a fresh value, so a decision still
+    holding a snapshot of an evicted topic is re-taken instead of trusted. At most ``max_size`` entries
+    hold a snapshot (least recently used loses it first; its epoch stays).
+    """
+
+    def __init__(
+        self,
+        reader: LiveStateReader,
+        *,
+        ttl_s: float,
+        max_size: int,
+        metadata_store: MetadataStore | None = None,
+        max_topics: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        on_bump: Callable[[TopicName, str], None] | None = None,
+        not_found_ttl_s: float = 0.0,
+    ) -> None:
+        self.reader = reader
+        # How long the admin API's "not found" (its half of the gone proof) is reused. The metadata
+        # store's half is re-read for every message regardless, and that is what keeps a re-created
+        # topic from looking gone: a ledger carrying the topic's managed-ledger name can only be created
+        # after the broker wrote that managed-ledger znode (ManagedLedgerImpl writes its metadata before
+        # its first ledger), and a znode found there drops this answer. 0 = ask the admin every time.
+        self.not_found_ttl_s = not_found_ttl_s
+        self._not_found: OrderedDict[str, float] = OrderedDict()
+        self.ttl_s = ttl_s
+        self.max_size = max_size
+        self.metadata_store = metadata_store
+        self.max_topics = max(max_size, max_topics if max_topics is not None else 10 * max_size)
+        self.clock = clock
+        self.on_bump = on_bump or (lambda topic, why: None)
+        self._states: OrderedDict[str, _TopicState] = OrderedDict()
+        # The keys of the states holding a snapshot, least recently used first (bounded by max_size).
+        self._snapshots: OrderedDict[str, None] = OrderedDict()
+        self._counter = 0
+        self._base = 0
+        self._inflight: dict[str, asyncio.Task[Snapshot]] = {}
+
+    def _next_epoch(self) -> int:
+        self._counter += 1
+        return self._counter
+
+    def _state(self, key: str) -> _TopicState:
+        st = self._states.get(key)
+        if st is None:
+            st = self._states[key] = _TopicState(self._base)
+            while len(self._states) > self.max_topics:
+                old, _ = self._states.popitem(last=False)
+                self._snapshots.pop(old, None)  # the snapshot goes with its epoch
+                self._base = self._next_epoch()
+        else:
+            self._states.move_to_end(key)
+        return st
+
+    def epoch(self, topic: TopicName) -> int:
+        st = self._states.get(str(topic))
+        return self._base if st is None else st.epoch
+
+    def bump(self, topic: TopicName, why: str = "") -> int:
+        """Invalidate: any decision taken on the previous epoch must be re-evaluated."""
+        key = str(topic)
+        st = self._state(key)
+        st.epoch = self._next_epoch()
+        # The new epoch already invalidates everything seen before; the next read starts afresh
+        # (a 307 followed by a read at the new owner is one move, not two).
+        st.last_seen = None
+        self._drop_snapshot(key)
+        self._not_found.pop(key, None)
+        self.reader.forget_owner(topic)
+        self.on_bump(topic, why)
+        return st.epoch
+
+    def _drop_snapshot(self, key: str) -> None:
+        self._snapshots.pop(key, None)
+        st = self._states.get(key)
+        if st is not None:
+            st.snapshot = None
+
+    def _store(self, topic: TopicName, snap: Snapshot) -> Snapshot:
+        key = str(topic)
+        st = self._state(key)
+        st.snapshot = snap
+        st.fetched_at = self.clock()
+        self._snapshots[key] = None
+        self._snapshots.move_to_end(key)
+        while len(self._snapshots) > self.max_size:
+            self._drop_snapshot(next(iter(self._snapshots)))
+        return snap
+
+    def _cached(self, topic: TopicName) -> Snapshot | None:
+        key = str(topic)
+        st = self._states.get(key)
+        if st is None or st.snapshot is None:
+            return None
+        if self.clock() - st.fetched_at > self.ttl_s:
+            return None
+        # A hit is a use of the topic's whole entry: its epoch is kept as long as its snapshot is used.
+        self._states.move_to_end(key)
+        self._snapshots.move_to_end(key)
+        return st.snapshot
+
+    def snapshot_count(self) -> int:
+        return len(self._snapshots)
+
+    def topic_count(self) -> int:
+        return len(self._states)
+
+    def _seen(self, topic: TopicName, state: str) -> None:
+        """Record what a read found; a change from the previous read bumps the epoch (owner moved,
+        topic gone, topic lost by the admin API but not gone, topic (re-)created)."""
+        st = self._state(str(topic))
+        prev = st.last_seen
+        if prev is not None and prev != state:
+            self.bump(topic, f"{prev} -> {state}")
+            st = self._state(str(topic))
+        st.last_seen = state
+
+    async def _load(self, topic: TopicName) -> Snapshot:
+        # The epoch is taken BEFORE the read (PIP-269's lesson): a bump while the read is in flight
+        # (a 307 or an owner change seen by another decision) makes this snapshot stale, not current.
+        before = self.epoch(topic)
+        try:
+            snap = await self._read(topic)
+        except GoneUnconfirmed:
+            # The admin API lost a topic the metadata store still has (unloading, moving, failing to
+            # load, re-created): whatever was decided on the previous observation is re-taken.
+            self._seen(topic, _UNCONFIRMED)
+            raise
+        if self.epoch(topic) != before:
+            return _with_epoch(snap, before)
+        # Only this read's own observation is left to compare; no await between here and the return.
+        if isinstance(snap, TopicGone):
+            self._seen(topic, _GONE)
+        elif isinstance(snap, LiveSet):
+            self._seen(topic, snap.owner_url if not snap.partitions else _owners_key(snap))
+        return _with_epoch(snap, self.epoch(topic))
+
+    def _admin_said_not_found(self, key: str) -> bool:
+        at = self._not_found.get(key)
+        return at is not None and self.clock() - at <= self.not_found_ttl_s
+
+    def _remember_not_found(self, key: str) -> None:
+        if self.not_found_ttl_s <= 0:
+            return
+        self._not_found[key] = self.clock()
+        self._not_found.move_to_end(key)
+        while len(self._not_found) > self.max_topics:
+            self._not_found.popitem(last=False)
+
+    async def _confirm_gone(self, topic: TopicName) -> TopicGone:
+        try:
+            await confirm_gone(topic, self.metadata_store)
+        except GoneUnconfirmed:
+            self._not_found.pop(str(topic), None)  # something is there: ask the admin API again
+            raise
+        return TopicGone(topic, -1)
+
+    async def _read(self, topic: TopicName) -> Snapshot:
+        key = str(topic)
+        if self._admin_said_not_found(key):
+            return await self._confirm_gone(topic)
+        self._not_found.pop(key, None)
+        partitions = 0 if topic.partition_index is not None else await self.reader.partitions(topic)
+        if partitions > 0:
+            parts: list[LiveSet] = []
+            for i in range(partitions):
+                try:
+                    p = await self._load(topic.partition(i))
+                except NotOwner:
+                    # The base-name snapshot was built from this partition's owner: invalidate it too.
+                    self.bump(topic, "307 on a partition")
+                    raise
+                if isinstance(p, LiveSet):
+                    parts.append(p)
+            if not parts:
+                return TopicGone(topic, -1)
+            return LiveSet.union(topic, parts, -1, self.clock())
+        try:
+            got = await self.reader.fetch(topic)
+        except NotOwner:
+            self.bump(topic, "307")
+            raise
+        if got is None:
+            gone = await self._confirm_gone(topic)
+            self._remember_not_found(key)
+            return gone
+        stats, owner = got
+        return LiveSet.from_internal_stats(topic, stats, owner, -1, self.clock())
+
+    async def _load_and_store(self, topic: TopicName) -> Snapshot:
+        snap = await self._load(topic)
+        if self.is_current(snap):
+            # A stale read (epoch moved while it was in flight) is handed to its callers but never cached.
+            self._store(topic, snap)
+        return snap
+
+    async def get(self, topic: TopicName, ledger_id: int | None = None, *, fresh: bool = False) -> Snapshot:
+        """A snapshot that can decide about ``ledger_id`` (refetched when stale for it).
+
+        Concurrent callers of one topic share one read (single flight) instead of each starting its
+        own after a TTL expiry; ``fresh`` callers need a read that starts after their call and never join.
+        """
+        key = str(topic)
+        if fresh:
+            return await self._load_and_store(topic)
+        snap = self._cached(topic)
+        if isinstance(snap, LiveSet) and (ledger_id is None or snap.covers(ledger_id)):
+            return snap
+        # A cached TopicGone is not reused: "gone" must be re-read, it is what licenses the direct route.
+        if self._admin_said_not_found(key):
+            # Only the metadata store is asked, by this message itself (never a read another began).
+            return await self._load_and_store(topic)
+        running = self._inflight.get(key)
+        if running is not None:
+            snap = await asyncio.shield(running)
+            if not isinstance(snap, LiveSet) or ledger_id is None or snap.covers(ledger_id):
+                return snap
+            # The shared read may have started before this ledger existed (stale-id rule): read again.
+        task = asyncio.ensure_future(self._load_and_store(topic))
+        self._inflight[key] = task
+        task.add_done_callback(lambda t: self._inflight.pop(key, None) if self._inflight.get(key) is t else None)
+        return await asyncio.shield(task)
+
+    def is_current(self, snap: Snapshot) -> bool:
+        return snap.epoch == self.epoch(snap.topic)
+
+
+def _owners_key(snap: LiveSet) -> str:
+    return ",".join(f"{p.local_name}@{o}" for p, o in zip(snap.partitions, snap.partition_owners, strict=True))
+
+
+def _with_epoch(snap: Snapshot, epoch: int) -> Snapshot:
+    if isinstance(snap, TopicGone):
+        return TopicGone(snap.topic, epoch)
+    return dataclasses.replace(snap, epoch=epoch)
+
+
+def in_use(snap: LiveSet, info: PendingDeleteLedgerInfo) -> bool:
+    """Whether the owner keeps the ledger of ``info`` (BookKeeper copy): ``worker.core.live_set``'s rule,
+    where a compacted ledger the topic may still use counts as in use (retried, never deleted)."""
+    return ledger_hold(snap, info.ledger_component, info.ledger_id) is not None

@@ -1,0 +1,157 @@
+"""The decision: every rule of steps 2-5 as one pure function ``decide(message, facts) -> Result``.
+
+The facts (the owner's live state or the proof the topic is gone, what storage holds, what the topic's
+metadata records about an offload, what the schema registry lists) are gathered by
+``worker.daemon.decider``; only a "delete" verdict leads to more I/O there. The nightly replay decides with
+the same function.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from worker.core.live_set import Hold, LiveSet, Snapshot, ledger_hold
+from worker.core.offload_in_use import bookkeeper_copy_released, offloaded_copy_use
+from worker.core.schema_in_use import schema_ledger_hold
+from worker.core.stored import Missing, Refused, Stored, StoredLedger, StoredObjects
+from worker.core.verification import Verdict, verify_bookkeeper, verify_offload_object_metadata
+from worker.formats.managed_ledger_metadata import OffloadInfo
+from worker.formats.message import LedgerComponent, PendingDeleteLedgerInfo
+from worker.settings import WorkerSettings
+
+
+class Outcome(enum.StrEnum):
+    DELETED = "deleted"  # this worker removed it
+    ALREADY_GONE = "already_gone"  # storage had nothing: success, idempotently
+    REJECTED = "rejected"  # identity not proven: never deleted, dead-lettered with the reason
+    IN_USE = "in_use"  # referenced by its topic, or open: retry later
+    TOO_YOUNG = "too_young"  # may be a ledger being created: retry later
+    TRANSIENT = "transient"  # a backend (or this worker) failed: retry with backoff
+    INVALID = "invalid"  # undecodable: dead letter at once
+    WOULD_DELETE = "would_delete"  # dry run: every check passed, nothing was deleted
+
+
+FINAL = frozenset({Outcome.DELETED, Outcome.ALREADY_GONE, Outcome.REJECTED, Outcome.INVALID})
+
+
+class Route(enum.StrEnum):
+    OWNER = "owner"
+    DIRECT = "direct"
+    NONE = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    outcome: Outcome
+    route: Route = Route.NONE
+    reason: str = ""
+    stage: str = ""
+
+    @property
+    def final(self) -> bool:
+        """Nothing more will ever happen to this ledger: the message can be acknowledged for good."""
+        return self.outcome in FINAL
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    live: Snapshot  # the owner's live state, or the proven absence of the topic
+    stored: Stored  # what storage holds of the announced copy
+    # A schema ledger's registry entry: the ledger ids of the schema's locator in the metadata store
+    # (None: no entry, or not a schema ledger). ``worker.core.schema_in_use`` says why this, not the
+    # admin API, is the proof.
+    schema_registry: frozenset[int] | None = None
+    # What the topic's managed-ledger metadata records about the offload of this ledger (None: nothing).
+    offload: OffloadInfo | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    min_ledger_age_ms: int
+    # Pulsar deletes the BookKeeper copy of an offloaded ledger this long after the offload completed
+    # (``managedLedgerOffloadDeletionLagMs``); past it, that copy is garbage the broker failed to remove.
+    offload_deletion_lag_ms: int
+
+    @classmethod
+    def of(cls, s: WorkerSettings) -> Rules:
+        return cls(int(s.min_ledger_age_s * 1000), int(s.offload_deletion_lag_s * 1000))
+
+
+def decide(info: PendingDeleteLedgerInfo, facts: Facts, *, now_ms: int, rules: Rules) -> Result:
+    """Every rule of steps 2-5, pure. ``DELETED`` here means "delete it": the caller carries it out.
+
+    Order matters: nothing to delete beats everything; a failed identity proof beats "in use" (a forged
+    message must not wait for retries, and must not learn whether its target is live); then in use,
+    open (while its topic exists: a compaction or the owner may be writing it), too young; only then
+    delete.
+    """
+    live = facts.live
+    route = Route.OWNER if isinstance(live, LiveSet) else Route.DIRECT
+    stored = facts.stored
+    if isinstance(stored, Missing):
+        return Result(Outcome.ALREADY_GONE, route)
+    if isinstance(stored, Refused):
+        return Result(Outcome.REJECTED, route, stored.reason)
+
+    if isinstance(stored, StoredLedger):
+        v = verify_bookkeeper(
+            info,
+            stored.metadata,
+            now_ms=now_ms,
+            min_age_ms=rules.min_ledger_age_ms,
+            writer_possible=isinstance(live, LiveSet),
+        )
+        if v.verdict is Verdict.REJECTED:
+            return Result(Outcome.REJECTED, route, v.reason)
+        hold = _bookkeeper_copy_hold(info, live, facts.offload, now_ms, rules) if isinstance(live, LiveSet) else None
+        if hold is not None:
+            return Result(Outcome.IN_USE, route, hold.value)
+        held = _schema_held(info, facts)
+        if held is not None:
+            return Result(Outcome.IN_USE, route, held)
+        if v.verdict is Verdict.OPEN:
+            return Result(Outcome.IN_USE, route, v.reason)
+        if v.verdict is Verdict.TOO_YOUNG:
+            return Result(Outcome.TOO_YOUNG, route, v.reason)
+        return Result(Outcome.DELETED, route)
+
+    assert isinstance(stored, StoredObjects)
+    for md in stored.user_metadata or ():
+        v = verify_offload_object_metadata(info, md)
+        if v.verdict is Verdict.REJECTED:
+            return Result(Outcome.REJECTED, route, v.reason)
+    if isinstance(live, LiveSet) and _offloaded_copy_in_use(info, live, facts.offload):
+        return Result(Outcome.IN_USE, route, "its ledger is listed with this offload")
+    return Result(Outcome.DELETED, route)
+
+
+def _bookkeeper_copy_hold(
+    info: PendingDeleteLedgerInfo, live: LiveSet, offload: OffloadInfo | None, now_ms: int, rules: Rules
+) -> Hold | None:
+    """Why the topic keeps the BookKeeper copy (the compaction holds say so in their own words), or None."""
+    hold = ledger_hold(live, info.ledger_component, info.ledger_id)
+    # A listed ledger whose offload completed long enough ago is read from tiered storage: its BookKeeper
+    # copy is Pulsar's to delete, and when Pulsar failed to, it is a leak this worker closes.
+    released = (
+        info.ledger_component is LedgerComponent.MANAGED_LEDGER
+        and info.ledger_id in live.offloaded_ledgers
+        and bookkeeper_copy_released(offload, now_ms=now_ms, deletion_lag_ms=rules.offload_deletion_lag_ms)
+    )
+    return None if released else hold
+
+
+def _offloaded_copy_in_use(info: PendingDeleteLedgerInfo, live: LiveSet, offload: OffloadInfo | None) -> bool:
+    ctx = info.offload_context
+    return offloaded_copy_use(
+        listed=info.ledger_id in live.ml_ledgers,
+        recorded_uuid=offload.uuid if offload is not None else None,
+        copy_uuid=ctx.uuid if ctx is not None else None,
+    ).in_use
+
+
+def _schema_held(info: PendingDeleteLedgerInfo, facts: Facts) -> str | None:
+    if info.ledger_component is not LedgerComponent.SCHEMA_STORAGE:
+        return None
+    live = facts.live.schema_ledgers if isinstance(facts.live, LiveSet) else frozenset()
+    return schema_ledger_hold(info.ledger_id, registry=facts.schema_registry, live=live)

@@ -1,0 +1,232 @@
+"""The phase-2 daemon: consume pending + retry topics on one Shared subscription and run the pipeline.
+
+Shape of the loop (the lessons are in the comments):
+- one long-lived receive loop; an awaited ``receive()`` is never cancelled, because the C++ client
+  would hand the message to a future nobody reads and it would sit unacknowledged until we close;
+- a semaphore bounds in-flight work, so the loop only asks for a message when it can take one;
+- SIGTERM/SIGINT: stop asking, let in-flight messages settle until ``drain_timeout_s``, then close the
+  consumer; whatever was not settled is not acknowledged and the broker hands it to another replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from typing import Any
+
+import pulsar
+import pulsar.asyncio as pulsar_asyncio
+
+from worker.broker.admin import PulsarAdmin
+from worker.broker.client import async_client, close_client
+from worker.broker.preflight import check_admin, check_pulsar_store, check_queue_policies, refused_as
+from worker.broker.topology import TopologyNotPermitted, ensure_topology
+from worker.daemon import http_server
+from worker.daemon.decider import open_decider
+from worker.daemon.pipeline import Pipeline
+from worker.daemon.settlement import Settler
+from worker.errors import StartupRefused
+from worker.formats.topic_name import TopicName
+from worker.logs import configure, get_logger
+from worker.metrics import Metrics, oldest_backlog_age_s
+from worker.settings import Settings
+
+log = get_logger()
+
+
+class Daemon:
+    def __init__(self, settings: Settings, metrics: Metrics | None = None) -> None:
+        self.settings = settings
+        self.metrics = metrics or Metrics()
+        self.stopping = asyncio.Event()
+        self.ready = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._partitioned: dict[str, bool] = {}
+
+    def request_stop(self) -> None:
+        if not self.stopping.is_set():
+            log.info("stop requested: draining in-flight messages")
+            self.stopping.set()
+
+    async def run(self) -> int:
+        s = self.settings
+        async with contextlib.AsyncExitStack() as stack:
+            decider = await stack.enter_async_context(open_decider(s, self.metrics))
+            admin = decider.admin
+
+            runner = await http_server.start(
+                http_server.build_app(self.metrics, lambda: self.ready and not self.stopping.is_set()),
+                s.http.host,
+                s.http.port,
+            )
+            stack.push_async_callback(runner.cleanup)
+
+            await check_admin(admin, s.pulsar, TopicName.parse(s.topics.pending))
+            try:
+                await ensure_topology(admin, s.topics)
+            except TopologyNotPermitted as e:
+                raise StartupRefused(
+                    f"pulsar.admin_url {s.pulsar.admin_url}: {e}; token from {s.pulsar.token_source}. Create it once "
+                    "with a tenant-admin token: ledger-deletion-worker topology"
+                ) from e
+            # No TTL, subscription expiration, evicting quota or inactive-topic deletion may drop the queue.
+            await check_queue_policies(admin, s.topics)
+            # Only now does the pending topic surely have its managed ledger: prove zookeeper.hosts holds it.
+            await check_pulsar_store(decider.metadata, TopicName.parse(s.topics.pending))
+
+            client = async_client(s.pulsar)
+            stack.push_async_callback(close_client, client)
+            with refused_as(s.pulsar, f"produce to {s.topics.retry}"):
+                retry_producer = await client.create_producer(s.topics.retry, batching_enabled=False)
+            stack.push_async_callback(retry_producer.close)
+            with refused_as(s.pulsar, f"produce to {s.topics.dlq}"):
+                dlq_producer = await client.create_producer(s.topics.dlq, batching_enabled=False)
+            stack.push_async_callback(dlq_producer.close)
+            with refused_as(s.pulsar, f"consume {s.topics.pending} and {s.topics.retry}"):
+                consumer = await client.subscribe(
+                    [s.topics.pending, s.topics.retry],
+                    s.topics.subscription,
+                    consumer_type=pulsar.ConsumerType.Shared,
+                    # A small prefetch: what sits in our queue is invisible to the other replicas.
+                    receiver_queue_size=max(1, min(1000, s.worker.max_inflight)),
+                    negative_ack_redelivery_delay_ms=int(s.worker.backoff_initial_s * 1000) or 1000,
+                )
+            pipeline = Pipeline(
+                decider=decider,
+                settler=Settler(
+                    consumer,
+                    retry_producer,
+                    dlq_producer,
+                    self.metrics,
+                    max_attempts=s.worker.max_attempts,
+                    max_payload_bytes=s.worker.max_payload_bytes,
+                ),
+                settings=s.worker,
+                metrics=self.metrics,
+            )
+
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.add_signal_handler(sig, self.request_stop)
+
+            poller = asyncio.create_task(self._poll_topic_stats(admin))
+            self.ready = True
+            self.metrics.ready.set(1)
+            log.info(
+                "worker ready",
+                pending=s.topics.pending,
+                retry=s.topics.retry,
+                dlq=s.topics.dlq,
+                subscription=s.topics.subscription,
+                max_inflight=s.worker.max_inflight,
+            )
+            receiver = asyncio.create_task(self._receive_loop(consumer, pipeline))
+            await self.stopping.wait()
+            self.ready = False
+            self.metrics.ready.set(0)
+            await self._drain()
+            # Closing the consumer completes the pending receive() with an error, ending the loop; any
+            # message it had prefetched is unacknowledged and goes back to the subscription.
+            await consumer.close()
+            await asyncio.wait([receiver], timeout=10)
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller
+            log.info("worker stopped")
+        return 0
+
+    async def _receive_loop(self, consumer: pulsar_asyncio.Consumer, pipeline: Pipeline) -> None:
+        sem = asyncio.Semaphore(self.settings.worker.max_inflight)
+        while not self.stopping.is_set():
+            await sem.acquire()
+            if self.stopping.is_set():
+                sem.release()
+                break
+            try:
+                msg = await consumer.receive()
+            except Exception as e:
+                sem.release()
+                if self.stopping.is_set():
+                    break
+                log.error("receive failed", error=f"{type(e).__name__}: {e}")
+                await asyncio.sleep(1)
+                continue
+            if self.stopping.is_set():
+                # Arrived while draining: not ours to process any more; unacknowledged, it is
+                # redelivered to another consumer when this one closes.
+                sem.release()
+                break
+            task = asyncio.create_task(self._process(consumer, pipeline, msg))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(lambda _t: sem.release())
+
+    async def _process(self, consumer: pulsar_asyncio.Consumer, pipeline: Pipeline, msg: pulsar.Message) -> None:
+        self.metrics.inflight.inc()
+        try:
+            await pipeline.handle(msg)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            # The pipeline dead-letters every message it cannot settle (a failure that repeats on every
+            # delivery must not loop). This is what is left: the DLQ refused even a bounded copy (the broker
+            # or the DLQ topic is unavailable), or a bug outside the settle path. Nothing was acknowledged:
+            # ask for redelivery rather than leave the message parked in this consumer; the redelivery counts
+            # as an attempt (``attempts_of``), and the DLQ takes it once it is back.
+            self.metrics.failed.labels(stage="settle").inc()
+            log.error("message not settled; negative-acknowledged", error=f"{type(e).__name__}: {e}")
+            try:
+                await consumer.negative_acknowledge(msg)
+            except Exception as nack_error:
+                # Nothing more can be done here: closing this consumer hands the message to another.
+                log.error("negative acknowledge failed", error=f"{type(nack_error).__name__}: {nack_error}")
+        finally:
+            self.metrics.inflight.dec()
+
+    async def _drain(self) -> None:
+        if not self._tasks:
+            return
+        deadline = self.settings.worker.drain_timeout_s
+        log.info("draining", inflight=len(self._tasks), deadline_s=deadline)
+        _, pending = await asyncio.wait(set(self._tasks), timeout=deadline)
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=5)
+            log.warning("drain deadline passed; unsettled messages handed back", count=len(pending))
+
+    async def _poll_topic_stats(self, admin: PulsarAdmin) -> None:
+        t = self.settings.topics
+        while True:
+            try:
+                await self._poll_once(admin, t.pending, "pending", t.subscription)
+                await self._poll_once(admin, t.retry, "retry", t.subscription)
+                await self._poll_once(admin, t.dlq, "dlq", t.dlq_replay_subscription)
+            except Exception as e:  # metrics polling must never take the worker down
+                log.debug("topic stats poll failed", error=str(e))
+            await asyncio.sleep(self.settings.worker.stats_poll_interval_s)
+
+    async def _poll_once(self, admin: PulsarAdmin, topic: str, role: str, sub: str) -> None:
+        tn = TopicName.parse(topic)
+        if topic not in self._partitioned:
+            # Fixed once the topology exists: asked once per topic, not on every poll.
+            self._partitioned[topic] = await admin.partitions(tn) > 0
+        get = admin.partitioned_stats if self._partitioned[topic] else admin.stats
+        st = await get(tn, earliest_time_in_backlog=True)
+        self.metrics.topic_published.labels(role=role).set(float(st.get("msgInCounter", 0)))
+        sub_stats = (st.get("subscriptions") or {}).get(sub) or {}
+        self.metrics.topic_backlog.labels(role=role).set(float(sub_stats.get("msgBacklog", 0)))
+        age = oldest_backlog_age_s(sub_stats, int(time.time() * 1000))
+        self.metrics.topic_oldest_backlog_age.labels(role=role).set(age)
+
+
+async def run_daemon(settings: Settings) -> int:
+    configure(settings.logging.level, settings.logging.format)
+    try:
+        return await Daemon(settings).run()
+    except StartupRefused as e:
+        log.error("startup refused", error=str(e))
+        raise

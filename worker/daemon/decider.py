@@ -1,0 +1,256 @@
+"""The decision core: steps 1-5 of docs/design.md's pipeline (decode, route, in use, verify, delete).
+
+The shape is "gather, then decide":
+- :class:`Decider` gathers every fact a decision needs in one I/O step (:class:`Facts`: the topic's live
+  state with its epoch, what storage holds, what the topic's metadata records about an offload);
+- :func:`decide` is a pure function ``(message, facts) -> Result``: all the rules, no I/O, unit-tested
+  exhaustively;
+- only a "delete" verdict does more I/O: the storage rate limit, then the epoch check (last, right before
+  the delete: PIP-269's lesson), then the delete of exactly what was inspected.
+
+The daemon (``worker.daemon.pipeline``) adds step 6, settle; the nightly DLQ replay calls the same core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+
+from worker.backends.bookie_http import BookieClient, BookieLedgerStore, CountedLedgerStore, LedgerStore
+from worker.backends.http import new_session
+from worker.backends.storage_copy import StorageCopy, copies
+from worker.backends.tiered_storage import TieredStorage
+from worker.backends.zookeeper import ZooKeeper, ZooKeeperLedgerStore
+from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound, admin_session
+from worker.broker.preflight import check_bookies, check_bookkeeper_store, check_pulsar_store
+from worker.broker.snapshot_cache import LiveStateReader, SnapshotCache
+from worker.core.decision import Facts, Outcome, Result, Route, Rules, decide
+from worker.core.live_set import LiveSet
+from worker.core.stored import Missing, Refused
+from worker.daemon.rate_limit import TokenBucket
+from worker.errors import BackendError
+from worker.formats.message import InvalidMessage, LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
+from worker.formats.topic_name import TopicName
+from worker.metrics import Metrics
+from worker.settings import Settings, WorkerSettings
+
+# A decision whose snapshot epoch moved is re-taken; this many times before it counts as transient.
+MAX_REEVALUATIONS = 3
+# How long the admin API's "not found" for a topic is reused (the metadata store is still asked for every
+# message: ``SnapshotCache``); it spares a drained gone topic two admin calls per message.
+NOT_FOUND_TTL_S = 5.0
+
+
+# ---- the facts and the pure decision ----------------------------------------------------------------
+
+
+# ---- gathering the facts, and carrying out a delete ------------------------------------------------
+
+
+class _Failed(Exception):
+    def __init__(self, stage: str, cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.stage = stage
+
+
+_BACKEND_STAGES = {"admin": "route", "bookie": "bookkeeper", "s3": "tiered_storage", "filesystem": "tiered_storage"}
+
+
+@contextlib.contextmanager
+def _stage(name: str) -> Iterator[None]:
+    """Any failure inside becomes a TRANSIENT outcome counted under ``name`` (or its backend's stage)."""
+    try:
+        yield
+    except (asyncio.CancelledError, _Failed):
+        raise
+    except BackendError as e:
+        raise _Failed(_BACKEND_STAGES.get(e.backend, e.backend), e) from e
+    except (NotOwner, TopicNotFound) as e:
+        raise _Failed("route", e) from e
+    except Exception as e:
+        # Anything unforeseen (an odd admin answer, a parser bug) is a failed attempt like any other:
+        # retried, counted, and dead-lettered when it persists. Never a message parked forever.
+        raise _Failed(name, e) from e
+
+
+class Decider:
+    def __init__(
+        self,
+        *,
+        admin: PulsarAdmin,
+        snapshots: SnapshotCache,
+        copies: dict[LedgerType, StorageCopy],
+        metadata: ZooKeeper,
+        limiter: TokenBucket,
+        settings: WorkerSettings,
+        metrics: Metrics,
+        dry_run: bool = False,
+        wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self.admin = admin
+        self.snapshots = snapshots
+        self.copies = copies
+        self.metadata = metadata
+        self.limiter = limiter
+        self.rules = Rules.of(settings)
+        self.metrics = metrics
+        self.dry_run = dry_run
+        self.now_ms = wall_clock_ms
+        # Per-ledger locks with their holder+waiter counts, dropped when the last user leaves.
+        self._locks: dict[tuple[str, int], tuple[asyncio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def _ledger_lock(self, key: tuple[str, int]) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+    async def decide(self, data: bytes) -> tuple[PendingDeleteLedgerInfo | None, Result]:
+        # 1. Decode: garbage is a dead letter, never an exception in the receive loop.
+        try:
+            info = decode(data)
+        except InvalidMessage as e:
+            return None, Result(Outcome.INVALID, reason=str(e), stage="decode")
+        return info, await self.decide_info(info)
+
+    async def decide_info(self, info: PendingDeleteLedgerInfo) -> Result:
+        """Steps 2-5 for a decoded message. Never raises (but for cancellation): failures are TRANSIENT."""
+        try:
+            # Duplicates of one ledger are decided one after the other, so exactly one deletes it and
+            # the others find it already gone.
+            async with self._ledger_lock(info.dedupe_key):
+                return await self._decide(info)
+        except _Failed as e:
+            return Result(Outcome.TRANSIENT, reason=str(e), stage=e.stage)
+
+    async def _decide(self, info: PendingDeleteLedgerInfo) -> Result:
+        copy = self.copies[info.ledger_type]
+        for _ in range(MAX_REEVALUATIONS):
+            facts = await self._gather(info, copy)
+            res = decide(info, facts, now_ms=self.now_ms(), rules=self.rules)
+            if res.outcome is not Outcome.DELETED:
+                return res
+            if self.dry_run:
+                return Result(Outcome.WOULD_DELETE, res.route, res.reason)
+            await self.limiter.acquire()
+            # The epoch is checked last, with nothing awaited between it and the delete: a 307, an owner
+            # change or a re-creation seen since the facts were read re-takes the decision from step 2.
+            if not self.snapshots.is_current(facts.live):
+                self.metrics.reevaluations.inc()
+                continue
+            with _stage(copy.stage):
+                removed = await copy.delete(info, facts.stored)
+            return Result(Outcome.DELETED if removed else Outcome.ALREADY_GONE, res.route)
+        return Result(Outcome.TRANSIENT, Route.OWNER, "live state kept changing (epoch)", stage="route")
+
+    async def _gather(self, info: PendingDeleteLedgerInfo, copy: StorageCopy) -> Facts:
+        # 2. Route: the owner's live state, or the proven absence of the topic.
+        with _stage("route"):
+            live = await self.snapshots.get(info.topic, info.ledger_id)
+        # 4. What storage holds (identity is judged by ``decide``).
+        with _stage(copy.stage):
+            stored = await copy.inspect(info)
+        if isinstance(stored, Missing | Refused):
+            return Facts(live, stored)
+        schema_registry = None
+        if info.ledger_component is LedgerComponent.SCHEMA_STORAGE:
+            # The topic's own schema id (a message's schema_id is verified against it, not trusted).
+            with _stage("zookeeper"):
+                schema_registry = await self.metadata.schema_ledgers(info.topic.schema_name)
+        offload = None
+        if isinstance(live, LiveSet) and _offload_matters(info, live):
+            with _stage("zookeeper"):
+                ml = await self.metadata.read_managed_ledger(info.topic)
+                ledger = ml.ledger(info.ledger_id) if ml is not None else None
+                offload = ledger.offload if ledger is not None else None
+        return Facts(live, stored, schema_registry, offload)
+
+
+def _offload_matters(info: PendingDeleteLedgerInfo, live: LiveSet) -> bool:
+    if info.ledger_type is LedgerType.OFFLOAD_LEDGER:
+        return info.ledger_id in live.ml_ledgers
+    return info.ledger_component is LedgerComponent.MANAGED_LEDGER and info.ledger_id in live.offloaded_ledgers
+
+
+@contextlib.asynccontextmanager
+async def open_decider(
+    settings: Settings,
+    metrics: Metrics | None = None,
+    *,
+    dry_run: bool = False,
+    prove_pulsar_store: bool | TopicName = False,
+) -> AsyncIterator[Decider]:
+    """Everything a :class:`Decider` talks to, opened from the settings and closed on exit: one admin
+    session, one bookie session, the offload targets' S3 clients, the metadata stores' ZooKeeper clients.
+
+    Refused (:class:`~worker.broker.preflight.StartupRefused`, naming the key) when BookKeeper's store has no
+    usable ledgers root or a reachable bookie endpoint is not one of its bookies, and, with
+    ``prove_pulsar_store`` (the topology must exist by then; the daemon proves it after making it),
+    when Pulsar's store does not hold the pending topic's managed ledger (or that of the topic given: the
+    replay reads the DLQ, which must exist)."""
+    s = settings
+    m = metrics or Metrics()
+    if not s.zookeeper.hosts:
+        raise ValueError("zookeeper.hosts: the worker needs the metadata store (it proves topics gone)")
+    async with contextlib.AsyncExitStack() as stack:
+        admin_http = await stack.enter_async_context(admin_session(s.pulsar))
+        admin = PulsarAdmin(str(s.pulsar.admin_url), admin_http, s.pulsar.auth_token)
+        zk = ZooKeeper.from_settings(s.zookeeper)
+        await zk.start()
+        stack.push_async_callback(zk.close)
+        # Fail at start, not on the first message, when a store is not where the config says.
+        await check_bookkeeper_store(zk)
+        if prove_pulsar_store is not False:
+            anchor = prove_pulsar_store if isinstance(prove_pulsar_store, TopicName) else None
+            await check_pulsar_store(zk, anchor or TopicName.parse(s.topics.pending))
+        ledgers: LedgerStore
+        if s.bookkeeper.delete_via == "zookeeper":
+            ledgers, ledger_stage = ZooKeeperLedgerStore(zk), "zookeeper"
+        else:
+            bk_session = await stack.enter_async_context(new_session(s.bookkeeper.request_timeout_s))
+            bookie = BookieClient(
+                s.bookkeeper.endpoints,
+                bk_session,
+                zk.ledger_metadata_exists,
+                down_s=s.bookkeeper.bookie_down_s,
+                on_request=lambda url, op, outcome: m.bookie_http_requests.labels(url, op, outcome).inc(),
+                registered_bookies=zk.registered_bookies,
+            )
+            await check_bookies(bookie, zk)
+            ledgers, ledger_stage = BookieLedgerStore(bookie), "bookkeeper"
+        backend = "zookeeper" if ledger_stage == "zookeeper" else "bookie"
+        ledgers = CountedLedgerStore(ledgers, lambda op, outcome: m.storage_requests.labels(backend, op, outcome).inc())
+        tiered = await stack.enter_async_context(TieredStorage(s.offload, m))
+        reader = LiveStateReader(
+            admin,
+            lambda ep, outcome: m.admin_requests.labels(endpoint=ep, outcome=outcome).inc(),
+            max_owners=10 * s.worker.snapshot_cache_size,
+        )
+        snapshots = SnapshotCache(
+            reader,
+            ttl_s=s.worker.snapshot_ttl_s,
+            max_size=s.worker.snapshot_cache_size,
+            metadata_store=zk,
+            on_bump=lambda topic, why: m.epoch_bumps.inc(),
+            not_found_ttl_s=min(s.worker.snapshot_ttl_s, NOT_FOUND_TTL_S),
+        )
+        yield Decider(
+            admin=admin,
+            snapshots=snapshots,
+            copies=copies(ledgers, ledger_stage, tiered),
+            metadata=zk,
+            limiter=TokenBucket(s.worker.deletes_per_second, s.worker.delete_burst),
+            settings=s.worker,
+            metrics=m,
+            dry_run=dry_run,
+        )

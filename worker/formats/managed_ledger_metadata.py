@@ -1,0 +1,367 @@
+"""Pulsar's managed-ledger metadata as stored in ZooKeeper, read and edited without a protobuf runtime.
+
+A topic's znode ``/managed-ledgers/<tenant>/<ns>/persistent/<encoded topic>`` holds a ``ManagedLedgerInfo``
+and each child znode (one per cursor) a ``ManagedCursorInfo``; both are proto2 messages of
+``managed-ledger/src/main/proto/MLDataFormats.proto``::
+
+    ManagedLedgerInfo    { repeated LedgerInfo ledgerInfo = 1; NestedPositionInfo terminatedPosition = 2;
+                           repeated KeyValue properties = 3; }
+    LedgerInfo           { int64 ledgerId = 1; int64 entries = 2; int64 size = 3; int64 timestamp = 4;
+                           OffloadContext offloadContext = 5; }
+    OffloadContext       { int64 uidMsb = 1; int64 uidLsb = 2; bool complete = 3; bool bookkeeperDeleted = 4;
+                           int64 timestamp = 5; OffloadDriverMetadata driverMetadata = 6;
+                           repeated OffloadSegment offloadSegment = 7; }
+    OffloadDriverMetadata{ string name = 1; repeated KeyValue properties = 2; }
+    KeyValue             { string key = 1; string value = 2; }
+    NestedPositionInfo   { int64 ledgerId = 1; int64 entryId = 2; }
+    ManagedCursorInfo    { int64 cursorsLedgerId = 1; int64 markDeleteLedgerId = 2; int64 markDeleteEntryId = 3;
+                           ... int64 lastActive = 6; repeated StringProperty cursorProperties = 8; }
+
+Compression (``managedLedgerInfoCompressionType``, default NONE): MetaStoreImpl then writes
+``[0x4778 (2 bytes)][metadata size (4 bytes, big endian)][ManagedLedgerInfoMetadata][compressed payload]``.
+0x47 cannot start a valid protobuf message (field 8, wire type 7 does not exist), so the header is
+unambiguous. This module refuses compressed values with :class:`CompressedMetadataError` rather than
+guess: rewriting one would also mean re-compressing it exactly as the broker would.
+
+:func:`without_ledgers` edits the bytes instead of re-encoding a model: every field it does not remove is
+copied verbatim, so fields this module does not know (added by a newer Pulsar) survive the edit.
+"""
+
+from __future__ import annotations
+
+import uuid as uuid_mod
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from worker.formats.protobuf_wire import _LEN, _U64, _VARINT
+from worker.formats.protobuf_wire import MetadataFormatError as MetadataFormatError
+from worker.formats.protobuf_wire import as_bytes as _bytes
+from worker.formats.protobuf_wire import as_int as _int
+from worker.formats.protobuf_wire import as_str as _str
+from worker.formats.protobuf_wire import fields as _fields
+
+# MetaStoreImpl.MAGIC_MANAGED_INFO_METADATA
+COMPRESSION_MAGIC = 0x4778
+_COMPRESSION_NAMES = {0: "NONE", 1: "LZ4", 2: "ZLIB", 3: "ZSTD", 4: "SNAPPY"}
+
+
+class CompressedMetadataError(MetadataFormatError):
+    """The value carries MetaStoreImpl's compression header; decompression is not supported."""
+
+    def __init__(self, compression: str) -> None:
+        super().__init__(
+            f"managed-ledger metadata is compressed ({compression}); set managedLedgerInfoCompressionType"
+            " / managedCursorInfoCompressionType to NONE or extend this codec"
+        )
+        self.compression = compression
+
+
+def is_compressed(data: bytes) -> bool:
+    return len(data) >= 2 and int.from_bytes(data[:2], "big") == COMPRESSION_MAGIC
+
+
+def _refuse_compressed(data: bytes) -> None:
+    """Refuse MetaStoreImpl's compressed form, naming its compression type (for the operator)."""
+    if is_compressed(data):
+        compression = "unknown"
+        if len(data) >= 6:
+            size = int.from_bytes(data[2:6], "big")
+            try:
+                for f in _fields(data[6 : 6 + size]):
+                    if f.number == 1 and f.wire_type == _VARINT:
+                        compression = _COMPRESSION_NAMES.get(_int(f), str(_int(f)))
+            except MetadataFormatError:
+                pass
+        raise CompressedMetadataError(compression)
+
+
+# ---- model -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadInfo:
+    """A ledger's ``OffloadContext``. ``uid_msb``/``uid_lsb`` are Java's signed longs."""
+
+    uid_msb: int | None = None
+    uid_lsb: int | None = None
+    complete: bool = False
+    bookkeeper_deleted: bool = False
+    timestamp: int | None = None
+    driver_name: str | None = None
+    driver_metadata: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def uuid(self) -> uuid_mod.UUID | None:
+        """The offload attempt's UUID; None when no attempt was recorded (both halves absent)."""
+        if self.uid_msb is None and self.uid_lsb is None:
+            return None
+        # Java's new UUID(msb, lsb): the same 128 bits, two's complement (as worker.formats.message.OffloadContext).
+        msb, lsb = self.uid_msb or 0, self.uid_lsb or 0
+        return uuid_mod.UUID(int=((msb & (_U64 - 1)) << 64) | (lsb & (_U64 - 1)))
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerInfo:
+    ledger_id: int
+    entries: int | None = None
+    size: int | None = None
+    timestamp: int | None = None
+    offload: OffloadInfo | None = None
+
+    @property
+    def offloaded(self) -> bool:
+        return self.offload is not None and self.offload.complete
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedLedgerInfo:
+    ledgers: tuple[LedgerInfo, ...] = ()
+    terminated_position: tuple[int, int] | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def ledger_ids(self) -> tuple[int, ...]:
+        return tuple(ld.ledger_id for ld in self.ledgers)
+
+    def ledger(self, ledger_id: int) -> LedgerInfo | None:
+        for ld in self.ledgers:
+            if ld.ledger_id == ledger_id:
+                return ld
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedCursorInfo:
+    """A cursor znode. ``cursors_ledger_id`` is -1 when the position lives only in the znode (after a
+    clean close the broker writes the position here and deletes the cursor ledger)."""
+
+    cursors_ledger_id: int
+    mark_delete_ledger_id: int | None = None
+    mark_delete_entry_id: int | None = None
+    last_active: int | None = None
+    cursor_properties: Mapping[str, str] = field(default_factory=dict)
+
+
+# ---- decoding --------------------------------------------------------------------------------------
+
+
+def _key_value(data: bytes, key_field: int = 1, value_field: int = 2) -> tuple[str, str]:
+    key = value = ""
+    for f in _fields(data):
+        if f.number == key_field:
+            key = _str(f)
+        elif f.number == value_field:
+            value = _str(f)
+    return key, value
+
+
+def _parse_driver_metadata(data: bytes) -> tuple[str | None, dict[str, str]]:
+    name: str | None = None
+    props: dict[str, str] = {}
+    for f in _fields(data):
+        if f.number == 1:
+            name = _str(f)
+        elif f.number == 2:
+            k, v = _key_value(_bytes(f))
+            props[k] = v
+    return name, props
+
+
+def _parse_offload(data: bytes) -> OffloadInfo:
+    msb = lsb = ts = None
+    complete = bk_deleted = False
+    driver_chunks: list[bytes] = []
+    for f in _fields(data):
+        if f.number == 1:
+            msb = _int(f)
+        elif f.number == 2:
+            lsb = _int(f)
+        elif f.number == 3:
+            complete = _int(f) != 0
+        elif f.number == 4:
+            bk_deleted = _int(f) != 0
+        elif f.number == 5:
+            ts = _int(f)
+        elif f.number == 6:
+            driver_chunks.append(_bytes(f))
+    # A singular message field written twice is merged, which for the wire format is concatenation.
+    name, props = _parse_driver_metadata(b"".join(driver_chunks)) if driver_chunks else (None, {})
+    return OffloadInfo(msb, lsb, complete, bk_deleted, ts, name, props)
+
+
+def _ledger_id_only(data: bytes) -> int:
+    lid: int | None = None
+    for f in _fields(data):
+        if f.number == 1:
+            lid = _int(f)
+    if lid is None:
+        raise MetadataFormatError("LedgerInfo without its required ledgerId")
+    return lid
+
+
+def _parse_ledger_info(data: bytes) -> LedgerInfo:
+    lid = entries = size = ts = None
+    offload_chunks: list[bytes] = []
+    for f in _fields(data):
+        if f.number == 1:
+            lid = _int(f)
+        elif f.number == 2:
+            entries = _int(f)
+        elif f.number == 3:
+            size = _int(f)
+        elif f.number == 4:
+            ts = _int(f)
+        elif f.number == 5:
+            offload_chunks.append(_bytes(f))
+    if lid is None:
+        raise MetadataFormatError("LedgerInfo without its required ledgerId")
+    offload = _parse_offload(b"".join(offload_chunks)) if offload_chunks else None
+    return LedgerInfo(lid, entries, size, ts, offload)
+
+
+def parse_managed_ledger_info(data: bytes) -> ManagedLedgerInfo:
+    """Decode a topic's znode value. An empty value is valid: the broker creates the znode empty."""
+    _refuse_compressed(data)
+    ledgers: list[LedgerInfo] = []
+    terminated_chunks: list[bytes] = []
+    props: dict[str, str] = {}
+    for f in _fields(data):
+        if f.number == 1:
+            ledgers.append(_parse_ledger_info(_bytes(f)))
+        elif f.number == 2:
+            terminated_chunks.append(_bytes(f))
+        elif f.number == 3:
+            k, v = _key_value(_bytes(f))
+            props[k] = v
+    terminated = None
+    if terminated_chunks:
+        pos: dict[int, int] = {}
+        for f in _fields(b"".join(terminated_chunks)):
+            if f.number in (1, 2):
+                pos[f.number] = _int(f)
+        if 1 not in pos or 2 not in pos:
+            raise MetadataFormatError("terminatedPosition without ledgerId/entryId")
+        terminated = (pos[1], pos[2])
+    return ManagedLedgerInfo(tuple(ledgers), terminated, props)
+
+
+def parse_managed_cursor_info(data: bytes) -> ManagedCursorInfo:
+    _refuse_compressed(data)
+    cursors_ledger: int | None = None
+    md_ledger = md_entry = last_active = None
+    props: dict[str, str] = {}
+    for f in _fields(data):
+        if f.number == 1:
+            cursors_ledger = _int(f)
+        elif f.number == 2:
+            md_ledger = _int(f)
+        elif f.number == 3:
+            md_entry = _int(f)
+        elif f.number == 6:
+            last_active = _int(f)
+        elif f.number == 8:
+            k, v = _key_value(_bytes(f))  # StringProperty {name = 1, value = 2}
+            props[k] = v
+    if cursors_ledger is None:
+        raise MetadataFormatError("ManagedCursorInfo without its required cursorsLedgerId")
+    return ManagedCursorInfo(cursors_ledger, md_ledger, md_entry, last_active, props)
+
+
+def without_ledgers(data: bytes, ids: Iterable[int]) -> bytes:
+    """``data`` minus the LedgerInfo entries of ``ids``; every other byte is kept as written.
+
+    Ids that are not listed are ignored (removing is idempotent); callers that need to know compare
+    :func:`parse_managed_ledger_info` before and after.
+    """
+    drop = set(ids)
+    _refuse_compressed(data)
+    out = bytearray()
+    for f in _fields(data):
+        if f.number == 1 and _ledger_id_only(_bytes(f)) in drop:
+            continue
+        out += data[f.start : f.end]
+    return bytes(out)
+
+
+# ---- encoding (tests and tools build values with it; the broker's output is never re-encoded) -------
+
+
+def _varint(v: int) -> bytes:
+    v &= _U64 - 1  # negative int64 values take ten bytes, as protobuf writes them
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _tag(number: int, wire_type: int) -> bytes:
+    return _varint(number << 3 | wire_type)
+
+
+def _enc_int(number: int, v: int | None) -> bytes:
+    return b"" if v is None else _tag(number, _VARINT) + _varint(v)
+
+
+def _enc_len(number: int, payload: bytes) -> bytes:
+    return _tag(number, _LEN) + _varint(len(payload)) + payload
+
+
+def _enc_str(number: int, s: str) -> bytes:
+    return _enc_len(number, s.encode("utf-8"))
+
+
+def _enc_kv(number: int, k: str, v: str) -> bytes:
+    return _enc_len(number, _enc_str(1, k) + _enc_str(2, v))
+
+
+def encode_offload_info(o: OffloadInfo) -> bytes:
+    out = _enc_int(1, o.uid_msb) + _enc_int(2, o.uid_lsb)
+    out += _enc_int(3, int(o.complete)) + _enc_int(4, int(o.bookkeeper_deleted)) + _enc_int(5, o.timestamp)
+    if o.driver_name is not None or o.driver_metadata:
+        dm = _enc_str(1, o.driver_name or "") + b"".join(_enc_kv(2, k, v) for k, v in o.driver_metadata.items())
+        out += _enc_len(6, dm)
+    return out
+
+
+def encode_ledger_info(ld: LedgerInfo) -> bytes:
+    out = _enc_int(1, ld.ledger_id) + _enc_int(2, ld.entries) + _enc_int(3, ld.size) + _enc_int(4, ld.timestamp)
+    if ld.offload is not None:
+        out += _enc_len(5, encode_offload_info(ld.offload))
+    return out
+
+
+def encode_managed_ledger_info(info: ManagedLedgerInfo) -> bytes:
+    out = b"".join(_enc_len(1, encode_ledger_info(ld)) for ld in info.ledgers)
+    if info.terminated_position is not None:
+        lid, eid = info.terminated_position
+        out += _enc_len(2, _enc_int(1, lid) + _enc_int(2, eid))
+    out += b"".join(_enc_kv(3, k, v) for k, v in info.properties.items())
+    return out
+
+
+def encode_managed_cursor_info(c: ManagedCursorInfo) -> bytes:
+    out = _enc_int(1, c.cursors_ledger_id) + _enc_int(2, c.mark_delete_ledger_id)
+    out += _enc_int(3, c.mark_delete_entry_id) + _enc_int(6, c.last_active)
+    out += b"".join(_enc_kv(8, k, v) for k, v in c.cursor_properties.items())
+    return out
+
+
+def parse_schema_locator(data: bytes) -> frozenset[int]:
+    """Ledger ids of the schema registry's ``SchemaLocator`` (``/schemas/<schemaId>``, SchemaStorageFormat.proto):
+    ``info = 1`` and ``index = 2`` are ``IndexEntry {version = 1; PositionInfo position = 2 {ledgerId = 1;
+    entryId = 2}; hash = 3}``. The same set the broker reports as a topic's ``schemaLedgers``."""
+    ids: set[int] = set()
+    for entry in _fields(data):
+        if entry.number not in (1, 2) or entry.wire_type != _LEN:
+            continue
+        for position in _fields(_bytes(entry)):
+            if position.number == 2 and position.wire_type == _LEN:
+                for lid in _fields(_bytes(position)):
+                    if lid.number == 1 and lid.wire_type == _VARINT:
+                        ids.add(_int(lid))
+    return frozenset(ids)

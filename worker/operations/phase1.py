@@ -1,0 +1,295 @@
+"""Phase 1 (mark), the library other Python services import: queue a pending deletion, then update metadata.
+
+Ordering is the whole protocol. A ledger id may leave a topic's metadata only after the message that
+announces its deletion is durable on the pending topic; otherwise a crash between the two steps orphans
+the ledger for good. The reverse failure (message sent, metadata update lost) is harmless: the worker
+finds the ledger still in use and retries later. Hence the batch helper below: send one message per
+ledger, remove from the list exactly the ids whose send succeeded, write the metadata once.
+
+Messages are delivered no earlier than ``worker.send_delay_s`` after sending so the worker does not see
+a message before the caller's metadata write has landed (it would only find the ledger in use and retry,
+but that costs an attempt).
+
+Usage::
+
+    async with PendingDeleteSender(settings) as sender:
+        await sender.send_pending_delete(info)
+        result = await sender.send_batch(all_ids, infos, update_metadata)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from types import TracebackType
+from typing import Any
+
+import pulsar
+import pulsar.asyncio as pulsar_asyncio
+from prometheus_client import REGISTRY, CollectorRegistry, Counter
+
+from worker.broker.admin import PulsarAdmin, admin_session
+from worker.broker.client import PendingDeleteSchema, async_client, close_client
+from worker.broker.topology import ensure_topology
+from worker.formats.message import PendingDeleteLedgerInfo
+from worker.logs import get_logger
+from worker.metrics import Metrics
+from worker.settings import Settings
+
+log = get_logger(component="phase1")
+
+SENT_METRIC = "ledger_deletion_sent"
+
+# Sends in flight at once per sender. The producer queues at most max_pending_messages (1000 by default)
+# and fails a send beyond that at once, so an unbounded batch of a large ledger list would fail sends
+# (kept ledgers, not lost ones) and hold one coroutine per ledger; 64 keeps the pipe full without that.
+DEFAULT_MAX_OUTSTANDING_SENDS = 64
+
+# The metadata-update callback: receives the ledger list minus the ids whose message is durable.
+MetadataUpdate = Callable[[list[int]], Awaitable[None] | None]
+
+
+def sent_counter(registry: CollectorRegistry = REGISTRY) -> Counter:
+    """``ledger_deletion_sent_total`` in ``registry`` (the process-global one by default), defined once.
+
+    The daemon keeps its metrics in a registry of its own (``worker.metrics.Metrics``) and can hand it to
+    :class:`PendingDeleteSender`; a service that only imports this library gets the counter in the global
+    registry its own ``/metrics`` already exports. Looking the name up first keeps a second sender, or a
+    second import path, from registering the same name twice (prometheus_client raises on that).
+    """
+    # prometheus_client has no public lookup by name; this mapping is what its duplicate check uses.
+    existing = registry._names_to_collectors.get(f"{SENT_METRIC}_total")
+    if isinstance(existing, Counter):
+        return existing
+    return Counter(SENT_METRIC, "Pending deletions sent by phase 1 in this process", registry=registry)
+
+
+class SendFailed(Exception):
+    """A pending deletion could not be made durable; the ledger must stay in its topic's metadata."""
+
+    def __init__(self, info: PendingDeleteLedgerInfo, cause: BaseException) -> None:
+        super().__init__(f"send of {info.ledger_type.value} {info.ledger_id} ({info.topic_name}) failed: {cause}")
+        self.info = info
+        self.cause = cause
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """What :meth:`PendingDeleteSender.send_batch` did.
+
+    ``removed``: ids whose messages are all durable, dropped from the list handed to the callback.
+    ``kept``: ids that had a failed send and therefore stay in the metadata (deleted by a later run).
+    ``remaining``: the list handed to the metadata callback (original order).
+    """
+
+    sent: tuple[PendingDeleteLedgerInfo, ...]
+    failed: tuple[SendFailed, ...]
+    removed: tuple[int, ...]
+    kept: tuple[int, ...]
+    remaining: tuple[int, ...]
+    metadata_updated: bool
+    message_ids: dict[tuple[str, int], str] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "sent": [i.ledger_id for i in self.sent],
+            "failed": {f.info.ledger_id: str(f.cause) for f in self.failed},
+            "removed": list(self.removed),
+            "kept": list(self.kept),
+            "remaining": list(self.remaining),
+            "metadata_updated": self.metadata_updated,
+        }
+
+
+class MetadataUpdateFailed(Exception):
+    """The sends went through but the caller's metadata write raised.
+
+    Nothing is lost: the messages are queued and the worker finds the ledgers still referenced (in use)
+    and retries; the caller may simply redo its metadata write with ``result.remaining``.
+    """
+
+    def __init__(self, result: BatchResult, cause: BaseException) -> None:
+        super().__init__(f"metadata update failed after {len(result.sent)} sends: {cause}")
+        self.result = result
+        self.cause = cause
+
+
+class PendingDeleteSender:
+    """One long-lived producer on the pending topic (batching off, delayed delivery).
+
+    ``start`` makes sure the topics and the worker subscription exist first: a message published to a
+    topic without a subscription may be dropped by retention before any worker reads it.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        client: pulsar_asyncio.Client | None = None,
+        admin: PulsarAdmin | None = None,
+        metrics: Metrics | None = None,
+        source: str = "phase1",
+        max_outstanding_sends: int = DEFAULT_MAX_OUTSTANDING_SENDS,
+    ) -> None:
+        if max_outstanding_sends < 1:
+            raise ValueError(f"max_outstanding_sends must be >= 1, got {max_outstanding_sends}")
+        self.settings = settings
+        self.max_outstanding_sends = max_outstanding_sends
+        # Shared by send_batch and concurrent send_pending_delete calls: one bound per producer.
+        self._outstanding = asyncio.Semaphore(max_outstanding_sends)
+        self._client = client
+        self._own_client = client is None
+        self._admin = admin
+        self._sent = metrics.sent if metrics is not None else sent_counter()
+        self.source = source
+        self._producer: pulsar_asyncio.Producer | None = None
+        self._start_lock = asyncio.Lock()
+
+    @property
+    def send_delay(self) -> timedelta | None:
+        s = self.settings.worker.send_delay_s
+        return timedelta(seconds=s) if s > 0 else None
+
+    async def start(self) -> None:
+        async with self._start_lock:
+            if self._producer is not None:
+                return
+            await self._ensure_topology()
+            if self._client is None:
+                self._client = async_client(self.settings.pulsar)
+            self._producer = await self._client.create_producer(
+                self.settings.topics.pending,
+                schema=PendingDeleteSchema(),
+                # One message per entry: a batch would make one failure fail several ledgers, and
+                # deliver_after is per message anyway.
+                batching_enabled=False,
+                send_timeout_millis=int(max(1.0, self.settings.pulsar.request_timeout_s) * 3000),
+            )
+
+    async def _ensure_topology(self) -> None:
+        if self._admin is not None:
+            await ensure_topology(self._admin, self.settings.topics)
+            return
+        p = self.settings.pulsar
+        async with admin_session(p) as session:
+            await ensure_topology(PulsarAdmin(str(p.admin_url), session, p.auth_token), self.settings.topics)
+
+    async def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            with contextlib.suppress(Exception):
+                await producer.flush()
+            with contextlib.suppress(Exception):
+                await producer.close()
+        if self._own_client and self._client is not None:
+            client, self._client = self._client, None
+            with contextlib.suppress(Exception):
+                await close_client(client)
+
+    async def __aenter__(self) -> PendingDeleteSender:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def send_pending_delete(self, info: PendingDeleteLedgerInfo) -> pulsar.MessageId:
+        """Queue one pending deletion; returns once it is durable on the pending topic. Raises SendFailed."""
+        if self._producer is None:
+            await self.start()
+        assert self._producer is not None
+        try:
+            async with self._outstanding:
+                msg_id = await self._producer.send(info, deliver_after=self.send_delay)
+        except Exception as e:
+            log.warning(
+                "pending deletion not sent",
+                topic=info.topic_name,
+                ledger_id=info.ledger_id,
+                ledger_type=info.ledger_type.value,
+                error=f"{type(e).__name__}: {e}",
+            )
+            raise SendFailed(info, e) from e
+        self._sent.inc()
+        log.info(
+            "pending deletion sent",
+            source=self.source,
+            topic=info.topic_name,
+            ledger_id=info.ledger_id,
+            ledger_type=info.ledger_type.value,
+            ledger_component=info.ledger_component.value,
+            message_id=str(msg_id),
+        )
+        return msg_id
+
+    async def send_batch(
+        self,
+        ledger_ids: Sequence[int],
+        infos: Sequence[PendingDeleteLedgerInfo],
+        update_metadata: MetadataUpdate,
+    ) -> BatchResult:
+        """PIP-186's batch: send one message per ledger, drop from ``ledger_ids`` exactly the ids whose
+        messages are all durable, and call ``update_metadata`` once with what remains.
+
+        A ledger with two messages (its BookKeeper copy and its offloaded copy) is dropped only if both
+        were sent. The callback is not called when no send succeeded: the list would be unchanged.
+        Raises :class:`MetadataUpdateFailed` (carrying the result) if the callback raises.
+
+        At most ``max_outstanding_sends`` sends are in flight at once (a fixed set of tasks takes the
+        messages in order), so a list of any length costs neither a coroutine per ledger nor a full
+        producer queue.
+        """
+        outcomes: list[pulsar.MessageId | SendFailed | None] = [None] * len(infos)
+        todo = iter(enumerate(infos))
+
+        async def drain() -> None:
+            # Tasks share one iterator: next() never yields, so each message is taken exactly once.
+            for idx, info in todo:
+                outcomes[idx] = await self._send_one(info)
+
+        await asyncio.gather(*(drain() for _ in range(min(self.max_outstanding_sends, len(infos)))))
+        sent: list[PendingDeleteLedgerInfo] = []
+        failed: list[SendFailed] = []
+        message_ids: dict[tuple[str, int], str] = {}
+        for info, outcome in zip(infos, outcomes, strict=True):
+            if isinstance(outcome, SendFailed):
+                failed.append(outcome)
+            else:
+                sent.append(info)
+                message_ids[info.dedupe_key] = str(outcome)
+        failed_ids = {f.info.ledger_id for f in failed}
+        removed_set = {i.ledger_id for i in sent} - failed_ids
+        remaining = tuple(lid for lid in ledger_ids if lid not in removed_set)
+        removed = tuple(lid for lid in ledger_ids if lid in removed_set)
+        kept = tuple(lid for lid in ledger_ids if lid in failed_ids)
+        result = BatchResult(tuple(sent), tuple(failed), removed, kept, remaining, False, message_ids)
+        if not removed_set:
+            return result
+        try:
+            ret = update_metadata(list(remaining))
+            if inspect.isawaitable(ret):
+                await ret
+        except Exception as e:
+            log.error("metadata update failed after sends", error=f"{type(e).__name__}: {e}", **result.summary())
+            raise MetadataUpdateFailed(result, e) from e
+        done = BatchResult(tuple(sent), tuple(failed), removed, kept, remaining, True, message_ids)
+        log.info("pending deletion batch done", **done.summary())
+        return done
+
+    async def _send_one(self, info: PendingDeleteLedgerInfo) -> pulsar.MessageId | SendFailed:
+        try:
+            return await self.send_pending_delete(info)
+        except SendFailed as e:
+            return e
+
+
+async def send_pending_delete(settings: Settings, info: PendingDeleteLedgerInfo) -> pulsar.MessageId:
+    """One-shot convenience (opens and closes a producer): for scripts and operators, not hot paths."""
+    async with PendingDeleteSender(settings, source="send") as sender:
+        return await sender.send_pending_delete(info)

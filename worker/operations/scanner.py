@@ -1,0 +1,343 @@
+"""The orphan scanner: BookKeeper ledgers that Pulsar created and nothing references any more.
+
+An orphan is what PIP-186 prevents for new deletions and what stock Pulsar already left behind: a ledger
+whose id left its topic's metadata (or whose topic was deleted) but whose delete from BookKeeper failed.
+The scanner is an anti-join: every ledger BookKeeper has, minus every ledger some topic still references.
+
+Being wrong one way costs disk; being wrong the other way loses data. So every doubt is a skip:
+- only ``application=pulsar`` ledgers with a known component and a parseable owner are considered
+  (``worker.core.ledger_owner``: the very parse the worker verifies a message against);
+- a ledger younger than the minimum age may be one whose id is not yet in its topic's metadata
+  (``worker.core.ledger_age``, the worker's rule);
+- the live set comes from the owner broker (``worker.broker.snapshot_cache``), fetched after the ledger listing, so a
+  ledger older than the minimum age is either in it or no longer referenced;
+- "the topic is gone" is believed only when the metadata store agrees: the managed ledger's znode is
+  absent too (a managed ledger can exist without a loadable topic, e.g. a transaction log);
+- a schema ledger is in use while the schema registry's locator (``/schemas/<schemaId>``) references it,
+  whether its topic exists or not (``worker.core.schema_in_use``, the worker's rule): the registry
+  outlives topics;
+- an open ledger of a live topic may still be written (``worker.core.open_ledger``, the worker's rule);
+- an error while reading live state skips that topic's ledgers for this run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import time
+import uuid
+from collections import Counter as Tally
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from worker.broker.snapshot_cache import GoneUnconfirmed, LiveSet, MetadataStore, SnapshotCache
+from worker.core.ledger_age import ledger_age
+from worker.core.ledger_owner import Owner, Unmapped, owner_of
+from worker.core.live_set import TopicGone, ledger_hold
+from worker.core.open_ledger import may_be_written
+from worker.core.schema_in_use import schema_ledger_hold
+from worker.formats.ledger_metadata import LedgerMetadata
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
+
+
+class Verdict(enum.StrEnum):
+    ORPHAN = "orphan"
+    IN_USE = "in_use"
+    TOO_YOUNG = "too_young"
+    NOT_PULSAR = "not_pulsar"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    ledger_id: int
+    verdict: Verdict
+    why: str
+    component: str | None = None
+    topic: str | None = None
+    cursor: str | None = None
+    schema_id: str | None = None
+    age_s: float | None = None
+    size: int = 0
+    state: str = ""
+
+    def to_info(self, properties: dict[str, str] | None = None) -> PendingDeleteLedgerInfo:
+        if self.verdict is not Verdict.ORPHAN or self.component is None or self.topic is None:
+            raise ValueError(f"ledger {self.ledger_id} is not an orphan ({self.verdict}): nothing to send")
+        return PendingDeleteLedgerInfo(
+            topic_name=self.topic,
+            ledger_component=LedgerComponent(self.component),
+            ledger_type=LedgerType.LEDGER,
+            ledger_id=self.ledger_id,
+            cursor_name=self.cursor,
+            schema_id=self.schema_id,
+            properties=properties or {},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["verdict"] = self.verdict.value
+        return d
+
+
+@dataclass
+class ScanReport:
+    scan_id: str
+    started_at: float
+    min_age_s: float
+    namespaces: tuple[str, ...]
+    listed: int = 0
+    filtered: int = 0
+    finished_at: float | None = None
+    decisions: list[Decision] = field(default_factory=list)
+
+    @property
+    def orphans(self) -> list[Decision]:
+        return [d for d in self.decisions if d.verdict is Verdict.ORPHAN]
+
+    def counts(self) -> dict[str, int]:
+        c = Tally(d.verdict.value for d in self.decisions)
+        return {v.value: c.get(v.value, 0) for v in Verdict}
+
+    def to_dict(self, *, full: bool = False) -> dict[str, Any]:
+        """Orphans and skips in full (an operator acts on both); the rest as counts unless ``full``."""
+        shown = (
+            self.decisions if full else [d for d in self.decisions if d.verdict in (Verdict.ORPHAN, Verdict.SKIPPED)]
+        )
+        return {
+            "scan_id": self.scan_id,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "min_age_s": self.min_age_s,
+            "namespaces": list(self.namespaces),
+            "listed": self.listed,
+            "filtered_out": self.filtered,
+            "counts": self.counts(),
+            "orphans": [d.to_dict() for d in self.orphans],
+            "decisions": [d.to_dict() for d in shown if d.verdict is not Verdict.ORPHAN],
+        }
+
+
+# ---- the metadata store: is a managed ledger / schema really gone? ------------------------------------
+
+
+class MetadataStoreView(MetadataStore, Protocol):
+    """What the scanner asks the metadata store (``worker.backends.zookeeper.ZooKeeper``)."""
+
+    async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
+        """Ledger ids the schema registry's locator references; None when there is no locator."""
+        ...
+
+
+# ---- the scan ---------------------------------------------------------------------------------------
+
+
+class LedgerListing(Protocol):
+    """Where the scan gets BookKeeper's ledgers: the bookie HTTP API (``BookieClient``) for ``scan``,
+    ledger metadata already read from the metadata store for the Spark audit (``worker.nightly.audit``)."""
+
+    async def list_ledger_ids(self) -> list[int]: ...
+
+    async def get_metadata(self, ledger_id: int) -> LedgerMetadata | None: ...
+
+
+@dataclass
+class _Candidate:
+    md: LedgerMetadata
+    owner: Owner
+    age_s: float
+
+
+class Scanner:
+    def __init__(
+        self,
+        bookie: LedgerListing,
+        snapshots: SnapshotCache,
+        metadata_store: MetadataStoreView | None,
+        *,
+        min_age_s: float,
+        namespaces: Sequence[str] = (),
+        concurrency: int = 16,
+        clock: Callable[[], float] = time.time,
+        progress: Callable[[str, int, int], None] | None = None,
+        on_decision: Callable[[Decision], None] | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.bookie = bookie
+        self.snapshots = snapshots
+        self.store = metadata_store
+        self.min_age_s = min_age_s
+        self.namespaces = tuple(namespaces)
+        self.concurrency = concurrency
+        self.clock = clock
+        self.progress = progress or (lambda phase, done, total: None)
+        self.on_decision = on_decision or (lambda d: None)
+
+    async def scan(self) -> ScanReport:
+        report = ScanReport(uuid.uuid4().hex[:12], self.clock(), self.min_age_s, self.namespaces)
+        ids = await self.bookie.list_ledger_ids()
+        report.listed = len(ids)
+        metadata = await self._read_metadata(ids)
+        # Ages are taken against one instant after the whole listing, and the live sets are fetched after
+        # it: a ledger old enough here was created before any snapshot below.
+        now_ms = self.clock() * 1000
+        by_topic: dict[TopicName, list[_Candidate]] = {}
+        for md in metadata:
+            try:
+                owner = owner_of(md.custom_metadata)
+            except Unmapped as e:
+                if not self.namespaces:
+                    self._decide(
+                        report, Decision(md.ledger_id, Verdict.SKIPPED, str(e), size=md.length, state=md.state)
+                    )
+                else:
+                    report.filtered += 1
+                continue
+            if owner is None:
+                if self.namespaces:
+                    report.filtered += 1
+                else:
+                    self._decide(
+                        report,
+                        Decision(
+                            md.ledger_id, Verdict.NOT_PULSAR, "no application=pulsar", size=md.length, state=md.state
+                        ),
+                    )
+                continue
+            if self.namespaces and owner.topic.namespace_name not in self.namespaces:
+                report.filtered += 1
+                continue
+            age = ledger_age(md.ctime_ms, now_ms=now_ms, min_age_ms=self.min_age_s * 1000)
+            if age.age_ms is None:
+                self._decide(report, self._decision(md, owner, Verdict.SKIPPED, "no creation time: age unknown", None))
+                continue
+            age_s = age.age_ms / 1000
+            if not age.old_enough:
+                self._decide(
+                    report, self._decision(md, owner, Verdict.TOO_YOUNG, f"younger than {self.min_age_s:g}s", age_s)
+                )
+                continue
+            by_topic.setdefault(owner.topic, []).append(_Candidate(md, owner, age_s))
+        await self._judge_topics(report, by_topic)
+        report.decisions.sort(key=lambda d: d.ledger_id)
+        report.finished_at = self.clock()
+        return report
+
+    async def _read_metadata(self, ids: Sequence[int]) -> list[LedgerMetadata]:
+        out: list[LedgerMetadata] = []
+        it = iter(ids)
+        done = 0
+        total = len(ids)
+
+        async def worker() -> None:
+            nonlocal done
+            for lid in it:  # one shared iterator: each id is read by exactly one worker
+                md = await self.bookie.get_metadata(lid)
+                if md is not None:  # deleted since the listing: nothing to judge
+                    out.append(md)
+                done += 1
+                self.progress("metadata", done, total)
+
+        await asyncio.gather(*(worker() for _ in range(min(self.concurrency, max(1, total)))))
+        self.progress("metadata", total, total)
+        return out
+
+    async def _judge_topics(self, report: ScanReport, by_topic: dict[TopicName, list[_Candidate]]) -> None:
+        topics = list(by_topic)
+        it = iter(topics)
+        done = 0
+
+        async def worker() -> None:
+            nonlocal done
+            for topic in it:
+                for d in await self._judge_topic(topic, by_topic[topic]):
+                    self._decide(report, d)
+                done += 1
+                self.progress("topics", done, len(topics))
+
+        await asyncio.gather(*(worker() for _ in range(min(self.concurrency, max(1, len(topics))))))
+
+    async def _judge_topic(self, topic: TopicName, cands: list[_Candidate]) -> list[Decision]:
+        snap: LiveSet | TopicGone
+        try:
+            # "Gone" is the snapshot cache's one rule (worker.broker.snapshot_cache.confirm_gone): the admin API said
+            # not found and the metadata store has no managed ledger; anything less raises.
+            snap = await self.snapshots.get(topic, fresh=True)
+        except GoneUnconfirmed as e:
+            return [self._decision(c.md, c.owner, Verdict.SKIPPED, str(e), c.age_s) for c in cands]
+        except Exception as e:  # any doubt about live state is a skip, never an orphan
+            why = f"live state unavailable: {type(e).__name__}: {e}"
+            return [self._decision(c.md, c.owner, Verdict.SKIPPED, why, c.age_s) for c in cands]
+        out = []
+        for c in cands:
+            try:
+                verdict, why = await self._judge(c, snap)
+            except Exception as e:
+                verdict, why = Verdict.SKIPPED, f"metadata store unavailable: {type(e).__name__}: {e}"
+            if verdict is Verdict.ORPHAN and may_be_written(c.md.state, topic_exists=isinstance(snap, LiveSet)):
+                # Its topic exists, so a writer may still be adding to it (a compaction in progress): the
+                # worker never deletes such a ledger, so it is never queued either.
+                why = f"open ledger of a live topic (state {c.md.state}): compaction may be in progress"
+                verdict = Verdict.SKIPPED
+            out.append(self._decision(c.md, c.owner, verdict, why, c.age_s))
+        return out
+
+    async def _judge(self, c: _Candidate, snap: LiveSet | TopicGone) -> tuple[Verdict, str]:
+        lid = c.md.ledger_id
+        owner = c.owner
+        if owner.component is LedgerComponent.SCHEMA_STORAGE:
+            return await self._judge_schema(c, snap)
+        if isinstance(snap, LiveSet):
+            # The worker's rule (worker.core.live_set): what it would keep is never queued; what it keeps
+            # without proof of use (a compacted ledger its compacting topic does not name) is a skip.
+            hold = ledger_hold(snap, owner.component, lid)
+            if hold is not None:
+                return (Verdict.IN_USE if hold.proven else Verdict.SKIPPED), hold.value
+            what = {
+                LedgerComponent.MANAGED_LEDGER: "not in its topic's ledger list",
+                LedgerComponent.MANAGED_CURSOR: f"not the ledger of cursor {owner.cursor!r}",
+                LedgerComponent.COMPACTED_LEDGER: "not its topic's compacted ledger",
+            }[owner.component]
+            return Verdict.ORPHAN, what
+        return Verdict.ORPHAN, "topic gone"
+
+    async def _judge_schema(self, c: _Candidate, snap: LiveSet | TopicGone) -> tuple[Verdict, str]:
+        lid = c.md.ledger_id
+        assert c.owner.schema_id is not None
+        live = snap.schema_ledgers if isinstance(snap, LiveSet) else frozenset()
+        registry = None
+        if lid not in live:
+            if self.store is None:
+                # The registry's locator is the proof the worker asks for too: without it, no verdict.
+                return Verdict.SKIPPED, "no metadata store to read the schema registry"
+            registry = await self.store.schema_ledgers(c.owner.schema_id)
+        held = schema_ledger_hold(lid, registry=registry, live=live)
+        if held is not None:
+            return Verdict.IN_USE, held
+        if isinstance(snap, LiveSet):
+            return Verdict.ORPHAN, "not in its topic's schema ledger list"
+        if registry is None:
+            return Verdict.ORPHAN, "schemaId topic gone, no schema registry entry"
+        return Verdict.ORPHAN, "schemaId topic gone, not in the schema registry entry"
+
+    @staticmethod
+    def _decision(md: LedgerMetadata, owner: Owner, verdict: Verdict, why: str, age_s: float | None) -> Decision:
+        return Decision(
+            ledger_id=md.ledger_id,
+            verdict=verdict,
+            why=why,
+            component=owner.component.value,
+            topic=str(owner.topic),
+            cursor=owner.cursor,
+            schema_id=owner.schema_id,
+            age_s=None if age_s is None else round(age_s, 3),
+            size=md.length,
+            state=md.state,
+        )
+
+    def _decide(self, report: ScanReport, d: Decision) -> None:
+        report.decisions.append(d)
+        self.on_decision(d)
