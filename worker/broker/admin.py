@@ -7,9 +7,10 @@ a cache drop and an epoch bump (see ``worker.broker.snapshot_cache``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -71,9 +72,14 @@ class PulsarAdmin:
     def __init__(self, admin_url: str, session: aiohttp.ClientSession, token: str | None = None) -> None:
         self.admin_url = admin_url.rstrip("/")
         self.session = session
+        self.token = token
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._tls = self.admin_url.startswith("https://")
         self._why = "pulsar.admin_url is https"
+
+    def at(self, base_url: str) -> PulsarAdmin:
+        """The same client (session, credentials) aimed at another broker, e.g. a topic's owner."""
+        return PulsarAdmin(base_url, self.session, self.token)
 
     async def _call(
         self,
@@ -372,3 +378,11 @@ def admin_session(p: PulsarSettings) -> aiohttp.ClientSession:
         check_hostname=not p.tls_insecure_skip_hostname_verification,
         https_only=p.admin_url.scheme == "https",
     )
+
+
+@contextlib.asynccontextmanager
+async def open_admin(p: PulsarSettings) -> AsyncIterator[PulsarAdmin]:
+    """The one way to reach Pulsar's admin API from the settings: its session (timeout, CA bundle, no plain
+    http under https) and its credentials."""
+    async with admin_session(p) as session:
+        yield PulsarAdmin(str(p.admin_url), session, p.auth_token)

@@ -28,6 +28,7 @@ from worker.core.live_set import Hold, LiveSet, Snapshot, TopicGone, ledger_hold
 from worker.errors import BackendError
 from worker.formats.message import PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
+from worker.settings import WorkerSettings
 
 __all__ = [
     "GoneUnconfirmed",
@@ -401,3 +402,26 @@ def in_use(snap: LiveSet, info: PendingDeleteLedgerInfo) -> bool:
     """Whether the owner keeps the ledger of ``info`` (BookKeeper copy): ``worker.core.live_set``'s rule,
     where a compacted ledger the topic may still use counts as in use (retried, never deleted)."""
     return ledger_hold(snap, info.ledger_component, info.ledger_id) is not None
+
+
+def snapshot_cache(
+    admin: PulsarAdmin,
+    w: WorkerSettings,
+    metadata_store: MetadataStore | None,
+    *,
+    ttl_s: float | None = None,
+    on_request: Callable[[str, str], None] | None = None,
+    on_bump: Callable[[TopicName, str], None] | None = None,
+    not_found_ttl_s: float = 0.0,
+) -> SnapshotCache:
+    """The one way to build the live-state cache from the settings (size, TTL; the owner cache bounded at
+    ten times the snapshots): the daemon, the replay, ``scan`` and the audit all get it here."""
+    reader = LiveStateReader(admin, on_request, max_owners=10 * w.snapshot_cache_size)
+    return SnapshotCache(
+        reader,
+        ttl_s=w.snapshot_ttl_s if ttl_s is None else ttl_s,
+        max_size=w.snapshot_cache_size,
+        metadata_store=metadata_store,
+        on_bump=on_bump,
+        not_found_ttl_s=not_found_ttl_s,
+    )

@@ -52,18 +52,14 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _run(args: argparse.Namespace, settings: Settings, topic: object) -> int:
     from worker.backends.zookeeper import optional_zookeeper
-    from worker.broker.admin import PulsarAdmin, admin_session
+    from worker.broker.admin import open_admin
     from worker.broker.preflight import prove_metadata_stores
     from worker.formats.topic_name import TopicName
     from worker.operations.purge import purge_topic
 
     assert isinstance(topic, TopicName)
     s = settings
-    async with (
-        admin_session(s.pulsar) as session,
-        optional_zookeeper(s.zookeeper) as zk,
-    ):
-        admin = PulsarAdmin(str(s.pulsar.admin_url), session, s.pulsar.auth_token)
+    async with open_admin(s.pulsar) as admin, optional_zookeeper(s.zookeeper) as zk:
         if zk is not None:
             await prove_metadata_stores(zk, admin, TopicName.parse(s.topics.pending))
         res = await purge_topic(

@@ -100,9 +100,9 @@ async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, na
     from worker.backends.http import new_session
     from worker.backends.ledger_listing import read_listing
     from worker.backends.zookeeper import optional_zookeeper
-    from worker.broker.admin import PulsarAdmin, admin_session
+    from worker.broker.admin import open_admin
     from worker.broker.preflight import check_bookies, prove_metadata_stores
-    from worker.broker.snapshot_cache import LiveStateReader, SnapshotCache
+    from worker.broker.snapshot_cache import snapshot_cache
     from worker.commands.terminal import Progress, render_table
     from worker.errors import BackendError, StartupRefused
     from worker.formats.topic_name import TopicName
@@ -118,11 +118,10 @@ async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, na
             log.info("ledger decision", **d.to_dict())
 
     async with (
-        admin_session(s.pulsar) as admin_http,
+        open_admin(s.pulsar) as admin,
         new_session(s.bookkeeper.request_timeout_s, limit=max(32, args.concurrency)) as bk_session,
         optional_zookeeper(s.zookeeper) as zk,
     ):
-        admin = PulsarAdmin(str(s.pulsar.admin_url), admin_http, s.pulsar.auth_token)
         bookie = BookieClient(
             s.bookkeeper.endpoints,
             bk_session,
@@ -148,12 +147,7 @@ async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, na
                     file=sys.stderr,
                 )
                 return 1
-        snapshots = SnapshotCache(
-            LiveStateReader(admin),
-            ttl_s=s.worker.snapshot_ttl_s,
-            max_size=s.worker.snapshot_cache_size,
-            metadata_store=zk,
-        )
+        snapshots = snapshot_cache(admin, s.worker, zk)
         scanner = Scanner(
             listing,
             snapshots,

@@ -27,14 +27,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 
 async def _create(settings: Settings) -> None:
-    from worker.broker.admin import PulsarAdmin, admin_session
+    from worker.broker.admin import open_admin
     from worker.broker.preflight import check_admin
     from worker.broker.topology import ensure_queue_policies, ensure_topology
     from worker.formats.topic_name import TopicName
 
     p = settings.pulsar
-    async with admin_session(p) as session:
-        admin = PulsarAdmin(str(p.admin_url), session, p.auth_token)
+    async with open_admin(p) as admin:
         await check_admin(admin, p, TopicName.parse(settings.topics.pending))
         await ensure_topology(admin, settings.topics)
         await ensure_queue_policies(admin, settings.topics)

@@ -23,9 +23,9 @@ from worker.backends.http import new_session
 from worker.backends.storage_copy import StorageCopy, copies
 from worker.backends.tiered_storage import TieredStorage
 from worker.backends.zookeeper import ZooKeeper, ZooKeeperLedgerStore
-from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound, admin_session
+from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound, open_admin
 from worker.broker.preflight import check_bookies, check_bookkeeper_store, check_pulsar_store
-from worker.broker.snapshot_cache import LiveStateReader, SnapshotCache
+from worker.broker.snapshot_cache import SnapshotCache, snapshot_cache
 from worker.core.decision import Facts, Outcome, Result, Route, Rules, decide
 from worker.core.live_set import LiveSet
 from worker.core.stored import Missing, Refused
@@ -203,8 +203,7 @@ async def open_decider(
     if not s.zookeeper.hosts:
         raise ValueError("zookeeper.hosts: the worker needs the metadata store (it proves topics gone)")
     async with contextlib.AsyncExitStack() as stack:
-        admin_http = await stack.enter_async_context(admin_session(s.pulsar))
-        admin = PulsarAdmin(str(s.pulsar.admin_url), admin_http, s.pulsar.auth_token)
+        admin = await stack.enter_async_context(open_admin(s.pulsar))
         zk = ZooKeeper.from_settings(s.zookeeper)
         await zk.start()
         stack.push_async_callback(zk.close)
@@ -231,16 +230,11 @@ async def open_decider(
         backend = "zookeeper" if ledger_stage == "zookeeper" else "bookie"
         ledgers = CountedLedgerStore(ledgers, lambda op, outcome: m.storage_requests.labels(backend, op, outcome).inc())
         tiered = await stack.enter_async_context(TieredStorage(s.offload, m))
-        reader = LiveStateReader(
+        snapshots = snapshot_cache(
             admin,
-            lambda ep, outcome: m.admin_requests.labels(endpoint=ep, outcome=outcome).inc(),
-            max_owners=10 * s.worker.snapshot_cache_size,
-        )
-        snapshots = SnapshotCache(
-            reader,
-            ttl_s=s.worker.snapshot_ttl_s,
-            max_size=s.worker.snapshot_cache_size,
-            metadata_store=zk,
+            s.worker,
+            zk,
+            on_request=lambda ep, outcome: m.admin_requests.labels(endpoint=ep, outcome=outcome).inc(),
             on_bump=lambda topic, why: m.epoch_bumps.inc(),
             not_found_ttl_s=min(s.worker.snapshot_ttl_s, NOT_FOUND_TTL_S),
         )

@@ -77,8 +77,8 @@ async def judge_ledgers(
     """Run the scanner over these ledgers (one partition: its topics' live sets fetched once each). Rows
     are (ledger id, znode bytes, ctime, bookie JSON) as :data:`METADATA_SCHEMA`."""
     from worker.backends.zookeeper import optional_zookeeper
-    from worker.broker.admin import PulsarAdmin, admin_session
-    from worker.broker.snapshot_cache import LiveStateReader, SnapshotCache
+    from worker.broker.admin import open_admin
+    from worker.broker.snapshot_cache import snapshot_cache
     from worker.errors import BackendError
     from worker.formats.ledger_metadata import parse_metadata, parse_serialized_metadata
     from worker.operations.scanner import Decision, Scanner, Verdict
@@ -94,23 +94,22 @@ async def judge_ledgers(
                 metadata[lid] = parse_metadata(lid, {str(lid): json.loads(bookie_json or "null")})
         except (ValueError, BackendError) as e:
             out.append(Decision(lid, Verdict.SKIPPED, f"unparseable ledger metadata: {e}").to_dict())
-    async with (
-        admin_session(s.pulsar) as session,
-        optional_zookeeper(s.zookeeper) as zk,
-    ):
-        admin = PulsarAdmin(str(s.pulsar.admin_url), session, s.pulsar.auth_token)
-        snapshots = SnapshotCache(
-            LiveStateReader(admin),
-            ttl_s=s.worker.snapshot_ttl_s,
-            max_size=s.worker.snapshot_cache_size,
-            metadata_store=zk,
-        )
+    async with open_admin(s.pulsar) as admin, optional_zookeeper(s.zookeeper) as zk:
+        snapshots = snapshot_cache(admin, s.worker, zk)
         scanner = Scanner(_Listing(metadata), snapshots, zk, min_age_s=min_age_s, namespaces=namespaces)
         report = await scanner.scan()
     out.extend(d.to_dict() for d in report.decisions)
     for d in out:
         d["namespace"] = "/".join(d["topic"].split("://", 1)[-1].split("/")[:2]) if d.get("topic") else None
     return out
+
+
+def _one_frame(batches: Iterator[Any]) -> Any:
+    """A partition's pandas batches as one frame (None when it has no rows): runs on an executor."""
+    import pandas as pd
+
+    frames = [f for f in batches if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else None
 
 
 def _judge_ledgers_partition(settings: Settings, min_age_s: float, namespaces: list[str]) -> Any:
@@ -121,10 +120,9 @@ def _judge_ledgers_partition(settings: Settings, min_age_s: float, namespaces: l
         import pandas as pd
 
         settings = settings_on_executor(payload)
-        frames = [f for f in batches if not f.empty]
-        if not frames:
+        pdf = _one_frame(batches)
+        if pdf is None:
             return
-        pdf = pd.concat(frames, ignore_index=True)
         rows = [
             (int(a), None if b is None else bytes(b), int(c), None if j is None or pd.isna(j) else str(j))
             for a, b, c, j in zip(pdf.ledger_id, pdf.data, pdf.ctime, pdf.bookie_json, strict=True)
@@ -276,8 +274,8 @@ async def judge_objects(settings: Settings, sets: list[dict[str, Any]], *, min_a
     from uuid import UUID
 
     from worker.backends.zookeeper import optional_zookeeper
-    from worker.broker.admin import PulsarAdmin, admin_session
-    from worker.broker.snapshot_cache import LiveSet, LiveStateReader, SnapshotCache
+    from worker.broker.admin import open_admin
+    from worker.broker.snapshot_cache import LiveSet, snapshot_cache
     from worker.core.ledger_age import ledger_age
     from worker.core.ledger_owner import topic_of_managed_ledger_name
     from worker.core.offload_in_use import OffloadedCopyUse, offloaded_copy_use
@@ -285,14 +283,9 @@ async def judge_objects(settings: Settings, sets: list[dict[str, Any]], *, min_a
 
     s = settings
     now = datetime.now(UTC)
-    async with (
-        admin_session(s.pulsar) as session,
-        optional_zookeeper(s.zookeeper) as zk,
-    ):
-        admin = PulsarAdmin(str(s.pulsar.admin_url), session, s.pulsar.auth_token)
-        snapshots = SnapshotCache(
-            LiveStateReader(admin), ttl_s=3600, max_size=s.worker.snapshot_cache_size, metadata_store=zk
-        )
+    async with open_admin(s.pulsar) as admin, optional_zookeeper(s.zookeeper) as zk:
+        # One audit run is one instant: a topic's offload records are read once.
+        snapshots = snapshot_cache(admin, s.worker, zk, ttl_s=3600)
         for o in sets:
             o.update(verdict="skipped", orphan_class=None, topic=None, namespace=None)
             ml = o.get("managed_ledger")
@@ -342,10 +335,10 @@ def _objects_partition(settings: Settings, min_age_s: float) -> Any:
         import pandas as pd
 
         settings = settings_on_executor(payload)
-        frames = [f for f in batches if not f.empty]
-        if not frames:
+        pdf = _one_frame(batches)
+        if pdf is None:
             return
-        sets = pd.concat(frames, ignore_index=True).to_dict("records")
+        sets = pdf.to_dict("records")
         for o in sets:
             o["last_modified"] = pd.Timestamp(o["last_modified"]).to_pydatetime().astimezone(UTC)
             o["keys"] = list(o["keys"])

@@ -32,7 +32,7 @@ import pulsar
 import pulsar.asyncio as pulsar_asyncio
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
-from worker.broker.admin import PulsarAdmin, admin_session
+from worker.broker.admin import PulsarAdmin, open_admin
 from worker.broker.client import PendingDeleteSchema, async_client, close_client
 from worker.broker.topology import ensure_topology
 from worker.formats.message import PendingDeleteLedgerInfo
@@ -174,9 +174,8 @@ class PendingDeleteSender:
         if self._admin is not None:
             await ensure_topology(self._admin, self.settings.topics)
             return
-        p = self.settings.pulsar
-        async with admin_session(p) as session:
-            await ensure_topology(PulsarAdmin(str(p.admin_url), session, p.auth_token), self.settings.topics)
+        async with open_admin(self.settings.pulsar) as admin:
+            await ensure_topology(admin, self.settings.topics)
 
     async def close(self) -> None:
         producer, self._producer = self._producer, None

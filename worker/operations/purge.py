@@ -289,7 +289,7 @@ async def purge_topic(
         except NotOwner:
             # Only the owner deletes a topic; PulsarAdmin never follows a redirect by itself.
             owner = await admin.lookup(topic)
-            existed = await PulsarAdmin(owner, admin.session, settings.pulsar.auth_token).delete_topic(
+            existed = await admin.at(owner).delete_topic(
                 topic, force=True
             )
         if not existed:

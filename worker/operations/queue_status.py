@@ -18,7 +18,7 @@ from typing import Any
 
 import pulsar
 
-from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound, admin_session
+from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound, open_admin
 from worker.broker.client import blocking_client
 from worker.core.message_properties import attempts_so_far, clamped_int
 from worker.formats import message as m
@@ -33,7 +33,7 @@ async def on_owner(admin: PulsarAdmin, topic: TopicName, token: str | None) -> P
     redirects (the worker must notice ownership moves); an operator read-out just asks the owner.
     """
     owner = await admin.lookup(topic)
-    return PulsarAdmin(owner, admin.session, token)
+    return admin.at(owner)
 
 
 async def topic_stats(admin: PulsarAdmin, topic: TopicName, token: str | None = None) -> dict[str, Any]:
@@ -97,9 +97,8 @@ async def inflight(admin: PulsarAdmin, settings: Settings) -> Inflight:
 
 
 async def inflight_from_settings(settings: Settings) -> Inflight:
-    p = settings.pulsar
-    async with admin_session(p) as session:
-        return await inflight(PulsarAdmin(str(p.admin_url), session, p.auth_token), settings)
+    async with open_admin(settings.pulsar) as admin:
+        return await inflight(admin, settings)
 
 
 # ---- dlq list -----------------------------------------------------------------------------------------
@@ -222,8 +221,7 @@ async def list_dead_letters(
     p = settings.pulsar
     dlq = TopicName.parse(settings.topics.dlq)
     sub = settings.topics.dlq_replay_subscription
-    async with admin_session(p) as session:
-        admin = PulsarAdmin(str(p.admin_url), session, p.auth_token)
+    async with open_admin(p) as admin:
         n = await admin.partitions(dlq)
         topics: Sequence[TopicName] = [dlq.partition(i) for i in range(n)] if n > 0 else [dlq]
         cursors = [await _cursor_state(admin, t, sub, p.auth_token) for t in topics]
