@@ -140,7 +140,7 @@ def scan(stack: Stack, config: Path, namespace: str) -> list[int]:
 
 
 def queued_ledgers(stack: Stack, namespace: str) -> set[int]:
-    from worker.formats.message import decode
+    from worker.formats.message import InvalidMessage, decode
 
     client = pulsar.Client(stack.service_url, logger=quiet_logger())
     out: set[int] = set()
@@ -148,7 +148,10 @@ def queued_ledgers(stack: Stack, namespace: str) -> set[int]:
         for p in range(4):
             reader = client.create_reader(f"{PENDING}-partition-{p}", pulsar.MessageId.earliest)
             while reader.has_message_available():
-                info = decode(reader.read_next(timeout_millis=5000).data())
+                try:
+                    info = decode(reader.read_next(timeout_millis=5000).data())
+                except InvalidMessage:
+                    continue  # not this round's (the worker dead-letters it)
                 if info.topic_name.startswith(f"persistent://{namespace}/"):
                     out.add(info.ledger_id)
             reader.close()

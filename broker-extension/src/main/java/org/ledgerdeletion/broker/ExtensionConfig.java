@@ -60,8 +60,8 @@ public record ExtensionConfig(
                 Integer.parseInt(get(p, "Partitions", "4")),
                 get(p, "Subscription", "ledger-deletion-worker"),
                 (long) (Double.parseDouble(get(p, "SendDelaySeconds", "60")) * 1000),
-                (long) (Double.parseDouble(get(p, "MaxWaitSeconds", "60")) * 1000),
-                (long) (Double.parseDouble(get(p, "SendTimeoutSeconds", "10")) * 1000),
+                (long) (Double.parseDouble(get(p, "MaxWaitSeconds", "10")) * 1000),
+                (long) (Double.parseDouble(get(p, "SendTimeoutSeconds", "5")) * 1000),
                 get(p, "ServiceUrl", defaultServiceUrl),
                 get(p, "WebServiceUrl", defaultWebUrl),
                 plugin,
@@ -74,8 +74,13 @@ public record ExtensionConfig(
         return v == null || v.isBlank() ? dflt : v.strip();
     }
 
-    /** Whether a topic's ledgers bypass the extension (the queue's namespace and any configured one). */
+    /**
+     * Whether a topic's ledgers bypass the extension: the queue's namespace and any configured one, and
+     * topics with a V1 name (tenant/cluster/namespace, e.g. the broker's own heartbeat topic
+     * pulsar/&lt;cluster&gt;/&lt;host:port&gt;/healthcheck), which the worker's message format does not carry.
+     */
     public boolean excluded(String topic) {
-        return excludedNamespaces.contains(TopicName.get(topic).getNamespace());
+        TopicName name = TopicName.get(topic);
+        return !name.isV2() || excludedNamespaces.contains(name.getNamespace());
     }
 }

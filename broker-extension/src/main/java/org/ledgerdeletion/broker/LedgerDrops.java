@@ -59,6 +59,44 @@ public final class LedgerDrops {
         return out;
     }
 
+    /** Whether writing {@code after} over {@code before} adds a ledger (a rollover, a topic's first ledger). */
+    public static boolean addsLedger(ManagedLedgerInfo before, ManagedLedgerInfo after) {
+        java.util.Set<Long> old = new java.util.HashSet<>();
+        for (LedgerInfo li : before.getLedgerInfoList()) {
+            old.add(li.getLedgerId());
+        }
+        for (LedgerInfo li : after.getLedgerInfoList()) {
+            if (!old.contains(li.getLedgerId())) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * {@code after}, except that every ledger it would drop (or whose copy it would release) stays as
+     * {@code before} lists it: what a write that must go ahead (a rollover) writes when the drops could not
+     * be queued. Nothing is forgotten, and the write drops nothing.
+     */
+    public static ManagedLedgerInfo keepListed(ManagedLedgerInfo before, ManagedLedgerInfo after) {
+        java.util.TreeMap<Long, LedgerInfo> merged = new java.util.TreeMap<>();
+        for (LedgerInfo li : after.getLedgerInfoList()) {
+            merged.put(li.getLedgerId(), li);
+        }
+        for (LedgerInfo old : before.getLedgerInfoList()) {
+            LedgerInfo now = merged.get(old.getLedgerId());
+            boolean drops = now == null || !droppedBy("persistent://x/y/z", list(old), list(now)).isEmpty();
+            if (drops) {
+                merged.put(old.getLedgerId(), old);
+            }
+        }
+        return after.toBuilder().clearLedgerInfo().addAllLedgerInfo(merged.values()).build();
+    }
+
+    private static ManagedLedgerInfo list(LedgerInfo li) {
+        return ManagedLedgerInfo.newBuilder().addLedgerInfo(li).build();
+    }
+
     /** Everything a topic's metadata lists, queued when that metadata is removed (topic deletion). */
     public static List<PendingDeletion> droppedWithTopic(String topic, ManagedLedgerInfo before) {
         List<PendingDeletion> out = new ArrayList<>();

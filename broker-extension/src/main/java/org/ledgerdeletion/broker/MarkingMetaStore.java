@@ -86,16 +86,31 @@ final class MarkingMetaStore implements MetaStore {
             delegate.asyncUpdateLedgerIds(name, info, stat, callback);
             return;
         }
-        currentInfo(name).thenApply(before -> before == null ? List.<PendingDeletion>of()
-                        : LedgerDrops.droppedBy(topic, before, info))
-                .thenCompose(this::mark)
-                .whenComplete((v, e) -> {
-                    if (e != null) {
+        currentInfo(name).whenComplete((before, readError) -> {
+            if (readError != null) {
+                fail(name, "ledger list", readError, callback);
+                return;
+            }
+            List<PendingDeletion> drops = before == null ? List.of() : LedgerDrops.droppedBy(topic, before, info);
+            mark(drops).whenComplete((v, e) -> {
+                ManagedLedgerInfo toWrite = info;
+                if (e != null) {
+                    if (!LedgerDrops.addsLedger(before, info)) {
+                        // A trim (or an offload's bookkeeping): fails, so the broker deletes nothing.
                         fail(name, "ledger list", e, callback);
                         return;
                     }
-                    delegate.asyncUpdateLedgerIds(name, info, stat, tracking(callback, __ -> lastInfo = info));
-                });
+                    // A rollover must go ahead (producers wait on it): written, but keeping listed what it
+                    // would drop (what an earlier failed trim removed from the broker's memory only).
+                    toWrite = LedgerDrops.keepListed(before, info);
+                    Metrics.WRITES_KEPT.inc();
+                    log.warn("[ledger-deletion] [{}] ledger list written keeping {} ledger copies listed: they"
+                            + " could not be queued ({})", name, drops.size(), e.toString());
+                }
+                ManagedLedgerInfo written = toWrite;
+                delegate.asyncUpdateLedgerIds(name, written, stat, tracking(callback, __ -> lastInfo = written));
+            });
+        });
     }
 
     @Override

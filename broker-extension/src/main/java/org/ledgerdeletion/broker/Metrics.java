@@ -17,6 +17,12 @@ final class Metrics {
     static final Counter WRITES_FAILED = register(Counter.build("ledger_deletion_broker_metadata_writes_failed",
             "Metadata writes failed because their pending deletions were not durable in time (ledgers kept)"));
 
+    static final Counter FAST_FAILS = register(Counter.build("ledger_deletion_broker_fast_fails",
+            "Marks failed at once while the queue is known unavailable (their metadata writes fail, ledgers kept)"));
+
+    static final Counter WRITES_KEPT = register(Counter.build("ledger_deletion_broker_metadata_writes_kept",
+            "Rollover writes that went ahead keeping listed the ledgers they would drop (not queued in time)"));
+
     private Metrics() {
     }
 

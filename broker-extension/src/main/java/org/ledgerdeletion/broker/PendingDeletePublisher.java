@@ -42,6 +42,12 @@ public final class PendingDeletePublisher implements AutoCloseable {
     private final Map<String, String> properties;
     private final AtomicLong failuresLogged = new AtomicLong();
     private final AtomicLong warmUpFailures = new AtomicLong();
+    // Healthy until a mark gives up; then marks fail at once (their writes fail, ledgers stay listed) except
+    // one probe every PROBE_INTERVAL that waits and retries as usual: a queue outage must not hold every
+    // topic's metadata mutex (rollovers wait on it, and producers on rollovers) for the whole wait limit.
+    private static final long PROBE_INTERVAL_NANOS = TimeUnit.SECONDS.toNanos(5);
+    private volatile boolean healthy = true;
+    private final AtomicLong lastProbeNanos = new AtomicLong(System.nanoTime());
     private volatile boolean closing;
     private volatile boolean topologyDone;
     private CompletableFuture<Producer<byte[]>> producer;
@@ -96,6 +102,16 @@ public final class PendingDeletePublisher implements AutoCloseable {
         if (items.isEmpty()) {
             return CompletableFuture.completedFuture(null);
         }
+        if (!healthy) {
+            long now = System.nanoTime();
+            long last = lastProbeNanos.get();
+            if (now - last < PROBE_INTERVAL_NANOS || !lastProbeNanos.compareAndSet(last, now)) {
+                Metrics.FAST_FAILS.inc();
+                return CompletableFuture.failedFuture(new IllegalStateException(
+                        "queue unavailable (a mark gave up; next probe within 5 s): failing fast"));
+            }
+            log.info("[ledger-deletion] probing the queue with {} pending deletions", items.size());
+        }
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(config.maxWaitMs());
         CompletableFuture<?>[] all = new CompletableFuture<?>[items.size()];
         for (int i = 0; i < all.length; i++) {
@@ -132,6 +148,10 @@ public final class PendingDeletePublisher implements AutoCloseable {
             return m.sendAsync();
         }).whenComplete((MessageId id, Throwable e) -> {
             if (e == null) {
+                if (!healthy) {
+                    healthy = true;
+                    log.info("[ledger-deletion] queue {} available again", config.pendingTopic());
+                }
                 Metrics.MARKED.labels(item.ledgerType()).inc();
                 log.info("[ledger-deletion] pending deletion durable: {} as {}", item, id);
                 result.complete(null);
@@ -142,6 +162,12 @@ public final class PendingDeletePublisher implements AutoCloseable {
             if (closing || System.nanoTime() > deadline) {
                 log.warn("[ledger-deletion] giving up on pending deletion {} after {} attempts: {}", item, n,
                         e.toString());
+                if (!closing && healthy) {
+                    healthy = false;
+                    lastProbeNanos.set(System.nanoTime());
+                    log.warn("[ledger-deletion] queue {} unavailable: metadata writes that drop ledgers fail at"
+                            + " once (ledgers stay listed) until a probe succeeds", config.pendingTopic());
+                }
                 result.completeExceptionally(e);
                 return;
             }

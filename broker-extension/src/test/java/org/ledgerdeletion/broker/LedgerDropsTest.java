@@ -90,10 +90,26 @@ class LedgerDropsTest {
     }
 
     @Test
+    void aRolloverThatCannotQueueItsDropsKeepsThemListed() {
+        var before = list(plain(1), plain(2), offloaded(3, 1, 2, false), plain(4));
+        // The broker's memory lost 1 and 2 (a failed trim) and flipped 3's BookKeeper copy; 5 is new.
+        var after = list(offloaded(3, 1, 2, true), plain(4), plain(5));
+        assertTrue(LedgerDrops.addsLedger(before, after));
+        assertTrue(!LedgerDrops.addsLedger(before, list(plain(4))));
+        var kept = LedgerDrops.keepListed(before, after);
+        assertEquals(List.of(1L, 2L, 3L, 4L, 5L),
+                kept.getLedgerInfoList().stream().map(LedgerInfo::getLedgerId).toList());
+        assertTrue(!kept.getLedgerInfo(2).getOffloadContext().getBookkeeperDeleted());
+        assertTrue(LedgerDrops.droppedBy(TOPIC, before, kept).isEmpty());
+    }
+
+    @Test
     void queueNamespaceIsExcluded() {
         var cfg = ExtensionConfig.of(new Properties(), "pulsar://x:1", "http://x:2", null, null);
         assertTrue(cfg.excluded("persistent://pulsar/system/__ledger_deletion-partition-0"));
         assertTrue(cfg.excluded("persistent://pulsar/system/__change_events"));
         assertTrue(!cfg.excluded(TOPIC));
+        assertTrue(cfg.excluded("persistent://pulsar/standalone/127.0.0.1:8080/healthcheck"));
+        assertTrue(!cfg.excluded("persistent://pulsar/127.0.0.1:8080/healthcheck"));
     }
 }
