@@ -60,7 +60,7 @@ unit: venv
 
 # The whole suite (unit + integration + the cluster tests, which start and stop the cluster profile
 # themselves) against the real local stacks; the chaos run is its own target.
-test: venv ops-tools stack-up
+test: venv ops-tools broker-extension stack-up
 	$(VENV)/bin/ruff check worker tests bench tools testkit
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
