@@ -82,7 +82,8 @@ def _fill_dlq(s: Any, dlq: str, n: int, run: str) -> None:
 
 async def _single_process(settings: Settings) -> tuple[int, float, dict[str, int]]:
     from worker.nightly.replay import decide_rows
-    from worker.nightly.source import plan, read_partition
+    from worker.nightly.source import read_partition
+    from worker.nightly.source_plan import plan
 
     t0 = time.monotonic()
     p = settings.pulsar

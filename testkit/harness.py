@@ -178,7 +178,9 @@ class WorkerHarness:
         return total
 
     # ---- producing --------------------------------------------------------------------------------
-    def send(self, info: PendingDeleteLedgerInfo, *, raw: bytes | None = None) -> None:
+    def send(
+        self, info: PendingDeleteLedgerInfo, *, raw: bytes | None = None, properties: dict[str, str] | None = None
+    ) -> None:
         """Queue a pending deletion (no delay: tests decide when the worker should see it)."""
         if self._client is None:
             self._client = pulsar.Client(self.stack.service_url, logger=quiet_logger())
@@ -191,7 +193,7 @@ class WorkerHarness:
             self._producer = self._client.create_producer(
                 self.topics["pending"], schema=PendingDeleteSchema(), batching_enabled=False
             )
-        self._producer.send(info)
+        self._producer.send(info, properties=properties or {})
 
     def read_dlq(self, timeout_ms: int = 2000) -> list[pulsar.Message]:
         """Everything in the DLQ, read with a non-durable reader (does not consume)."""

@@ -378,3 +378,41 @@ async def test_kill9_mid_batch_loses_nothing_and_spares_in_use(
     stats = await admin.internal_stats(TopicName.parse(live_topic))
     assert set(live) <= set(ml_ledger_ids(stats))
     assert count_from_earliest(stack.service_url, live_topic) == 15
+
+
+async def test_a_broker_queued_ledger_still_listed_is_released_not_dead_lettered(
+    stack: Stack,
+    test_namespace: str,
+    unique: str,
+    admin: PulsarAdmin,
+    bookie: BookieClient,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+) -> None:
+    """The broker extension queues a ledger before the metadata write that drops it; when that write fails
+    the ledger stays listed. Its message must not end in the DLQ as noise (the broker queues the ledger
+    again when it really drops it), while the same message from anyone else still does."""
+    topic = f"persistent://{test_namespace}/kept-{unique}"
+    produce(stack.service_url, topic, 12)
+    live = ml_ledger_ids(await admin.internal_stats(TopicName.parse(topic)))[0]
+    w = new_worker(
+        harnesses,
+        stack,
+        tmp_path,
+        f"kept-{unique}",
+        worker={"max_attempts": 2, "in_use_retry_s": 0.5, "min_ledger_age_s": 8},
+    ).start()
+    w.send(ml_info(topic, live), properties={"source": "broker-extension", "broker": "127.0.0.1:8080"})
+    w.send(ml_info(topic, live))  # the same claim from a scanner: dead-lettered as before
+
+    async def settled() -> bool:
+        released = "still listed by its topic: released" in w.log_text()
+        return released and w.metric("ledger_deletion_dlq_total", reason="in_use") >= 1
+
+    await eventually(settled, timeout=60, what="one message released, the other dead-lettered")
+    assert await bookie.get_metadata(live) is not None, "a listed ledger must never be deleted"
+    assert w.metric("ledger_deletion_deleted_total") == 0
+    dead = w.read_dlq()
+    assert len(dead) == 1 and dead[0].properties()["reason"] == "in_use"
+    assert "source" not in dead[0].properties()
+    assert w.metric("ledger_deletion_dlq_total", reason="in_use") == 1

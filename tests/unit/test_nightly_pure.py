@@ -8,9 +8,10 @@ import pytest
 
 from worker.backends.ledger_listing import ledger_id_of_path as _ledger_id
 from worker.formats.metadata_paths import hierarchical_ledger_path
-from worker.nightly.audit import OFFLOAD_KEY
+from worker.nightly.audit_objects import OFFLOAD_KEY
 from worker.nightly.replay import ReplaySummary, per_task_settings, task_slots_per_executor
-from worker.nightly.source import SCHEMA, TopicPartition, _position, arrow_batches
+from worker.nightly.source import SCHEMA, arrow_batches
+from worker.nightly.source_plan import TopicPartition, _position
 from worker.settings import load_settings
 
 

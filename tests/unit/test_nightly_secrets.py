@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from pyspark import cloudpickle
 
-from worker.nightly.audit import _judge_ledgers_partition, _objects_partition
+from worker.nightly.audit import _judge_ledgers_partition
+from worker.nightly.audit_objects import _objects_partition
 from worker.nightly.replay import decide_partition, source_options
 from worker.nightly.spark import InlineSecret, executor_settings, settings_on_executor
 from worker.settings import Settings, load_settings

@@ -333,3 +333,33 @@ async def test_a_dlq_that_refuses_even_the_bounded_copy_leaves_the_message_unack
     with pytest.raises(DeadLetterRefused):
         await s.dead_letter(FakeMessage({}, data=b"x" * 100), reason="invalid", error="e")  # type: ignore[arg-type]
     assert log.events == []
+
+
+@pytest.mark.parametrize(
+    ("props", "in_use", "where", "events"),
+    [
+        # The broker extension's message whose ledger is still listed: acknowledged, no dead letter.
+        ({m.RECONSUMETIMES: "9", "source": "broker-extension"}, True, "released", ["ack"]),
+        # Anything else at exhaustion is a dead letter: another outcome, or a message from anyone else.
+        ({m.RECONSUMETIMES: "9", "source": "broker-extension"}, False, "dlq", ["dlq", "ack"]),
+        ({m.RECONSUMETIMES: "9", "source": "scanner"}, True, "dlq", ["dlq", "ack"]),
+        ({m.RECONSUMETIMES: "9"}, True, "dlq", ["dlq", "ack"]),
+        # Before exhaustion a broker message is retried like any other.
+        ({m.RECONSUMETIMES: "2", "source": "broker-extension"}, True, "retry", ["retry", "ack"]),
+    ],
+)
+async def test_a_broker_queued_ledger_still_listed_is_released_not_dead_lettered(
+    props: dict[str, str], in_use: bool, where: str, events: list[str]
+) -> None:
+    from worker.core.broker_marks import released_when_exhausted
+
+    log = Log()
+    got = await settler(log).retry(
+        FakeMessage(props),  # type: ignore[arg-type]
+        reason="in_use",
+        error="referenced by its topic",
+        delay_after=lambda a: 1.0,
+        release_when_exhausted=released_when_exhausted(props, in_use=in_use),
+    )
+    assert got == where
+    assert [e[0] for e in log.events] == events

@@ -9,7 +9,6 @@ import json
 import pulsar
 import pytest
 
-from worker.nightly.source import TopicPartition
 from worker.nightly.source_options import (
     OptionError,
     TopicSelection,
@@ -17,6 +16,7 @@ from worker.nightly.source_options import (
     parse,
     pattern_matches,
 )
+from worker.nightly.source_plan import TopicPartition
 
 URLS = {"service.url": "pulsar://b:6650", "admin.url": "http://b:8080/"}
 

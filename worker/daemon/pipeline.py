@@ -17,6 +17,7 @@ import pulsar
 
 from worker.core.backoff import Backoff
 from worker.core.bounded_payload import head_text, summarize
+from worker.core.broker_marks import released_when_exhausted
 from worker.core.decision import Outcome, Result
 from worker.core.message_properties import first_seen_ms
 from worker.daemon.decider import Decider
@@ -154,9 +155,22 @@ class Pipeline:
                     return delays[-1]
 
                 where = await self.settler.retry(
-                    msg, reason=res.outcome.value, error=res.reason, delay_after=delay_after
+                    msg,
+                    reason=res.outcome.value,
+                    error=res.reason,
+                    delay_after=delay_after,
+                    release_when_exhausted=released_when_exhausted(
+                        properties_of(msg), in_use=res.outcome is Outcome.IN_USE
+                    ),
                 )
-                if where == "dlq":
+                if where == "released":
+                    bound.info(
+                        "attempts exhausted, still listed by its topic: released (the broker queues it again when"
+                        " it drops it)",
+                        reason=res.outcome.value,
+                        error=head_text(res.reason),
+                    )
+                elif where == "dlq":
                     bound.warning(
                         "attempts exhausted: dead-lettered", reason=res.outcome.value, error=head_text(res.reason)
                     )

@@ -109,11 +109,23 @@ class Settler:
         await self.consumer.acknowledge(msg)
         self.metrics.acked.inc()
 
-    async def retry(self, msg: pulsar.Message, *, reason: str, error: str, delay_after: Callable[[int], float]) -> str:
-        """Re-publish with the delay ``delay_after(attempt)``, then ack; or dead-letter once attempts are
-        exhausted. Exhaustion is decided first: nothing about the delay may keep a message from its DLQ.
-        Returns ``"retry"`` or ``"dlq"``."""
+    async def retry(
+        self,
+        msg: pulsar.Message,
+        *,
+        reason: str,
+        error: str,
+        delay_after: Callable[[int], float],
+        release_when_exhausted: bool = False,
+    ) -> str:
+        """Re-publish with the delay ``delay_after(attempt)``, then ack; or, once attempts are exhausted,
+        dead-letter (or only acknowledge, with ``release_when_exhausted``: ``worker.core.broker_marks``).
+        Exhaustion is decided first: nothing about the delay may keep a message from its DLQ.
+        Returns ``"retry"``, ``"dlq"`` or ``"released"``."""
         attempts = attempts_of(msg) + 1
+        if attempts >= self.max_attempts and release_when_exhausted:
+            await self.ack(msg)
+            return "released"
         if attempts >= self.max_attempts:
             await self.dead_letter(msg, reason=reason, error=f"attempts exhausted ({attempts}): {error}")
             return "dlq"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from worker.settings import ConfigError, Settings
@@ -107,3 +107,11 @@ def executor_settings(settings: Settings) -> str:
 def settings_on_executor(payload: str) -> Settings:
     """The settings from :func:`executor_settings`, secrets read here from their files."""
     return Settings.model_validate_json(payload)
+
+
+def one_frame(batches: Iterator[Any]) -> Any:
+    """A partition's pandas batches as one frame (None when it has no rows): runs on an executor."""
+    import pandas as pd
+
+    frames = [f for f in batches if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else None
