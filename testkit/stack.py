@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,17 +24,26 @@ class Stack:
     s3_bucket: str
 
 
+def parse_env(out: str) -> dict[str, str]:
+    """The ``KEY=value`` lines ``stack.sh env`` prints."""
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
 def stack_env(profile: str | None = None) -> dict[str, str]:
     """``stack.sh env``: the addresses of the profile named (default: ``$PROFILE``, else standalone)."""
     env = {**os.environ, "PROFILE": profile} if profile else None
     out = subprocess.run(
         ["bash", str(STACK), "env"], check=True, capture_output=True, text=True, timeout=60, env=env
     ).stdout
-    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    return parse_env(out)
 
 
 def stack_from_env(profile: str | None = None) -> Stack:
-    env = stack_env(profile)
+    return stack_of(stack_env(profile))
+
+
+def stack_of(env: dict[str, str]) -> Stack:
+    """A stack's handle from what ``stack.sh env`` printed for it."""
     return Stack(
         admin_url=env["PULSAR_ADMIN_URL"],
         service_url=env["PULSAR_SERVICE_URL"],
@@ -55,3 +66,31 @@ def mark_directory(items: list[Any], directory: str, *marks: Any) -> None:
         if str(item.fspath).startswith(directory):
             for m in marks:
                 item.add_marker(m)
+
+
+def scan_dry_run(config: Path, namespace: str, *, timeout: float = 600) -> dict[str, Any]:
+    """``ledger-deletion-worker scan --dry-run --json --min-age 0s`` over one namespace: its report."""
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "worker.cli",
+            "scan",
+            "--dry-run",
+            "--json",
+            "--min-age",
+            "0s",
+            "--namespace",
+            namespace,
+            "--config",
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
+    if r.returncode != 0:
+        raise RuntimeError(f"scan failed (exit {r.returncode}):\n{r.stderr[-3000:]}")
+    report: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
+    return report

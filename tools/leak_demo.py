@@ -19,7 +19,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -31,7 +30,7 @@ import pulsar
 import yaml
 
 from testkit.harness import WorkerHarness, quiet_logger
-from testkit.stack import REPO, STACK, Stack
+from testkit.stack import REPO, STACK, Stack, parse_env, scan_dry_run, stack_of
 
 PENDING = "persistent://pulsar/system/__ledger_deletion"
 ENTRIES_PER_LEDGER = 5  # config/standalone.conf: managedLedgerMaxEntriesPerLedger
@@ -65,16 +64,8 @@ def stack_sh(mode: str, *args: str) -> str:
     return r.stdout
 
 
-def stack_of(mode: str) -> Stack:
-    e = dict(line.split("=", 1) for line in stack_sh(mode, "env").splitlines() if "=" in line)
-    return Stack(
-        admin_url=e["PULSAR_ADMIN_URL"],
-        service_url=e["PULSAR_SERVICE_URL"],
-        bookie_http_url=e["BOOKIE_HTTP_URL"],
-        zookeeper_hosts=e["ZOOKEEPER_HOSTS"],
-        s3_endpoint=e["S3_ENDPOINT"],
-        s3_bucket=e["S3_BUCKET"],
-    )
+def stack_for(mode: str) -> Stack:
+    return stack_of(parse_env(stack_sh(mode, "env")))
 
 
 def kill9_broker(mode: str) -> None:
@@ -113,29 +104,10 @@ def produce(stack: Stack, topics: list[str], per_topic: int) -> None:
 
 
 def scan(stack: Stack, config: Path, namespace: str) -> list[int]:
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "worker.cli",
-            "scan",
-            "--dry-run",
-            "--json",
-            "--min-age",
-            "0s",
-            "--namespace",
-            namespace,
-            "--config",
-            str(config),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-    )
-    if r.returncode != 0:
-        raise SystemExit(f"scan failed:\n{r.stderr[-3000:]}")
-    report = json.loads(r.stdout.strip().splitlines()[-1])
+    try:
+        report = scan_dry_run(config, namespace)
+    except RuntimeError as e:
+        raise SystemExit(str(e)) from e
     return sorted(int(o["ledger_id"]) for o in report["orphans"])
 
 
@@ -163,7 +135,7 @@ def queued_ledgers(stack: Stack, namespace: str) -> set[int]:
 
 
 async def one_round(mode: str, delay_ms: float, n_topics: int, n_ledgers: int, workdir: Path) -> dict[str, Any]:
-    stack = stack_of(mode)
+    stack = stack_for(mode)
     ns = f"public/leak-{mode[:3]}-{uuid.uuid4().hex[:6]}"
     topics = [f"persistent://{ns}/t{i}" for i in range(n_topics)]
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as s:

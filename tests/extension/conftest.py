@@ -13,14 +13,14 @@ import os
 import subprocess
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from testkit.stack import REPO, STACK, mark_directory
+from testkit.stack import REPO, STACK, mark_directory, parse_env, stack_of
 from tests.conftest import Stack
 from tests.integration.worker_harness import WorkerHarness
 from worker.backends.bookie_http import BookieClient
@@ -82,17 +82,7 @@ def ext_stack() -> Iterator[ExtStack]:
     was_up = _up(f"http://127.0.0.1:{env['WEB_PORT']}/admin/v2/brokers/health")
     r = ext_stack_cmd("up")
     assert r.returncode == 0, f"extension stack did not start:\n{r.stderr[-3000:]}"
-    out = ext_stack_cmd("env").stdout
-    e = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-    yield ExtStack(
-        admin_url=e["PULSAR_ADMIN_URL"],
-        service_url=e["PULSAR_SERVICE_URL"],
-        bookie_http_url=e["BOOKIE_HTTP_URL"],
-        zookeeper_hosts=e["ZOOKEEPER_HOSTS"],
-        s3_endpoint=e["S3_ENDPOINT"],
-        s3_bucket=e["S3_BUCKET"],
-        stack_dir=env["STACK_DIR"],
-    )
+    yield ExtStack(**asdict(stack_of(parse_env(ext_stack_cmd("env").stdout))), stack_dir=env["STACK_DIR"])
     if not was_up and os.environ.get("LDW_EXTENSION_KEEP") != "1":
         ext_stack_cmd("down")
 

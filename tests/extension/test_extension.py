@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -24,6 +22,7 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from testkit.stack import scan_dry_run
 from tests.extension.conftest import (
     PENDING,
     ExtStack,
@@ -150,29 +149,7 @@ def assert_marked_before_forgotten(watch: MetadataWatch, queued: Queued) -> None
 
 
 def scan_orphans(stack: ExtStack, tmp_path: Path, namespace: str) -> list[dict[str, object]]:
-    cfg = worker_config_file(stack, tmp_path)
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "worker.cli",
-            "scan",
-            "--dry-run",
-            "--json",
-            "--min-age",
-            "0s",
-            "--namespace",
-            namespace,
-            "--config",
-            str(cfg),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr[-2000:]
-    report = json.loads(r.stdout.strip().splitlines()[-1])
-    return list(report["orphans"])
+    return list(scan_dry_run(worker_config_file(stack, tmp_path), namespace, timeout=300)["orphans"])
 
 
 def settled(w: WorkerHarness, topic: str) -> dict[tuple[str, int], str]:
