@@ -34,7 +34,8 @@ from tests.integration.worker_harness import WorkerHarness, create_ledgers
 from worker.backends.bookie_http import BookieClient
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin
-from worker.broker.snapshot_cache import LiveStateReader, SnapshotCache
+from worker.broker.live_state_reader import LiveStateReader
+from worker.broker.snapshot_cache import SnapshotCache
 from worker.core.decision import Outcome
 from worker.daemon.decider import open_decider
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo

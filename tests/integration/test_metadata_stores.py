@@ -16,7 +16,8 @@ import pytest
 from tests.conftest import Stack
 from tests.integration.helpers import eventually
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
-from worker.backends.zookeeper import WrongMetadataStore, ZooKeeper, ZooKeeperLedgerStore
+from worker.backends.zookeeper import WrongMetadataStore, ZooKeeper
+from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
 from worker.broker.admin import PulsarAdmin
 from worker.broker.snapshot_cache import confirm_gone
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo

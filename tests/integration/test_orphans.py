@@ -14,7 +14,8 @@ from testkit.orphans import (
 from tests.conftest import Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
 from worker.backends.bookie_http import BookieClient
-from worker.backends.zookeeper import LedgerMetadataChanged, ZooKeeper, ZooKeeperLedgerStore
+from worker.backends.zookeeper import LedgerMetadataChanged, ZooKeeper
+from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
 from worker.broker.admin import PulsarAdmin, TopicNotFound
 from worker.errors import BackendError
 from worker.formats.metadata_paths import hierarchical_ledger_path

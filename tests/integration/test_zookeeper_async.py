@@ -11,7 +11,8 @@ from kazoo.exceptions import NoNodeError
 
 from tests.conftest import Stack
 from tests.integration.worker_harness import create_ledgers, pulsar_ml_metadata
-from worker.backends.zookeeper import LedgerMetadataChanged, ZooKeeper, ZooKeeperLedgerStore
+from worker.backends.zookeeper import LedgerMetadataChanged, ZooKeeper
+from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
 from worker.errors import BackendError
 
 pytestmark = pytest.mark.integration

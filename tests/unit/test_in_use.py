@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from worker.broker.admin import NotOwner, TopicNotFound
-from worker.broker.snapshot_cache import GoneUnconfirmed, LiveSet, LiveStateReader, SnapshotCache, in_use
+from worker.broker.live_state_reader import LiveStateReader
+from worker.broker.snapshot_cache import GoneUnconfirmed, LiveSet, SnapshotCache, in_use
 from worker.core.live_set import TopicGone
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName

@@ -41,7 +41,6 @@ from kazoo.protocol.states import ZnodeStat
 
 from worker.backends.kazoo_handler import kazoo_client
 from worker.errors import BackendError
-from worker.formats.ledger_metadata import LedgerMetadata, parse_serialized_metadata
 from worker.formats.managed_ledger_metadata import (
     ManagedCursorInfo,
     ManagedLedgerInfo,
@@ -84,8 +83,6 @@ class UnreadableManagedLedger(BackendError):
 
 class WrongMetadataStore(Exception):
     """A configured metadata store is not the one the config means; the message names the key."""
-
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,31 +382,6 @@ class ZooKeeper:
         except BadVersionError as e:
             raise LedgerMetadataChanged(ledger_id) from e
         return True
-
-
-class ZooKeeperLedgerStore:
-    """:class:`~worker.backends.bookie_http.LedgerStore` straight on the metadata store
-    (``bookkeeper.delete_via=zookeeper``): the ledger's metadata znode is read and parsed here, and the
-    delete is versioned with the version that was verified, so metadata that changed in between (a
-    ledger being closed, recovered or re-replicated) is never deleted on a stale verdict. Bookies then
-    garbage-collect the entries of a ledger whose metadata is gone."""
-
-    def __init__(self, zk: ZooKeeper) -> None:
-        self.zk = zk
-
-    async def read(self, ledger_id: int) -> tuple[LedgerMetadata, object] | None:
-        got = await self.zk.read_ledger_metadata(ledger_id)
-        if got is None:
-            return None
-        data, stat = got
-        try:
-            return parse_serialized_metadata(ledger_id, data, int(stat.ctime)), int(stat.version)
-        except MetadataFormatError as e:
-            raise BackendError("zookeeper", f"ledger {ledger_id} metadata: {e}") from e
-
-    async def delete(self, ledger_id: int, token: object = None) -> bool:
-        version = token if isinstance(token, int) else None
-        return await self.zk.delete_ledger_metadata(ledger_id, expected_version=version)
 
 
 @contextlib.asynccontextmanager

@@ -22,7 +22,8 @@ from worker.backends.bookie_http import BookieClient, BookieLedgerStore, Counted
 from worker.backends.http import new_session
 from worker.backends.storage_copy import StorageCopy, copies
 from worker.backends.tiered_storage import TieredStorage
-from worker.backends.zookeeper import ZooKeeper, ZooKeeperLedgerStore
+from worker.backends.zookeeper import ZooKeeper
+from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
 from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound, open_admin
 from worker.broker.preflight import check_bookies, check_bookkeeper_store, check_pulsar_store
 from worker.broker.snapshot_cache import SnapshotCache, snapshot_cache

@@ -26,7 +26,8 @@ from typing import Any
 
 from worker.backends.zookeeper import UnreadableManagedLedger, ZooKeeper
 from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound
-from worker.broker.snapshot_cache import LiveStateReader, confirm_gone
+from worker.broker.live_state_reader import LiveStateReader
+from worker.broker.snapshot_cache import confirm_gone
 from worker.core.live_set import LiveSet
 from worker.core.offload_driver_metadata import driver_metadata
 from worker.formats.managed_ledger_metadata import ManagedLedgerInfo
