@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from worker.backends.bookie_http import BookieClient
+from worker.backends.http import new_session
+from worker.backends.zookeeper import ZooKeeper
+from worker.broker.admin import PulsarAdmin
 
 REPO = Path(__file__).resolve().parents[1]
 STACK = REPO / "deploy" / "local" / "stack.sh"
@@ -94,3 +101,30 @@ def scan_dry_run(config: Path, namespace: str, *, timeout: float = 600) -> dict[
         raise RuntimeError(f"scan failed (exit {r.returncode}):\n{r.stderr[-3000:]}")
     report: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
     return report
+
+
+@contextlib.asynccontextmanager
+async def admin_for(stack: Stack) -> AsyncIterator[PulsarAdmin]:
+    """The admin API of ``stack``, for staging and checking (no credentials: the test stacks' own)."""
+    async with new_session(30) as s:
+        yield PulsarAdmin(stack.admin_url, s)
+
+
+@contextlib.asynccontextmanager
+async def bookie_for(stack: Stack) -> AsyncIterator[BookieClient]:
+    """The bookie HTTP API of ``stack``, its ambiguous 500s settled by the metadata store, as the worker does."""
+    async with new_session(30) as s, ZooKeeper(stack.zookeeper_hosts) as zk:
+        yield BookieClient(stack.bookie_http_url, s, zk.ledger_metadata_exists)
+
+
+def s3_client(stack: Stack) -> Any:
+    """A boto3 client of ``stack``'s S3-API server (moto's test credentials)."""
+    import boto3
+
+    return boto3.client(
+        "s3",
+        endpoint_url=stack.s3_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )

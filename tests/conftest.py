@@ -7,12 +7,12 @@ import subprocess
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
-from testkit.stack import REPO, STACK, Stack, stack_from_env
+from testkit.stack import REPO, STACK, Stack, admin_for, bookie_for, s3_client, stack_from_env
 from worker.backends.bookie_http import BookieClient
-from worker.backends.http import new_session
 from worker.broker.admin import PulsarAdmin
 
 __all__ = ["REPO", "STACK", "Stack"]
@@ -67,14 +67,16 @@ def test_namespace(stack: Stack) -> Iterator[str]:
 
 @pytest.fixture
 async def admin(stack: Stack) -> AsyncIterator[PulsarAdmin]:
-    async with new_session(30) as s:
-        yield PulsarAdmin(stack.admin_url, s)
+    async with admin_for(stack) as a:
+        yield a
 
 
 @pytest.fixture
 async def bookie(stack: Stack) -> AsyncIterator[BookieClient]:
-    """The bookie HTTP API, its ambiguous 500s settled by the metadata store, as the worker does."""
-    from worker.backends.zookeeper import ZooKeeper
+    async with bookie_for(stack) as b:
+        yield b
 
-    async with new_session(30) as s, ZooKeeper(stack.zookeeper_hosts) as zk:
-        yield BookieClient(stack.bookie_http_url, s, zk.ledger_metadata_exists)
+
+@pytest.fixture
+def s3(stack: Stack) -> Any:
+    return s3_client(stack)

@@ -20,11 +20,10 @@ from typing import Any
 import pytest
 import yaml
 
-from testkit.stack import REPO, STACK, mark_directory, parse_env, stack_of
+from testkit.stack import REPO, STACK, admin_for, bookie_for, mark_directory, parse_env, stack_of
 from tests.conftest import Stack
 from tests.integration.worker_harness import WorkerHarness
 from worker.backends.bookie_http import BookieClient
-from worker.backends.http import new_session
 from worker.broker.admin import PulsarAdmin
 
 # The extension's own queue (its default): what the broker publishes to.
@@ -89,16 +88,14 @@ def ext_stack() -> Iterator[ExtStack]:
 
 @pytest.fixture
 async def ext_admin(ext_stack: ExtStack) -> AsyncIterator[PulsarAdmin]:
-    async with new_session(30) as s:
-        yield PulsarAdmin(ext_stack.admin_url, s)
+    async with admin_for(ext_stack) as a:
+        yield a
 
 
 @pytest.fixture
 async def ext_bookie(ext_stack: ExtStack) -> AsyncIterator[BookieClient]:
-    from worker.backends.zookeeper import ZooKeeper
-
-    async with new_session(30) as s, ZooKeeper(ext_stack.zookeeper_hosts) as zk:
-        yield BookieClient(ext_stack.bookie_http_url, s, zk.ledger_metadata_exists)
+    async with bookie_for(ext_stack) as b:
+        yield b
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
 from testkit.orphans import quiesce
@@ -149,16 +148,6 @@ def test_purge_refuses_the_workers_own_topics_and_bad_names(tmp_path: Path, stac
     r = cli(h.config_path, "purge-topic", "persistent://a/../b")
     assert r.returncode == 2 and "relative segment" in r.stderr
 
-
-@pytest.fixture
-def s3(stack: Stack) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=stack.s3_endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
 
 
 def s3_keys(s3: Any, bucket: str, prefix: str) -> set[str]:

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
 from tests.conftest import Stack
@@ -35,16 +34,6 @@ from worker.settings import S3Target, Settings
 
 pytestmark = pytest.mark.integration
 
-
-@pytest.fixture
-def s3(stack: Stack) -> Any:
-    return boto3.client(
-        "s3",
-        endpoint_url=stack.s3_endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
 
 
 def target(stack: Stack, bucket: str) -> dict[str, Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-import boto3
 import pytest
 
 from testkit.orphans import drop_ledgers_from_metadata
@@ -20,16 +19,6 @@ from worker.formats.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
 
-
-@pytest.fixture
-def s3(stack: Stack):  # type: ignore[no-untyped-def]
-    return boto3.client(
-        "s3",
-        endpoint_url=stack.s3_endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
 
 
 def keys_of(ctx: OffloadContext, lid: int) -> list[str]:
