@@ -231,21 +231,25 @@ def create_ledgers(
         lib.glob("apache-pulsar-*/lib")
     )
     assert dists, "the Pulsar distribution is not unpacked (make stack-up)"
-    cmd = [
-        "java",
-        "-cp",
-        f"{dists[-1]}/*",
-        str(REPO / "tests" / "integration" / "java" / "CreateLedger.java"),
-        stack.zookeeper_hosts,
-        str(count),
-        str(entries),
-        *(f"{k}={v}" for k, v in custom.items()),
-    ]
     env = {**os.environ, "LEAVE_OPEN": "1" if leave_open else "0"}
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    ids = [int(line.split("=", 1)[1]) for line in out.stdout.splitlines() if line.startswith("LEDGER_ID=")]
-    if len(ids) == count:
-        return ids
+    ids: list[int] = []
+    # One more run for what a failed run did not make: on 2 loaded cores a bookie client has failed once in
+    # hundreds of runs. Ledgers it did make are printed before the failure, so none is made twice.
+    for _ in range(2):
+        cmd = [
+            "java",
+            "-cp",
+            f"{dists[-1]}/*",
+            str(REPO / "tests" / "integration" / "java" / "CreateLedger.java"),
+            stack.zookeeper_hosts,
+            str(count - len(ids)),
+            str(entries),
+            *(f"{k}={v}" for k, v in custom.items()),
+        ]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+        ids += [int(line.split("=", 1)[1]) for line in out.stdout.splitlines() if line.startswith("LEDGER_ID=")]
+        if len(ids) == count:
+            return ids
     raise AssertionError(f"CreateLedger failed ({out.returncode}): {out.stdout[-2000:]} {out.stderr[-2000:]}")
 
 
