@@ -7,7 +7,7 @@ CONFIG ?= config/worker.example.yaml
 # standalone (the default stack) or cluster (ZooKeeper, two bookies, two brokers: deploy/local/stack.sh)
 PROFILE ?= standalone
 
-.PHONY: venv ops-tools dashboards broker-extension leak-demo stack-up stack-down stack-status test test-cluster chaos unit integration lint run demo bench bench-bookies clean
+.PHONY: venv ops-tools dashboards broker-extension leak-demo reclaim-demo stack-up stack-down stack-status test test-cluster chaos unit integration lint run demo bench bench-bookies bench-extension clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -40,6 +40,12 @@ broker-extension:
 # brokers with the extension, on a stack instance of its own. LEAK_DEMO_ARGS=--rounds 1 for a short run.
 leak-demo: venv broker-extension
 	$(PY) -m tools.leak_demo $(LEAK_DEMO_ARGS)
+
+# The disk coming back (tools/reclaim_demo.py): bookie bytes before, once written, after the worker's deletes
+# and after the garbage collection it asks for (bookkeeper.gc_trigger_bytes). PROFILE=standalone runs on a
+# standalone instance of its own (started and stopped), PROFILE=cluster on the cluster profile's two bookies.
+reclaim-demo: venv
+	$(PY) -m tools.reclaim_demo --profile $(PROFILE) $(RECLAIM_DEMO_ARGS)
 
 stack-up: venv
 	PROFILE=$(PROFILE) bash $(STACK) up
@@ -85,12 +91,19 @@ demo: venv stack-up
 bench: venv stack-up
 	$(PY) -m bench
 	$(PY) -m bench.goals
+	$(PY) -m bench.hot_path
 	$(PY) -m bench.nightly $(BENCH_NIGHTLY_ARGS)
 
 # The bookie HTTP route over one bookie endpoint vs both, on the cluster profile (two bookies).
 bench-bookies: venv
 	PROFILE=cluster bash $(STACK) up
 	$(PY) -m bench.bookies
+
+# The broker extension's cost (bench/extension.py): produce/consume throughput and latency of a plain topic
+# and trims/s, stock brokers vs brokers with the extension, alternated in rounds on two standalone instances
+# of its own (started and stopped by it, beside the shared stack). BENCH_EXT_* sizes it.
+bench-extension: venv broker-extension
+	$(PY) -m bench.extension
 
 # The nightly jobs on a Spark cluster whose nodes do not have the project installed (docs/nightly.md):
 # dist/ledger_deletion_worker.zip for spark-submit --py-files, dist/node-requirements.txt for the nodes' Python;

@@ -17,4 +17,6 @@ route), ``BENCH_ZK`` (1; 0 skips the ZooKeeper-mode rows). Results: a table on s
 
 ``bench.goals`` (also run by ``make bench``) measures issue 9's other goals, ``bench.bookies``
 (``make bench-bookies``) the bookie HTTP route over one bookie and two on the cluster profile.
+``bench.extension`` (``make bench-extension``) the broker extension's cost: a plain topic's produce/consume
+figures and trims/s on stock brokers and on brokers with the extension, two stack instances of its own.
 """

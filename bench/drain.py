@@ -165,16 +165,22 @@ def _send_fast(h: WorkerHarness, infos: list[PendingDeleteLedgerInfo]) -> None:
 
 
 def bench_harness(
-    stack: Stack, out_dir: Path, name: str, concurrency: int, bookkeeper: dict[str, Any]
+    stack: Stack,
+    out_dir: Path,
+    name: str,
+    concurrency: int,
+    bookkeeper: dict[str, Any],
+    offload: bool = False,
 ) -> WorkerHarness:
-    """The daemon as every worker row runs it."""
+    """The daemon as every worker row runs it: no offload target, unless the row deletes offloaded copies
+    (``offload``: the stack's S3 bucket, as the test harness configures it)."""
     return WorkerHarness(
         stack,
         out_dir,
         name,
         topics={"parallelism": 4},
         bookkeeper=bookkeeper,
-        offload={"s3_targets": []},
+        **({} if offload else {"offload": {"s3_targets": []}}),
         worker={
             "max_inflight": concurrency,
             # The rate limit out of the way: the storage, not the token bucket, sets the pace.
@@ -203,11 +209,17 @@ async def drain(
     delete_via: str = "bookie-http",
     deadline_s: float,
     bookkeeper: dict[str, Any] | None = None,
+    offload: bool = False,
 ) -> Row:
     n = len(infos)
     row = Row(key, what, "worker", route, delete_via, concurrency, n)
     h = bench_harness(
-        stack, out_dir, f"bench-{run_id}-{key}", concurrency, {"delete_via": delete_via, **(bookkeeper or {})}
+        stack,
+        out_dir,
+        f"bench-{run_id}-{key}",
+        concurrency,
+        {"delete_via": delete_via, **(bookkeeper or {})},
+        offload=offload,
     )
     settings = load_settings(h.config_path)
     async with new_session(30) as session:

@@ -23,6 +23,7 @@ class Knobs:
     owner_n: int
     zk: bool
     bookie: bool = True  # the bookie HTTP rows (slow: ~9 deletions/s, the bookie's own ceiling)
+    zk_n: int = 10_000  # ledgers per ZooKeeper-route row (issue 17's goal is measured over >= 10,000)
 
     @classmethod
     def from_env(cls) -> Knobs:
@@ -31,9 +32,12 @@ class Knobs:
         owner_n = int(os.environ.get("BENCH_OWNER_N", "50"))
         zk = os.environ.get("BENCH_ZK", "1") not in ("0", "false", "no", "")
         bookie = os.environ.get("BENCH_BOOKIE", "1") not in ("0", "false", "no", "")
-        if not (1 <= n <= 200_000 and 1 <= c <= 256 and 0 <= owner_n <= 1000):
-            raise SystemExit("BENCH_N must be 1..200000, BENCH_CONCURRENCY 1..256, BENCH_OWNER_N 0..1000")
-        return cls(n, c, owner_n, zk, bookie)
+        zk_n = int(os.environ.get("BENCH_ZK_N", "10000"))
+        if not (1 <= n <= 200_000 and 1 <= c <= 256 and 0 <= owner_n <= 1000 and 1 <= zk_n <= 200_000):
+            raise SystemExit(
+                "BENCH_N and BENCH_ZK_N must be 1..200000, BENCH_CONCURRENCY 1..256, BENCH_OWNER_N 0..1000"
+            )
+        return cls(n, c, owner_n, zk, bookie, zk_n)
 
 
 def _up(url: str) -> bool:

@@ -228,12 +228,12 @@ def _delete_root(hosts: str, root: str) -> None:
 
 async def _scan_single(settings: Settings, root: str) -> tuple[int, float, dict[str, int]]:
     from worker.backends.http import new_session
+    from worker.backends.ledger_listing import ledger_subtrees, read_subtrees
     from worker.backends.zookeeper import ZooKeeper
     from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
     from worker.broker.admin import PulsarAdmin
     from worker.broker.live_state_reader import LiveStateReader
     from worker.broker.snapshot_cache import SnapshotCache
-    from worker.nightly.audit import ledger_subtrees, read_subtrees
     from worker.operations.scanner import Scanner
 
     hosts = settings.zookeeper.hosts

@@ -35,6 +35,12 @@ DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
 # Queue topics: the worker's own names by default. The broker labels its series with the partition name.
 NOT_OK = 'outcome!="ok"'
 QUEUE_TOPICS = 'topic=~".*/__ledger_deletion.*"'
+# BookKeeper's own garbage-collection metrics (bookkeeper-server GarbageCollectorStats, names in
+# BookKeeperServerStats; scope "bookie", labels ledgerDir/indexDir of DbLedgerStorage), on each bookie's
+# HTTP /metrics with the Prometheus stats provider.
+BOOKIE_ENTRY_LOGS = "bookie_ACTIVE_ENTRY_LOG_SPACE_BYTES"
+BOOKIE_RECLAIMED_DELETION = "bookie_RECLAIMED_DELETION_SPACE_BYTES"
+BOOKIE_RECLAIMED_COMPACTION = "bookie_RECLAIMED_COMPACTION_SPACE_BYTES"
 
 
 def _w(metric: str, extra: str = "") -> str:
@@ -117,21 +123,45 @@ def build() -> dash_b.Dashboard:
         .with_variable(dash_b.DatasourceVariable("datasource").label("Prometheus").type("prometheus"))
     )
 
-    d = d.with_row(dash_b.Row("The leak: what Pulsar references vs what storage holds"))
+    d = d.with_row(dash_b.Row("The leak: what Pulsar references, what the bookies hold, what comes back"))
     d = d.with_panel(
         _ts(
-            "Pulsar logical storage vs orphan bytes",
+            "Bytes: Pulsar's logical storage, the bookies' entry logs, the last audit's orphans",
             [
                 ("sum(pulsar_storage_size)", "Pulsar storage size (all topics)"),
                 ("sum(pulsar_storage_offloaded_size)", "offloaded size (all topics)"),
+                (f"sum({BOOKIE_ENTRY_LOGS})", "live bytes in the bookies' entry logs (at their last GC)"),
                 (f"sum by (class) ({_nightly(nm.AUDIT_ORPHAN_BYTES, nm.JOB_AUDIT)})", "orphan bytes ({{class}})"),
             ],
             unit="bytes",
             description=(
-                "What the brokers account for (pulsar_storage_size, summed over topics) beside what the last "
-                "audit found that no topic references. Orphan bytes that grow night after night are the leak."
+                "What the brokers account for (pulsar_storage_size, summed over topics; one copy per byte), what "
+                "the bookies' entry logs still hold for existing ledgers (BookKeeper's ACTIVE_ENTRY_LOG_SPACE_BYTES: "
+                "computed by each garbage collection over the rolled entry logs; every copy of the write quorum) "
+                "and what the last audit found that no topic references. Bookie bytes that keep growing while "
+                "Pulsar's size stays flat are space nothing references; orphan bytes that grow night after night "
+                "are the leak."
             ),
-            width=8,
+            width=6,
+        )
+    )
+    d = d.with_panel(
+        _ts(
+            "Deleted by the worker vs reclaimed by the bookies",
+            [
+                (_rate("ledger_deletion_freed_bytes_total", "ledger_type"), "deleted by the worker ({{ledger_type}})"),
+                (f"sum(rate({BOOKIE_RECLAIMED_DELETION}[$__rate_interval]))", "reclaimed: entry logs removed"),
+                (f"sum(rate({BOOKIE_RECLAIMED_COMPACTION}[$__rate_interval]))", "reclaimed: compaction"),
+            ],
+            unit="Bps",
+            description=(
+                "Bytes of the ledgers the worker deleted (their metadata length; offloaded objects' sizes) beside "
+                "the disk the bookies' garbage collection gave back (BookKeeper's RECLAIMED_DELETION_SPACE_BYTES "
+                "and RECLAIMED_COMPACTION_SPACE_BYTES). The bookies reclaim later than the worker deletes: at "
+                "their next collection (gcWaitTime), or when bookkeeper.gc_trigger_bytes asks for one, and only "
+                "entry logs whose ledgers are all deleted, or that compaction rewrites."
+            ),
+            width=6,
         )
     )
     d = d.with_panel(
@@ -143,7 +173,7 @@ def build() -> dash_b.Dashboard:
                 (f"sum by (class) ({_nightly(nm.AUDIT_ORPHANS, nm.JOB_AUDIT)})", "orphans ({{class}})"),
             ],
             description="BookKeeper's own counts (bookie /metrics) beside the orphans of the last audit.",
-            width=8,
+            width=6,
         )
     )
     d = d.with_panel(
@@ -152,10 +182,11 @@ def build() -> dash_b.Dashboard:
             [('max by (instance) ({__name__=~"bookie_ledger_dir_.+_usage"})', "{{instance}}")],
             unit="percent",
             description=(
-                "Fill level of each bookie's ledger directory (BookKeeper names the gauge after the path). "
-                "Disk that keeps filling while Pulsar's storage size stays flat is space nothing references."
+                "Fill level of the file system under each bookie's ledger directory (BookKeeper names the gauge "
+                "after the path). Disk that keeps filling while Pulsar's storage size stays flat is space "
+                "nothing references."
             ),
-            width=8,
+            width=6,
         )
     )
 

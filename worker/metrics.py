@@ -27,6 +27,15 @@ class Metrics:
             ["ledger_type", "route", "result"],
             registry=r,
         )
+        # The disk an operator gets back (``worker.core.freed_bytes``): a closed ledger's metadata length, an
+        # offloaded copy's object sizes; logical bytes (each bookie of the write quorum holds a copy, freed
+        # by its own garbage collection later). Deletions whose size storage did not record add nothing.
+        self.freed_bytes = Counter(
+            f"{p}freed_bytes",
+            "Bytes freed by ledgers this worker deleted (ledger metadata length, offloaded object sizes)",
+            ["ledger_type", "route"],
+            registry=r,
+        )
         self.failed = Counter(f"{p}failed", "Attempts that failed, by pipeline stage", ["stage"], registry=r)
         self.in_use = Counter(f"{p}in_use", "Messages whose ledger the owner still references", registry=r)
         self.rejected = Counter(
@@ -49,6 +58,12 @@ class Metrics:
             registry=r,
         )
         self.inflight = Gauge(f"{p}inflight", "Messages being processed by this worker", registry=r)
+        self.batch_messages = Histogram(
+            f"{p}batch_messages",
+            "Messages per received batch (a batch shares its metadata reads and its storage deletes)",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+            registry=r,
+        )
         self.admin_requests = Counter(
             f"{p}admin_requests", "Pulsar admin API requests", ["endpoint", "outcome"], registry=r
         )
@@ -86,6 +101,18 @@ class Metrics:
         self.epoch_bumps = Counter(f"{p}epoch_bumps", "Topic live-state invalidations (epoch bumps)", registry=r)
         self.reevaluations = Counter(
             f"{p}reevaluations", "Delete decisions re-taken because the topic's epoch moved", registry=r
+        )
+        # bookkeeper.gc_trigger_bytes (worker.daemon.bookie_gc): garbage collections asked of each bookie.
+        self.bookie_gc_requests = Counter(
+            f"{p}bookie_gc_requests",
+            "Garbage collections asked of the bookies (PUT /api/v1/bookie/gc), by bookie and HTTP status",
+            ["bookie", "outcome"],
+            registry=r,
+        )
+        self.bookie_gc_pending_bytes = Gauge(
+            f"{p}bookie_gc_pending_bytes",
+            "Bytes of BookKeeper ledgers deleted since the last garbage collection asked of the bookies",
+            registry=r,
         )
         self.ready = Gauge(f"{p}ready", "1 when the worker is subscribed and processing", registry=r)
 

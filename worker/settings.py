@@ -123,6 +123,12 @@ class BookKeeperSettings(_Section):
     # ledger's metadata znode (needs zookeeper.hosts).
     delete_via: Literal["bookie-http", "zookeeper"] = "bookie-http"
     request_timeout_s: float = Field(30.0, gt=0)
+    # Opt-in: once the BookKeeper ledgers this worker deleted add up to this many bytes (their metadata
+    # length) since the last request, ask every bookie above (http_url, http_urls) for one garbage
+    # collection (PUT /api/v1/bookie/gc), at most once per gc_min_interval_s. null or 0: never; the
+    # bookies then give the disk back on their own schedule (gcWaitTime, compaction intervals).
+    gc_trigger_bytes: int | None = Field(None, ge=0)
+    gc_min_interval_s: float = Field(600.0, gt=0)
 
     @property
     def endpoints(self) -> list[str]:
@@ -242,8 +248,14 @@ class OffloadSettings(_Section):
 
 class WorkerSettings(_Section):
     max_inflight: int = Field(16, ge=1, le=10_000)
-    deletes_per_second: float = Field(50.0, gt=0)
-    delete_burst: int = Field(10, ge=1)
+    # Storage deletes per second per replica (only real deletes take a token: "already gone" costs none).
+    # Chosen against PIP-444, whose broker default lets one broker run 1,000 ledger deletes at once
+    # (managedLedgerDeleteMaxConcurrentRequests): a replica has at most max_inflight (16) deletes in flight,
+    # and 500/s is about one ZooKeeper write per delete, a small share of what an ensemble sustains, so a
+    # few replicas drain a retention sweep without the minutes-long ZooKeeper latency PIP-444 was written
+    # against. docs/operations.md explains the number.
+    deletes_per_second: float = Field(500.0, gt=0)
+    delete_burst: int = Field(100, ge=1)
     max_attempts: int = Field(10, ge=1)
     # The largest pending-deletion payload the worker accepts. A larger one is dead-lettered as `invalid`,
     # undecoded, as a bounded copy (its size, SHA-256 and first KiB): its retry or DLQ copy (the payload plus

@@ -20,6 +20,8 @@
 #     ledger a broker drops is queued on the pending-deletions topic first; 0: stock brokers
 #   BROKER_EXTENSION_SEND_DELAY_S [60]  the extension's ledgerDeletionSendDelaySeconds (deliver-after)
 #   BROKER_EXTENSION_CONF []  more broker.conf lines for it, space-separated key=value (tests/extension)
+#   BOOKIE_ENTRY_LOG_SIZE [8388608]  the bookies' logSizeLimit: small, so garbage collection can give disk back
+#     (every bookie also exports its own metrics on its HTTP API's /metrics: bookie_reclaim_conf)
 #
 # Tiered storage: the broker loads Pulsar's jcloud offloader (driver aws-s3) and offloads to the moto S3
 # server (bucket S3_BUCKET).  Maven Central has no .nar for it, so build_offloader makes
@@ -78,6 +80,7 @@ PYTHON=${PYTHON:-$repo/.venv/bin/python}
 export PULSAR_MEM=${PULSAR_MEM:--Xms512m -Xmx1g -XX:MaxDirectMemorySize=1g}
 BROKER_EXTENSION=${BROKER_EXTENSION:-1}
 BROKER_EXTENSION_SEND_DELAY_S=${BROKER_EXTENSION_SEND_DELAY_S:-60}
+BOOKIE_ENTRY_LOG_SIZE=${BOOKIE_ENTRY_LOG_SIZE:-8388608}
 extension_jar=$repo/broker-extension/target/ledger-deletion-broker-extension.jar
 
 pulsar_home=$STACK_CACHE/apache-pulsar-$PULSAR_VERSION
@@ -207,9 +210,25 @@ extension_conf() {  # extension_conf FILE: the broker.conf lines of docs/broker-
   for kv in ${BROKER_EXTENSION_CONF:-}; do conf_set "$1" "${kv%%=*}" "${kv#*=}"; done
 }
 
+bookie_reclaim_conf() {  # bookie_reclaim_conf FILE: the bookie's own metrics and entry logs GC can reclaim
+  # BookKeeper's Prometheus provider, served on the bookie HTTP API's /metrics (httpServerEnabled=true:
+  # the provider then starts no server of its own), so its garbage collection shows reclaimed bytes
+  # (bookie_RECLAIMED_DELETION_SPACE_BYTES, bookie_RECLAIMED_COMPACTION_SPACE_BYTES, ...). The null
+  # provider (the standalone's default) makes /metrics answer 500.
+  conf_set "$1" statsProviderClass org.apache.bookkeeper.stats.prometheus.PrometheusMetricsProvider
+  conf_set "$1" prometheusStatsHttpEnable false
+  # Entry logs roll at this size (BookKeeper's default is 1 GiB): GC removes an entry log only once it is
+  # rolled and every ledger in it is deleted, so at the default nothing a test writes could ever come back.
+  conf_set "$1" logSizeLimit "$BOOKIE_ENTRY_LOG_SIZE"
+}
+
 extension_classpath() {  # what PULSAR_EXTRA_CLASSPATH gets: the jar, or nothing for stock brokers
-  [[ $BROKER_EXTENSION == 1 ]] && echo "$extension_jar"
-  return 0
+  [[ $BROKER_EXTENSION == 1 ]] || return 0
+  # A copy of this stack's own: `make broker-extension` rewrites target/'s jar in place, and a JVM that
+  # loads classes lazily from a jar rewritten under it fails (NoClassDefFoundError on the first topic
+  # load). Copied and renamed, so a JVM still running on an earlier copy keeps its file.
+  cp -f "$extension_jar" "$run/broker-extension.jar.tmp" && mv -f "$run/broker-extension.jar.tmp" "$run/broker-extension.jar"
+  echo "$run/broker-extension.jar"
 }
 
 render_conf() {
@@ -275,6 +294,9 @@ start_pulsar() {
     render_conf
     build_extension
     extension_conf "$run/standalone.conf"
+    bookie_reclaim_conf "$run/standalone.conf"
+    # One JVM for broker and bookie: the broker exports the JVM's metrics already.
+    conf_set "$run/standalone.conf" exposeDefaultJVMMetrics false
     if [[ $PROFILE == auth ]]; then auth_material; auth_conf "$run/standalone.conf"; fi
     local t0=$SECONDS
     log "starting pulsar $PULSAR_VERSION standalone (web $WEB_PORT, broker $BROKER_PORT, bookie http $BOOKIE_HTTP_PORT)"
@@ -422,8 +444,8 @@ render_cluster_conf() {
     conf_set "$f" httpServerHost 127.0.0.1
     conf_set "$f" httpServerClass org.apache.bookkeeper.http.vertx.VertxHttpServer
     # Its own Prometheus endpoint defaults to 8000, the standalone bookie's HTTP port.
-    conf_set "$f" prometheusStatsHttpEnable false
     conf_set "$f" prometheusStatsHttpPort "$((http + 100))"
+    bookie_reclaim_conf "$f"
     conf_set "$f" autoRecoveryDaemonEnabled false
     # Pulsar's bookkeeper.conf names its ZooKeeper rack mapping as the placement DNS resolver. The bookie's
     # HTTP ledger delete builds a BookKeeper client per call, whose rack mapping opens a metadata store that

@@ -83,3 +83,23 @@ async def test_a_foreign_bookie_never_serves_a_call(stack: Stack, cluster: Clust
     assert calls[(foreign, "identify", "foreign")] == 1
     assert {op for (url, op, _) in calls if url == foreign} == {"identify"}
     assert calls[(real, "read", "200")] == len(ids) and calls[(real, "delete", "200")] == len(ids)
+
+
+async def test_a_foreign_bookie_is_never_asked_to_collect(stack: Stack, cluster: Cluster) -> None:
+    """bookkeeper.gc_trigger_bytes: the garbage collection request goes to proven bookies only."""
+    calls: list[tuple[str, str, str]] = []
+    async with new_session(30) as s, ZooKeeper(cluster.zookeeper_hosts) as other:
+        client = BookieClient(
+            [cluster.bookie_http_url, stack.bookie_http_url],
+            s,
+            registered_bookies=other.registered_bookies,
+            on_request=lambda url, op, outcome: calls.append((url, op, outcome)),
+        )
+        outcomes = await client.trigger_gc()
+    ours, foreign = cluster.bookie_http_url.rstrip("/"), stack.bookie_http_url.rstrip("/")
+    assert outcomes == {ours: "200", foreign: "foreign"}, outcomes
+    # The standalone's bookie was asked who it is, and nothing else.
+    assert {op for url, op, _ in calls if url == foreign} == {"identify", "gc"}, calls
+    assert (foreign, "gc", "foreign") in calls and not any(
+        url == foreign and op == "gc" and outcome != "foreign" for url, op, outcome in calls
+    ), calls

@@ -1,9 +1,10 @@
 """A standalone stack instance of its own whose broker runs the broker extension (broker-extension/).
 
 Every test here is marked ``extension`` (and ``integration``). The session fixture starts the instance
-(``deploy/local/stack.sh up`` with BROKER_EXTENSION=1, a 1 s send delay and its own ports and data, beside
-the shared stack: about 20 s and one JVM) if it is not up, and stops it after the last test unless it was
-already up or ``LDW_EXTENSION_KEEP=1``. ``LDW_EXTENSION=0`` skips these tests, saying so. Its ports and
+(``deploy/local/stack.sh up`` with BROKER_EXTENSION=1, a 1 s send delay, the bucket delayed-delivery
+tracker (``EXT_BROKER_CONF``) and its own ports and data, beside the shared stack: about 20 s and one
+JVM) if it is not up, and stops it after the last test unless it was already up or
+``LDW_EXTENSION_KEEP=1``. ``LDW_EXTENSION=0`` skips these tests, saying so. Its ports and
 data directory come from ``LDW_EXT_<VAR>`` (e.g. ``LDW_EXT_WEB_PORT``), defaults in ``EXT_ENV``.
 """
 
@@ -45,10 +46,21 @@ EXT_ENV = {
 }
 
 
+# broker.conf lines of this instance only (stack.sh's BROKER_EXTENSION_CONF; a test's own, set in the
+# environment, come after them and win): the bucket delayed-delivery tracker, sealing a bucket (a snapshot
+# ledger, test_delayed_buckets.py) once it holds 5 messages and a newer ledger arrives (a ledger holds 5
+# entries here, config/standalone.conf).
+EXT_BROKER_CONF = (
+    "delayedDeliveryTrackerFactoryClassName=org.apache.pulsar.broker.delayed.BucketDelayedDeliveryTrackerFactory"
+    " delayedDeliveryMinIndexCountPerBucket=5"
+)
+
+
 def ext_env() -> dict[str, str]:
     env = {**os.environ}
     for k, v in EXT_ENV.items():
         env[k] = os.environ.get(f"LDW_EXT_{k}", v)
+    env["BROKER_EXTENSION_CONF"] = f"{EXT_BROKER_CONF} {os.environ.get('BROKER_EXTENSION_CONF', '')}".strip()
     return env
 
 

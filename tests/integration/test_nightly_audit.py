@@ -13,14 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from testkit.orphans import delete_topic_metadata_keep_ledgers
 from tests.conftest import REPO, Stack
 from tests.integration.helpers import produce, quiet_logger
+from tests.integration.nightly_fixtures import pushed, start_pushgateway
+from tests.integration.test_freed_bytes import bookie_length
 from tests.integration.test_phase1 import fresh_namespace
 from tests.integration.test_worker_offload import offload_topic
-from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
+from tests.integration.worker_harness import WorkerHarness, create_ledgers, free_port, pulsar_ml_metadata
 from worker.broker.admin import PulsarAdmin
+from worker.core.freed_bytes import human_bytes
 from worker.formats.message import LedgerType, decode
 from worker.formats.topic_name import TopicName
 
@@ -73,12 +77,14 @@ async def test_audit_equals_scan_and_finds_orphaned_offloaded_objects(
     admin: PulsarAdmin,
     tmp_path: Path,
     spark: Any,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     # A namespace of its own: scan and audit run a minute apart, and the shared test namespace's topics
     # (other tests' cursors rolling, topics reloading) change their ledgers in between.
     ns = await fresh_namespace(admin, f"ldw-audit-{unique}")
     ghost = f"persistent://{ns}/aghost-{unique}"
     orphans = create_ledgers(stack, 3, pulsar_ml_metadata(ghost))
+    lengths = {lid: bookie_length(stack, lid) for lid in orphans}
     live = f"persistent://{ns}/alive-{unique}"
     produce(stack.service_url, live, 4)
     # A live offloaded topic, plus a copy of one of its objects under an offload uuid it does not record
@@ -112,12 +118,23 @@ async def test_audit_equals_scan_and_finds_orphaned_offloaded_objects(
     reports = tmp_path / "audit"
     from worker.cli import main
 
-    # In a thread: the command runs its own event loop (phase 1's sender), as it does from a shell.
-    rc = await asyncio.to_thread(
-        main,
-        ["audit", "--config", str(h.config_path), "--send", "-n", ns, "--min-age", "1s", "--report-dir", str(reports)],
-    )
+    gw_port = free_port()
+    gw = start_pushgateway(gw_port)
+    try:
+        # In a thread: the command runs its own event loop (phase 1's sender), as it does from a shell.
+        rc = await asyncio.to_thread(
+            main,
+            [
+                *("audit", "--config", str(h.config_path), "--send", "-n", ns, "--min-age", "1s"),
+                *("--report-dir", str(reports), "--pushgateway", f"127.0.0.1:{gw_port}"),
+            ],
+        )
+        text = pushed(gw_port)
+    finally:
+        gw.terminate()
+        gw.wait(timeout=10)
     assert rc == 0
+    printed = capsys.readouterr().out
     ledgers = [r.asDict() for r in spark.read.parquet(str(reports / "audit" / "ledgers")).collect()]
     objects = [r.asDict() for r in spark.read.parquet(str(reports / "audit" / "objects")).collect()]
 
@@ -139,6 +156,23 @@ async def test_audit_equals_scan_and_finds_orphaned_offloaded_objects(
     stale = mine[(kept, kept_ids[0], stale_uuid)]
     assert (stale["verdict"], stale["orphan_class"]) == ("orphan", "uuid_mismatch")
     assert {r["verdict"] for (t, _, u), r in mine.items() if t == kept and u != stale_uuid} == {"in_use"}
+
+    # Orphan bytes: each orphan ledger's metadata length (read from the bookie before the audit), each
+    # orphan object set's objects' sizes (S3 HEAD); summed in the printed summary and the pushed gauge.
+    sizes = {r["ledger_id"]: r["size"] for r in ledgers}
+    assert {lid: sizes[lid] for lid in orphans} == lengths
+    for r in [*gone, stale]:
+        assert r["bytes"] == sum(int(s3.head_object(Bucket=stack.s3_bucket, Key=k)["ContentLength"]) for k in r["keys"])
+    ledger_bytes = sum(r["size"] for r in ledgers if r["verdict"] == "orphan")
+    object_bytes = sum(r["bytes"] for r in objects if r["verdict"] == "orphan")
+    gauge = {
+        s.labels["class"]: s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if s.name == "ledger_deletion_audit_orphan_bytes" and s.labels.get("job") == "ledger_deletion_audit"
+    }
+    assert gauge["bookkeeper"] == ledger_bytes and gauge["tiered"] == object_bytes, gauge
+    assert f"orphan bytes: {human_bytes(ledger_bytes + object_bytes)} ({ledger_bytes + object_bytes} bytes)" in printed
 
     # --send queued exactly the orphans, through phase 1, on this configuration's pending topic.
     queued = [decode(b) for b in _read_all(stack.service_url, h.topics["pending"])]

@@ -27,6 +27,7 @@ from tests.integration.nightly_fixtures import (
     start_pushgateway,
     wait_dlq,
 )
+from tests.integration.test_freed_bytes import bookie_length
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, free_port, pulsar_ml_metadata
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo, encode
@@ -85,12 +86,16 @@ async def test_replay_decides_reports_and_acknowledges_exactly_the_final_ones(
     settings = replay_settings(w, stack)
     assert await replay_backlog(admin, settings) == 8
     reports = tmp_path / "reports"
+    lengths = {lid: bookie_length(stack, lid) for lid in orphans}  # read before anything is deleted
+    assert all(n > 0 for n in lengths.values()), lengths
 
     # Dry run: decided and reported; nothing deleted, nothing acknowledged.
     dry = replay(spark, settings, ReplayOptions(str(reports), dry_run=True))
     assert dry.read == 8
     assert dry.rows == {"would_delete": 4, "rejected": 1, "in_use": 1, "invalid": 1}
     assert dry.acknowledged == 0
+    # Nothing deleted, nothing freed: the report says so per row.
+    assert dry.freed_bytes == 0 and all(r["freed_bytes"] is None for r in rows_of(spark, reports, dry.run_id))
     assert await existing(stack, [*orphans, foreign, in_use]) == {*orphans, foreign, in_use}
     assert await replay_backlog(admin, settings) == 8
 
@@ -108,6 +113,11 @@ async def test_replay_decides_reports_and_acknowledges_exactly_the_final_ones(
     assert rows[(foreign, "rejected")]["reason"] == "topic_mismatch"
     assert not rows[(in_use, "in_use")]["final"]
     assert next(r for r in rows.values() if r["outcome"] == "invalid")["decode_error"]
+    # Each deleted row records its ledger's metadata length; the summary sums them.
+    assert {lid: rows[(lid, "deleted")]["freed_bytes"] for lid in orphans} == lengths
+    assert all(r["freed_bytes"] is None for r in rows.values() if r["outcome"] != "deleted")
+    assert (s.freed_bytes, s.freed_unknown) == (sum(lengths.values()), 0)
+    assert f"({sum(lengths.values())} bytes)" in s.table()
     assert (reports / f"run_date={s.run_date}").is_dir()
     # BookKeeper: the orphans are gone, the in-use and the forged target untouched.
     assert await existing(stack, [*orphans, foreign, in_use]) == {foreign, in_use}
@@ -133,6 +143,7 @@ async def test_replay_killed_midway_then_rerun_finishes_and_pushes_metrics(
 ) -> None:
     ghost = f"persistent://{test_namespace}/ghost-{unique}"
     orphans = create_ledgers(stack, 10, pulsar_ml_metadata(ghost))
+    lengths = {lid: bookie_length(stack, lid) for lid in orphans}
     live = f"persistent://{test_namespace}/live-{unique}"
     in_use = await live_ledger(stack, admin, live)
     proxy = bookie_proxy(stack)
@@ -198,6 +209,10 @@ async def test_replay_killed_midway_then_rerun_finishes_and_pushes_metrics(
     line = f'ledger_deletion_nightly_rows{{instance="",job="ledger_deletion_replay",outcome="deleted"}} {len(left)}'
     assert line in text, text
     assert 'ledger_deletion_nightly_failed{instance="",job="ledger_deletion_replay"} 0' in text
+    # The rerun freed what the killed run left: the pushed gauge is the sum of those ledgers' lengths.
+    freed = sum(lengths[lid] for lid in left)
+    assert f'ledger_deletion_replay_freed_bytes{{instance="",job="ledger_deletion_replay"}} {freed}' in text, text
+    assert sum(r["freed_bytes"] or 0 for r in rows) == freed
 
 
 def test_first_run_on_an_empty_dlq_reports_nothing(stack: Stack, unique: str, tmp_path: Path, spark: Any) -> None:

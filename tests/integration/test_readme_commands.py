@@ -112,6 +112,9 @@ def test_make_bench(stack: Stack, tmp_path: Path) -> None:
         "BENCH_GOALS_N": "60",
         "BENCH_TOPICS": "2",
         "BENCH_PER_TOPIC": "10",
+        "BENCH_ZK_N": "60",
+        "BENCH_S3_N": "30",
+        "BENCH_HOT_N": "500",
         "BENCH_NIGHTLY_ARGS": "--quick",
         "BENCH_NIGHTLY_N": "200",
         "BENCH_NIGHTLY_M": "500",
@@ -120,4 +123,6 @@ def test_make_bench(stack: Stack, tmp_path: Path) -> None:
     r = make("bench", timeout=1500, env=env)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert "compared against" in r.stdout, r.stdout[-4000:]
+    for line in ("S3 route: worker", "CPU per settled message", "per-message pieces"):
+        assert line in r.stdout, f"{line!r} missing: {r.stdout[-4000:]}"
     assert list(tmp_path.glob("*.json")), "no results kept"

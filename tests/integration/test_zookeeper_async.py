@@ -66,3 +66,50 @@ async def test_a_lost_connection_is_a_backend_error_not_a_stuck_task(stack: Stac
     await zk.close()
     with pytest.raises(BackendError):
         await asyncio.wait_for(zk.get("/ledgers/LAYOUT"), 10)
+
+
+async def test_concurrent_deletes_go_out_as_one_multi_and_a_stale_one_holds_back_no_other(stack: Stack) -> None:
+    """Deletes made while one is in flight are sent together as one ZooKeeper multi of versioned deletes.
+    When one ledger changed since it was read, ZooKeeper refuses the whole multi; the store then deletes
+    them one by one: every other ledger is deleted, the changed one is not, and its caller is told."""
+    topic = "persistent://public/default/ldw-async-multi"
+    ids = create_ledgers(stack, 8, pulsar_ml_metadata(topic))
+    async with ZooKeeper(stack.zookeeper_hosts) as zk:
+        store = ZooKeeperLedgerStore(zk)
+        tokens = {}
+        for lid in ids:
+            got = await store.read(lid)
+            assert got is not None
+            tokens[lid] = got[1]
+        first, stale, rest = ids[0], ids[1], ids[2:5]
+        path = await zk.ledger_path(stale)
+        data, _stat = await zk.run(zk.client.get, path)
+        await zk.run(zk.client.set, path, data)  # a concurrent writer: a new version
+
+        # Made together, they go out as one batch: one multi, refused, then single deletes.
+        answers = await asyncio.gather(
+            *(store.delete(lid, tokens[lid]) for lid in [first, stale, *rest]), return_exceptions=True
+        )
+        assert answers[0] is True and answers[2:] == [True] * len(rest)
+        assert isinstance(answers[1], LedgerMetadataChanged)
+        assert await zk.ledger_metadata_exists(stale)
+        assert not any([await zk.ledger_metadata_exists(lid) for lid in [first, *rest]])
+        assert store.deletes.batches == 1
+
+        # Without a stale one the multi itself is taken: no single delete is made.
+        singles: list[int] = []
+        single = zk.delete_ledger_metadata
+
+        async def counted(ledger_id: int, *, expected_version: int | None = None) -> bool:
+            singles.append(ledger_id)
+            return await single(ledger_id, expected_version=expected_version)
+
+        zk.delete_ledger_metadata = counted  # type: ignore[method-assign]
+        last = ids[5:]
+        before = store.deletes.batches
+        answers = await asyncio.gather(*(store.delete(lid, tokens[lid]) for lid in last))
+        assert answers == [True] * len(last)
+        assert store.deletes.batches == before + 1 and singles == []
+        assert not any([await zk.ledger_metadata_exists(lid) for lid in last])
+        got = await store.read(stale)
+        assert got is not None and await store.delete(stale, got[1]) is True

@@ -32,6 +32,10 @@ def test_issue_panels_are_present() -> None:
         "bookie_ledgers_count",  # ... beside the bookies' ledger counts ...
         "bookie_ledger_dir_.+_usage",  # ... and disk use ...
         "ledger_deletion_audit_orphan_bytes",  # ... and the orphan bytes the last audit found
+        "bookie_ACTIVE_ENTRY_LOG_SPACE_BYTES",  # the bookies' entry logs (BookKeeper's GarbageCollectorStats) ...
+        "ledger_deletion_freed_bytes_total",  # ... our deleted bytes beside what the bookies reclaimed:
+        "bookie_RECLAIMED_DELETION_SPACE_BYTES",
+        "bookie_RECLAIMED_COMPACTION_SPACE_BYTES",
         "ledger_deletion_topic_oldest_backlog_age_seconds",
         "ledger_deletion_nightly_last_success_timestamp_seconds",
         "ledger_deletion_end_to_end_seconds_bucket",

@@ -3,6 +3,7 @@ settle table. The integration tests drive the same function through the real sta
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 from hypothesis import given, settings
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from worker.broker.snapshot_cache import LiveSet
 from worker.core.backoff import Backoff
+from worker.core.bucket_in_use import BUCKET_KEY_PREFIX, CursorRecord, bucket_ledgers
 from worker.core.decision import FINAL, Facts, Outcome, Result, Route, Rules, decide
 from worker.core.live_set import TopicGone
 from worker.core.stored import Missing, Refused, StoredLedger, StoredObjects
@@ -38,6 +40,12 @@ CUSTOMS = [
     {**ML_CM, "pulsar/managed-ledger": "t/ns/persistent/y"},
     {"application": "pulsar", "component": "schema", "pulsar/schemaId": "t/ns/x"},
     {"application": "pulsar", "component": "compacted-ledger", "pulsar/compactedTopic": TOPIC},
+    {
+        "application": "pulsar",
+        "component": "delayed-index-bucket",
+        "pulsar/delayedIndexTopic": TOPIC,
+        "pulsar/delayedIndexCursor": "sub",
+    },
     {"application": "other"},
     {},
 ]
@@ -63,7 +71,9 @@ def ledger_info(component: LedgerComponent, lid: int = 7) -> PendingDeleteLedger
         component,
         LedgerType.LEDGER,
         lid,
-        cursor_name="sub" if component is LedgerComponent.MANAGED_CURSOR else None,
+        cursor_name="sub"
+        if component in (LedgerComponent.MANAGED_CURSOR, LedgerComponent.DELAYED_INDEX_BUCKET)
+        else None,
         schema_id="t/ns/x" if component is LedgerComponent.SCHEMA_STORAGE else None,
     )
 
@@ -217,6 +227,7 @@ def bookkeeper_cases(draw: st.DrawFn) -> tuple[PendingDeleteLedgerInfo, Facts]:
             compacted=draw(st.none() | ids),
             offloaded=draw(id_sets),
         )
+        snap = dataclasses.replace(snap, cursor_names=draw(st.frozensets(st.sampled_from(["sub", "other"]))))
     s = draw(st.sampled_from(["missing", "refused", "stored"]))
     if s == "missing":
         fact: Missing | Refused | StoredLedger = Missing()
@@ -240,7 +251,13 @@ def bookkeeper_cases(draw: st.DrawFn) -> tuple[PendingDeleteLedgerInfo, Facts]:
             st.none() | st.integers(min_value=NOW - 2 * RULES.offload_deletion_lag_ms, max_value=NOW),
         )
     )
-    return info, Facts(snap, fact, schema_registry=draw(st.none() | id_sets), offload=offload)
+    bucket_props = st.dictionaries(
+        st.sampled_from([f"{BUCKET_KEY_PREFIX}_1_2", f"{BUCKET_KEY_PREFIX}_3_4"]), ids.map(str)
+    )
+    bucket_cursor = draw(st.none() | st.builds(CursorRecord, st.none() | bucket_props))
+    return info, Facts(
+        snap, fact, schema_registry=draw(st.none() | id_sets), offload=offload, bucket_cursor=bucket_cursor
+    )
 
 
 @settings(max_examples=3000, deadline=None)
@@ -266,6 +283,11 @@ def test_bookkeeper_decisions_are_safe(case: tuple[PendingDeleteLedgerInfo, Fact
     assert md.ctime_ms is not None and NOW - md.ctime_ms >= RULES.min_ledger_age_ms, "a young ledger was deleted"
     if info.ledger_component is LedgerComponent.SCHEMA_STORAGE:
         assert info.ledger_id not in (facts.schema_registry or ()), "a schema ledger the registry lists was deleted"
+    if info.ledger_component is LedgerComponent.DELAYED_INDEX_BUCKET and isinstance(facts.live, LiveSet):
+        c = facts.bucket_cursor
+        assert c is not None, "a bucket ledger was deleted without reading its cursor"
+        assert info.ledger_id not in bucket_ledgers(c.properties or {}), "a bucket its cursor names was deleted"
+        assert "sub" not in facts.live.cursor_names, "a bucket of a live subscription was deleted"
     if not isinstance(facts.live, TopicGone):
         snap = facts.live
         if snap.references(info.ledger_id):

@@ -66,6 +66,15 @@ def pulsar_metadata(topic: TopicName, component: LedgerComponent, cursor: str = 
             return {**base, "component": "schema", "pulsar/schemaId": topic.schema_name}
         case LedgerComponent.COMPACTED_LEDGER:
             return {**base, "component": "compacted-ledger", "pulsar/compactedTopic": str(topic)}
+        case LedgerComponent.DELAYED_INDEX_BUCKET:
+            # The full topic name and the subscription name, neither encoded (buildMetadataForDelayedIndexBucket).
+            return {
+                **base,
+                "component": "delayed-index-bucket",
+                "pulsar/delayedIndexBucketKey": "#pulsar.internal.delayed.bucket_1_2",
+                "pulsar/delayedIndexTopic": str(topic),
+                "pulsar/delayedIndexCursor": cursor,
+            }
     raise AssertionError(component)
 
 

@@ -77,7 +77,8 @@ def infos(draw: st.DrawFn) -> PendingDeleteLedgerInfo:
     component = draw(st.sampled_from(list(LedgerComponent)))
     ledger_type = draw(st.sampled_from(list(LedgerType)))
     nonempty = text.filter(bool)
-    cursor = draw(nonempty) if component is LedgerComponent.MANAGED_CURSOR else draw(st.none() | text)
+    needs_cursor = component in (LedgerComponent.MANAGED_CURSOR, LedgerComponent.DELAYED_INDEX_BUCKET)
+    cursor = draw(nonempty) if needs_cursor else draw(st.none() | text)
     schema = draw(nonempty) if component is LedgerComponent.SCHEMA_STORAGE else draw(st.none() | text)
     oc = draw(offload_contexts) if ledger_type is LedgerType.OFFLOAD_LEDGER else draw(st.none() | offload_contexts)
     return PendingDeleteLedgerInfo(
@@ -159,6 +160,7 @@ def test_garbage_is_invalid(data: bytes) -> None:
         {"ledgerId": -1},
         {"ledgerComponent": "MANAGED_CURSOR"},  # no cursorName
         {"ledgerComponent": "MANAGED_CURSOR", "cursorName": ""},
+        {"ledgerComponent": "DELAYED_INDEX_BUCKET"},  # no cursorName
         {"ledgerComponent": "SCHEMA_STORAGE"},  # no schemaId
         {"ledgerComponent": "SCHEMA_STORAGE", "schemaId": ""},
         {"ledgerType": "OFFLOAD_LEDGER"},  # no offloadContext

@@ -289,6 +289,29 @@ class BookieClient:
             return False
         raise BackendError("bookie", f"DELETE ledger {ledger_id} answered {status}: {text}", status)
 
+    async def trigger_gc(self) -> dict[str, str]:
+        """Ask every configured bookie for one garbage collection: ``PUT /api/v1/bookie/gc`` with no body
+        (BookKeeper's TriggerGCService: ``forceGC()`` with the bookie's own compaction flags; it answers 200
+        at once and collects in the background, and a bookie already collecting ignores it). Each endpoint
+        is proven a bookie of our cluster first. Returns each endpoint's outcome: the HTTP status, or
+        ``unreachable`` / ``foreign`` / ``error``. One call per bookie, never repeated here."""
+        out: dict[str, str] = {}
+        for ep in self.endpoints:
+            try:
+                if not ep.verified and not await self._verify(ep):
+                    out[ep.url] = "unreachable"
+                    continue
+                async with self.session.put(f"{ep.url}/api/v1/bookie/gc") as r:
+                    out[ep.url] = str(r.status)
+            except BookieNotInCluster:
+                out[ep.url] = "foreign"
+            except aiohttp.ClientConnectorError:
+                out[ep.url] = "unreachable"
+            except (aiohttp.ClientError, TimeoutError):
+                out[ep.url] = "error"
+            self._note(ep, "gc", out[ep.url])
+        return out
+
     async def heartbeat(self) -> bool:
         """True when every configured bookie answers its heartbeat."""
         for ep in self.endpoints:

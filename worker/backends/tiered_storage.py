@@ -30,6 +30,7 @@ from aiobotocore.config import AioConfig
 from aiobotocore.session import get_session
 from botocore.exceptions import BotoCoreError, ClientError
 
+from worker.backends.group_commit import Commit, GroupCommits
 from worker.core.stored import Missing, Refused, Stored, StoredObjects
 from worker.core.verification import offload_keys, resolve_filesystem_path, resolve_s3_target
 from worker.errors import BackendError, StartupRefused
@@ -54,6 +55,10 @@ def _error_code(e: ClientError) -> str:
 _NOT_FOUND = frozenset({"404", "NoSuchKey", "NotFound", "NoSuchBucket"})
 
 
+# Keys per DeleteObjects request (S3's limit); an offloaded copy is two objects (data and index).
+DELETE_OBJECTS_MAX = 1000
+
+
 class TieredStorage:
     def __init__(self, settings: OffloadSettings, metrics: Metrics | None = None) -> None:
         self.settings = settings
@@ -62,6 +67,9 @@ class TieredStorage:
         self._clients: dict[tuple[str, str, str], Any] = {}
         # The base path's device at start: an unmount leaves the (empty) mount point, on another device.
         self._fs_device: int | None = None
+        self._deletes: GroupCommits[tuple[S3Target, tuple[str, ...]], None] = GroupCommits(
+            self._delete_objects, max_batch=DELETE_OBJECTS_MAX // 2
+        )
 
     async def __aenter__(self) -> TieredStorage:
         session = get_session()
@@ -69,6 +77,8 @@ class TieredStorage:
             connect_timeout=min(10.0, self.settings.request_timeout_s),
             read_timeout=self.settings.request_timeout_s,
             retries={"max_attempts": 2, "mode": "standard"},
+            # Every message in flight HEADs two objects at once; botocore's default pool (10) would queue them.
+            max_pool_connections=64,
         )
         for t in self.settings.s3_targets:
             client = await self._stack.enter_async_context(
@@ -181,17 +191,22 @@ class TieredStorage:
         client = self._clients[_target_key(target)]
         present: list[str] = []
         metadata: list[dict[str, str]] = []
-        for key in offload_keys(ctx, info.ledger_id):
-            md = await self._head(client, target.bucket, key)
-            if md is not None:
+        sizes: list[int | None] = []
+        keys = offload_keys(ctx, info.ledger_id)
+        heads = await asyncio.gather(*(self._head(client, target.bucket, key) for key in keys))
+        for key, head in zip(keys, heads, strict=True):
+            if head is not None:
                 present.append(key)
-                metadata.append(md)
+                metadata.append(head[0])
+                sizes.append(head[1])
         if not present:
             await self._confirm_bucket(client, target)
             return Missing()
-        return StoredObjects("s3", (target, present), tuple(metadata))
+        size = None if None in sizes else sum(s for s in sizes if s is not None)
+        return StoredObjects("s3", (target, present), tuple(metadata), size)
 
-    async def _head(self, client: Any, bucket: str, key: str) -> dict[str, str] | None:
+    async def _head(self, client: Any, bucket: str, key: str) -> tuple[dict[str, str], int | None] | None:
+        """The object's user metadata and size (Content-Length), or None when it is not there."""
         try:
             r = await client.head_object(Bucket=bucket, Key=key)
         except ClientError as e:
@@ -206,7 +221,8 @@ class TieredStorage:
             self._count("head", "error")
             raise BackendError("s3", f"HEAD {bucket}/{key}: {type(e).__name__}: {e}") from e
         self._count("head", "ok")
-        return dict(r.get("Metadata") or {})
+        length = r.get("ContentLength")
+        return dict(r.get("Metadata") or {}), length if isinstance(length, int) and length >= 0 else None
 
     async def delete(self, state: StoredObjects) -> None:
         if state.kind == "filesystem":
@@ -219,19 +235,33 @@ class TieredStorage:
                 raise BackendError("filesystem", f"remove {path}: {e}") from e
             return
         target, keys = state.locator
-        client = self._clients[_target_key(target)]
-        try:
-            r = await client.delete_objects(
-                Bucket=target.bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
-            )
-        except (TimeoutError, ClientError, BotoCoreError, OSError) as e:
-            self._count("delete", "error")
-            raise BackendError("s3", f"DeleteObjects {target.bucket} {keys}: {type(e).__name__}: {e}") from e
-        errors = [e for e in r.get("Errors", []) if e.get("Code") not in ("NoSuchKey", "404")]
-        if errors:
-            self._count("delete", "error")
-            raise BackendError("s3", f"DeleteObjects {target.bucket}: {errors}")
-        self._count("delete", "ok")
+        # Copies of other messages being deleted from the same bucket at the same time go in the same
+        # DeleteObjects request (``GroupCommit``); each message still hears only about its own keys.
+        await self._deletes[_target_key(target)].submit((target, tuple(keys)))
+
+    def _delete_objects(self, _key: object) -> Commit[tuple[S3Target, tuple[str, ...]], None]:
+        async def commit(copies: list[tuple[S3Target, tuple[str, ...]]]) -> list[BaseException | None]:
+            target = copies[0][0]
+            client = self._clients[_target_key(target)]
+            keys = [k for _, ks in copies for k in ks]
+            try:
+                r = await client.delete_objects(
+                    Bucket=target.bucket, Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True}
+                )
+            except (TimeoutError, ClientError, BotoCoreError, OSError) as e:
+                self._count("delete", "error")
+                raise BackendError("s3", f"DeleteObjects {target.bucket} {keys}: {type(e).__name__}: {e}") from e
+            failed = {
+                str(e.get("Key")): e for e in r.get("Errors", []) if e.get("Code") not in ("NoSuchKey", "404")
+            }
+            self._count("delete", "error" if failed else "ok")
+            answers: list[BaseException | None] = []
+            for _, ks in copies:
+                errors = [failed[k] for k in ks if k in failed]
+                answers.append(BackendError("s3", f"DeleteObjects {target.bucket}: {errors}") if errors else None)
+            return answers
+
+        return commit
 
     async def _inspect_fs(self, info: PendingDeleteLedgerInfo) -> Stored:
         base = self.settings.filesystem_base_path
@@ -247,9 +277,28 @@ class TieredStorage:
             raise BackendError("filesystem", f"stat {path}: {e}") from e
         # The path is built from the announced topic's managed-ledger name: the location is the proof.
         if exists:
-            return StoredObjects("filesystem", path, None)
+            return StoredObjects("filesystem", path, None, await asyncio.to_thread(_tree_size, path))
         await self._confirm_base(base)
         return Missing()
+
+
+def _tree_size(path: Path) -> int | None:
+    """The bytes of the files under the filesystem copy's directory (Hadoop's MapFile: data and index);
+    None when they cannot all be read: the size is reported, never guessed."""
+    try:
+        if not path.is_dir():
+            return path.lstat().st_size
+        total = 0
+        for root, _dirs, files in os.walk(path, onerror=_raise):
+            for name in files:
+                total += os.lstat(os.path.join(root, name)).st_size
+        return total
+    except OSError:
+        return None
+
+
+def _raise(e: OSError) -> None:
+    raise e
 
 
 async def check_offload_targets(settings: OffloadSettings) -> None:

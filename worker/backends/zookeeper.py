@@ -39,7 +39,9 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
 
+from worker.backends.fresh_reads import FreshReads
 from worker.backends.kazoo_handler import kazoo_client
+from worker.backends.loop_handoff import LoopHandoff
 from worker.errors import BackendError
 from worker.formats.managed_ledger_metadata import (
     ManagedCursorInfo,
@@ -130,6 +132,8 @@ class ZooKeeper:
         # "/" (a chroot at BookKeeper's root) becomes "": every path below is built as root + "/...".
         self.ledgers_root = ledgers_root.rstrip("/")
         self.client = kazoo_client(hosts, timeout_s)
+        self._handoff: LoopHandoff | None = None
+        self._fresh_exists: FreshReads[ZnodeStat | None] = FreshReads()
         self._ledger_path: Callable[[int, str], str] | None = None
         separate = bool(bookkeeper_hosts) and bookkeeper_hosts != hosts
         # The key that names BookKeeper's store in error messages.
@@ -196,34 +200,37 @@ class ZooKeeper:
         """Run a kazoo ``*_async`` method; NoNode/BadVersion/NodeExists/NotEmpty propagate as themselves,
         everything else (connection loss, session expiry, timeout) becomes BackendError.
 
-        No thread per call: kazoo completes its IAsyncResult on its own callback thread, and ``rawlink``
-        hands the result to this loop (``call_soon_threadsafe``). A thread hop per call through the default
-        executor was the ZooKeeper route's main cost (the profile in the perf note)."""
+        No thread per call: kazoo completes its IAsyncResult on its own callback thread, and the answers
+        reach this loop through one :class:`LoopHandoff` (one wake-up for a burst of answers). A thread hop
+        per call through the default executor, then a wake-up per answer, were the ZooKeeper route's main
+        costs (docs/benchmarks.md). The timeout is a timer on the future, not a ``wait_for`` task per call."""
         loop = asyncio.get_running_loop()
+        handoff = self._handoff
+        if handoff is None or handoff.loop is not loop:
+            handoff = self._handoff = LoopHandoff(loop)
         fut: asyncio.Future[Any] = loop.create_future()
 
         def settle(result: Any) -> None:  # on the loop
             if fut.done():
-                return  # timed out (cancelled) already: the answer has nobody to go to
+                return  # timed out or cancelled already: the answer has nobody to go to
             exc = result.exception
             if exc is not None:
                 fut.set_exception(exc)
             else:
                 fut.set_result(result.value)
 
-        def completed(result: Any) -> None:  # on kazoo's callback thread
-            with contextlib.suppress(RuntimeError):  # the loop closed while the call was in flight
-                loop.call_soon_threadsafe(settle, result)
-
+        timer = loop.call_later(self.timeout_s, _expire, fut)
         try:
-            method(*args, **kwargs).rawlink(completed)
-            return await asyncio.wait_for(fut, self.timeout_s)
+            method(*args, **kwargs).rawlink(functools.partial(handoff.call, settle))
+            return await fut
         except _SEMANTIC:
             raise
         except TimeoutError as e:
             raise BackendError("zookeeper", f"no answer within {self.timeout_s}s") from e
         except (KazooTimeoutError, KazooException) as e:
             raise BackendError("zookeeper", f"{type(e).__name__}: {e}") from e
+        finally:
+            timer.cancel()
 
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run any blocking kazoo call in a thread with the same error mapping (for tools and tests)."""
@@ -254,7 +261,10 @@ class ZooKeeper:
     # ---- managed ledgers and schemas (the metadata store's half of "gone") ------------------------
 
     async def managed_ledger_exists(self, ml_name: str) -> bool:
-        return await self.exists(f"{MANAGED_LEDGERS_ROOT}/{ml_name}") is not None
+        """Shared by the messages of one batch that ask for the same topic (``fresh_reads``): a drained
+        gone topic's proof is one read per batch, not one per message."""
+        path = f"{MANAGED_LEDGERS_ROOT}/{ml_name}"
+        return await self._fresh_exists.read(path, lambda: self.exists(path)) is not None
 
     async def read_managed_ledger(self, topic: TopicName) -> ManagedLedgerInfo | None:
         """The topic's managed-ledger record (ledgers with their offload state), without its cursors;
@@ -309,6 +319,17 @@ class ZooKeeper:
             return parse_schema_locator(got[0])
         except MetadataFormatError as e:
             raise BackendError("zookeeper", f"schema locator {schema_id}: {e}") from e
+
+    async def cursor_properties(self, topic: TopicName, cursor: str) -> Mapping[str, str] | None:
+        """The cursor properties of ``topic``'s cursor named ``cursor`` (its znode name) as stored
+        (``ManagedCursorInfo.cursorProperties``); None when the cursor has no znode."""
+        got = await self.get(f"{managed_ledger_path(topic)}/{cursor}")
+        if got is None:
+            return None
+        try:
+            return parse_managed_cursor_info(got[0]).cursor_properties
+        except MetadataFormatError as e:
+            raise BackendError("zookeeper", f"cursor {cursor} of {topic}: {e}") from e
 
     async def read_topic(self, topic: TopicName) -> TopicMetadata | None:
         """The topic's managed-ledger metadata with its cursors; None when the topic has no znode."""
@@ -382,6 +403,23 @@ class ZooKeeper:
         except BadVersionError as e:
             raise LedgerMetadataChanged(ledger_id) from e
         return True
+
+    async def delete_ledgers_metadata_together(self, versions: list[tuple[int, int]]) -> bool:
+        """Delete the metadata znodes of several ledgers, each at the version that was verified, in one
+        ZooKeeper multi: all or none. False when the multi was refused (one znode gone or changed since
+        it was read); the caller then deletes them one by one, so that one stale ledger never holds
+        back the others."""
+        bk = self.bookkeeper
+        tx = bk.client.transaction()
+        for ledger_id, version in versions:
+            tx.delete(await self.ledger_path(ledger_id), version)
+        results = await bk._call(tx.commit_async)
+        return all(r is True for r in results)
+
+
+def _expire(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError())
 
 
 @contextlib.asynccontextmanager

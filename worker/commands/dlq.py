@@ -4,6 +4,11 @@ Reads the DLQ from the earliest message with a Reader, which acknowledges nothin
 subscription. Each message shows its ledger, topic, the reason and last error recorded by the worker
 and the number of attempts (``RECONSUMETIMES``). A message the nightly replay has already acknowledged
 on its subscription is "replayed" and hidden unless --all.
+
+BYTES is what deleting the message's copy would free, read as the worker reads it before a delete: a
+ledger's length from BookKeeper's metadata store (``zookeeper.hosts``), an offloaded copy's object sizes;
+0 when storage holds nothing of it any more, "unknown" when storage does not record it (a ledger never
+closed) or cannot be read. The total counts each copy once.
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ def handle_list(args: argparse.Namespace, settings: Settings) -> int:
     if args.limit < 1:
         print("ledger-deletion-worker dlq list: --limit must be >= 1", file=sys.stderr)
         return 2
-    from worker.operations.queue_status import list_dead_letters
+    from worker.core.freed_bytes import human_bytes
+    from worker.operations.queue_status import list_dead_letters, would_free
 
     try:
         letters = asyncio.run(list_dead_letters(settings, limit=args.limit, include_replayed=args.all))
@@ -51,7 +57,7 @@ def handle_list(args: argparse.Namespace, settings: Settings) -> int:
         for d in letters:
             print(json.dumps(asdict(d), sort_keys=True))
         return 0
-    header = ("LEDGER", "TYPE", "TOPIC", "REASON", "ATTEMPTS", "STATE", "LAST ERROR")
+    header = ("LEDGER", "TYPE", "TOPIC", "REASON", "ATTEMPTS", "STATE", "BYTES", "LAST ERROR")
     rows = [
         (
             str(d.ledger_id) if d.ledger_id is not None else "?",
@@ -60,6 +66,7 @@ def handle_list(args: argparse.Namespace, settings: Settings) -> int:
             d.reason,
             str(d.attempts) if d.attempts is not None else "?",
             d.state,
+            human_bytes(d.bytes) if d.decode_error is None else "",
             d.last_error.replace("\n", " ")[:120],
         )
         for d in letters
@@ -68,4 +75,8 @@ def handle_list(args: argparse.Namespace, settings: Settings) -> int:
     for r in [header, *rows]:
         print("  ".join(v.ljust(widths[i]) for i, v in enumerate(r)).rstrip())
     print(f"\n{len(letters)} dead letters on {settings.topics.dlq}" + ("" if args.all else " (parked)"))
+    # Each copy once: a ledger dead-lettered twice frees its bytes once.
+    q = would_free(letters)
+    unknown = f"; {q.unknown} of unknown size" if q.unknown else ""
+    print(f"would free {human_bytes(q.bytes)} ({q.bytes} bytes) over {q.copies} copies{unknown}")
     return 0

@@ -93,12 +93,14 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     owned = False
     failed = True
     rows: dict[str, int] = {}
+    freed: int | None = None
     try:
         owned = not spark_running()
         spark = session(args.master, "ledger-deletion-replay")
         summary = replay(spark, settings, opts)
         print(summary.table())
         rows = {nm_outcome(o): n for o, n in summary.rows.items()}
+        freed = None if opts.dry_run else summary.freed_bytes
         failed = False
         return 0
     except Exception as e:
@@ -108,7 +110,9 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         if spark is not None and owned:
             spark.stop()
         if gateway:
-            reg = nm.run_registry(failed=failed, duration_s=time.monotonic() - t0, rows=None if failed else rows)
+            reg = nm.run_registry(
+                failed=failed, duration_s=time.monotonic() - t0, rows=None if failed else rows, freed_bytes=freed
+            )
             try:
                 nm.push(gateway, nm.JOB_REPLAY, reg)
             except OSError as e:

@@ -69,7 +69,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
         "--component",
         required=True,
         type=_enum_arg(LedgerComponent),  # type: ignore[arg-type]
-        help="MANAGED_LEDGER | MANAGED_CURSOR | SCHEMA_STORAGE | COMPACTED_LEDGER",
+        help="MANAGED_LEDGER | MANAGED_CURSOR | SCHEMA_STORAGE | COMPACTED_LEDGER | DELAYED_INDEX_BUCKET",
     )
     p.add_argument(
         "--type",
@@ -78,7 +78,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
         type=_enum_arg(LedgerType),  # type: ignore[arg-type]
         help="LEDGER (BookKeeper, default) | OFFLOAD_LEDGER (tiered storage copy)",
     )
-    p.add_argument("--cursor", help="cursor (subscription) name; required for MANAGED_CURSOR")
+    p.add_argument(
+        "--cursor",
+        help="MANAGED_CURSOR: the cursor's name (URL-encoded, as its ledger's pulsar/cursor);"
+        " DELAYED_INDEX_BUCKET: the subscription's name (as its ledger's pulsar/delayedIndexCursor); required for both",
+    )
     p.add_argument(
         "--schema-id",
         help="schema id tenant/ns/topic (the base topic's local name URL-encoded, as Pulsar keys it);"
@@ -103,8 +107,8 @@ def build_info(args: argparse.Namespace) -> PendingDeleteLedgerInfo:
     """The message the arguments describe; InvalidMessage with a readable reason otherwise."""
     component: LedgerComponent = args.component
     ledger_type: LedgerType = args.ledger_type
-    if args.cursor and component is not LedgerComponent.MANAGED_CURSOR:
-        raise InvalidMessage("--cursor only goes with --component MANAGED_CURSOR")
+    if args.cursor and component not in (LedgerComponent.MANAGED_CURSOR, LedgerComponent.DELAYED_INDEX_BUCKET):
+        raise InvalidMessage("--cursor only goes with --component MANAGED_CURSOR or DELAYED_INDEX_BUCKET")
     if args.schema_id and component is not LedgerComponent.SCHEMA_STORAGE:
         raise InvalidMessage("--schema-id only goes with --component SCHEMA_STORAGE")
     offload = None

@@ -11,6 +11,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from worker.core.bucket_in_use import CursorRecord, bucket_hold, cursor_znode_name
+from worker.core.freed_bytes import freed_bytes
 from worker.core.live_set import Hold, LiveSet, Snapshot, ledger_hold
 from worker.core.offload_in_use import bookkeeper_copy_released, offloaded_copy_use
 from worker.core.schema_in_use import schema_ledger_hold
@@ -47,6 +49,10 @@ class Result:
     route: Route = Route.NONE
     reason: str = ""
     stage: str = ""
+    # DELETED only: the bytes this deletion frees (``worker.core.freed_bytes``), None when storage did
+    # not record them. The one source of every per-deletion byte count (the freed-bytes counter, the
+    # nightly replay's report): an already-gone ledger freed nothing here, whoever deleted it.
+    freed_bytes: int | None = None
 
     @property
     def final(self) -> bool:
@@ -64,6 +70,9 @@ class Facts:
     schema_registry: frozenset[int] | None = None
     # What the topic's managed-ledger metadata records about the offload of this ledger (None: nothing).
     offload: OffloadInfo | None = None
+    # A delayed-delivery bucket ledger's subscription as the metadata store holds it (None: not read, which
+    # holds the ledger): ``worker.core.bucket_in_use``.
+    bucket_cursor: CursorRecord | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,11 +119,14 @@ def decide(info: PendingDeleteLedgerInfo, facts: Facts, *, now_ms: int, rules: R
         held = _schema_held(info, facts)
         if held is not None:
             return Result(Outcome.IN_USE, route, held)
+        held = _bucket_held(info, facts)
+        if held is not None:
+            return Result(Outcome.IN_USE, route, held)
         if v.verdict is Verdict.OPEN:
             return Result(Outcome.IN_USE, route, v.reason)
         if v.verdict is Verdict.TOO_YOUNG:
             return Result(Outcome.TOO_YOUNG, route, v.reason)
-        return Result(Outcome.DELETED, route)
+        return Result(Outcome.DELETED, route, freed_bytes=freed_bytes(stored))
 
     assert isinstance(stored, StoredObjects)
     for md in stored.user_metadata or ():
@@ -123,7 +135,7 @@ def decide(info: PendingDeleteLedgerInfo, facts: Facts, *, now_ms: int, rules: R
             return Result(Outcome.REJECTED, route, v.reason)
     if isinstance(live, LiveSet) and _offloaded_copy_in_use(info, live, facts.offload):
         return Result(Outcome.IN_USE, route, "its ledger is listed with this offload")
-    return Result(Outcome.DELETED, route)
+    return Result(Outcome.DELETED, route, freed_bytes=freed_bytes(stored))
 
 
 def _bookkeeper_copy_hold(
@@ -155,3 +167,12 @@ def _schema_held(info: PendingDeleteLedgerInfo, facts: Facts) -> str | None:
         return None
     live = facts.live.schema_ledgers if isinstance(facts.live, LiveSet) else frozenset()
     return schema_ledger_hold(info.ledger_id, registry=facts.schema_registry, live=live)
+
+
+def _bucket_held(info: PendingDeleteLedgerInfo, facts: Facts) -> str | None:
+    """A bucket ledger of a live topic: held while its cursor names it or its subscription is live."""
+    if info.ledger_component is not LedgerComponent.DELAYED_INDEX_BUCKET or not isinstance(facts.live, LiveSet):
+        return None
+    subscription_live = cursor_znode_name(info.cursor_name or "") in facts.live.cursor_names
+    hold = bucket_hold(info.ledger_id, facts.bucket_cursor, subscription_live=subscription_live)
+    return None if hold is None else hold.value

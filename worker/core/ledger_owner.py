@@ -4,14 +4,17 @@ the nightly audit).
 
 Pulsar's keys (``LedgerMetadataUtils``): ``application=pulsar``; ``component`` is ``managed-ledger``
 (+ ``pulsar/managed-ledger``, + ``pulsar/cursor`` on a cursor's ledger), ``schema`` (+ ``pulsar/schemaId``)
-or ``compacted-ledger`` (+ ``pulsar/compactedTopic``). The names are not all written alike (checked on a
+``compacted-ledger`` (+ ``pulsar/compactedTopic``) or ``delayed-index-bucket`` (+ ``pulsar/delayedIndexTopic``,
+``pulsar/delayedIndexCursor``, ``pulsar/delayedIndexBucketKey``). The names are not all written alike (checked on a
 Pulsar 4.0.8 topic named ``h11 enc:x~é*``):
 
 - ``pulsar/managed-ledger`` is the managed ledger's name, ``TopicName.getPersistenceNamingEncoding``:
   ``tenant/ns/persistent/<local name through java.net.URLEncoder>`` (``h11+enc%3Ax%7E%C3%A9*``);
 - ``pulsar/schemaId`` is ``TopicName.getSchemaName``: ``tenant/ns/<encoded local name of the partitioned
   base>``, encoded the same way;
-- ``pulsar/compactedTopic`` is the full topic name as the compactor's reader names it, not encoded.
+- ``pulsar/compactedTopic`` is the full topic name as the compactor's reader names it, not encoded;
+- ``pulsar/delayedIndexTopic`` is the full topic name (a partition's own), not encoded, and
+  ``pulsar/delayedIndexCursor`` the subscription name, decoded (``Codec.decode`` of the cursor's name).
 
 An encoded name is accepted only when it is exactly the encoding of the name it decodes to (the round
 trip), so an owner parsed here and a name a message carries compare equal exactly when Pulsar would have
@@ -106,6 +109,15 @@ def owner_of(custom_metadata: Mapping[str, str]) -> Owner | None:
         if not ct:
             raise Unmapped("compacted ledger without pulsar/compactedTopic", kind, "topic_mismatch")
         return Owner(kind, _parse(TopicName.parse, ct, kind, "topic_mismatch"))
+    if component == "delayed-index-bucket":
+        kind = LedgerComponent.DELAYED_INDEX_BUCKET
+        topic_name = cm.get("pulsar/delayedIndexTopic")
+        if not topic_name:
+            raise Unmapped("bucket ledger without pulsar/delayedIndexTopic", kind, "topic_mismatch")
+        subscription = cm.get("pulsar/delayedIndexCursor")
+        if not subscription:
+            raise Unmapped("bucket ledger without pulsar/delayedIndexCursor", kind, "cursor_mismatch")
+        return Owner(kind, _parse(TopicName.parse, topic_name, kind, "topic_mismatch"), cursor=subscription)
     raise Unmapped(f"unknown component {component!r}", None, "component_mismatch")
 
 

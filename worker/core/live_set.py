@@ -84,6 +84,10 @@ class LiveSet:
     # None: the topic has no ``__compaction`` cursor. Otherwise compacted ledgers above this id may be
     # a compaction's output not committed yet (-1: the topic compacts but names no compacted ledger).
     compaction_floor: int | None = None
+    # Every cursor the owner has open (``cursors``' names, with or without a ledger; non-durable ones too):
+    # a subscription's delayed-delivery buckets may be referenced from its memory only
+    # (``worker.core.bucket_in_use``). A base name's union prefixes each with its partition.
+    cursor_names: frozenset[str] = field(default=frozenset())
 
     @property
     def compacted_ledgers(self) -> frozenset[int]:
@@ -147,6 +151,7 @@ class LiveSet:
             now,
             other_compacted=frozenset(named - {newest}) if newest is not None else frozenset(),
             compaction_floor=floor,
+            cursor_names=frozenset(str(name) for name in raw_cursors),
         )
 
     @classmethod
@@ -172,6 +177,7 @@ class LiveSet:
             other_compacted=frozenset().union(*(p.compacted_ledgers for p in parts)),
             # Per partition floors do not survive a union: the lowest holds for all (the safe side).
             compaction_floor=min(floors) if floors else None,
+            cursor_names=frozenset(f"{p.topic.local_name}/{name}" for p in parts for name in p.cursor_names),
         )
 
 

@@ -28,6 +28,9 @@ class StoredObjects:
     kind: str  # "s3" | "filesystem"
     locator: Any
     user_metadata: tuple[Mapping[str, str], ...] | None
+    # The objects' sizes summed (S3 HEAD Content-Length, the files under the filesystem copy's
+    # directory): what deleting them frees (``worker.core.freed_bytes``); None when storage did not say.
+    size_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

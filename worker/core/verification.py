@@ -75,7 +75,9 @@ def _identity(info: PendingDeleteLedgerInfo, md: LedgerMetadata) -> Verification
         case _:
             if owner.topic != topic:
                 return Verification.reject("topic_mismatch")
-            if owner.component is LedgerComponent.MANAGED_CURSOR and owner.cursor != info.cursor_name:
+            # A cursor's ledger, a subscription's bucket: the owning cursor must be the message's too.
+            owned_by_cursor = (LedgerComponent.MANAGED_CURSOR, LedgerComponent.DELAYED_INDEX_BUCKET)
+            if owner.component in owned_by_cursor and owner.cursor != info.cursor_name:
                 return Verification.reject("cursor_mismatch")
     return Verification.ok()
 

@@ -17,13 +17,15 @@ import time
 from typing import Any
 
 import pulsar
-import pulsar.asyncio as pulsar_asyncio
 
+from worker.backends.fresh_reads import received_at
 from worker.broker.admin import PulsarAdmin
 from worker.broker.client import async_client, close_client
+from worker.broker.handoff_consumer import HandoffConsumer
 from worker.broker.preflight import check_admin, check_pulsar_store, check_queue_policies, refused_as
 from worker.broker.topology import TopologyNotPermitted, ensure_topology
 from worker.daemon import http_server
+from worker.daemon.bookie_gc import open_bookie_gc
 from worker.daemon.decider import open_decider
 from worker.daemon.pipeline import Pipeline
 from worker.daemon.settlement import Settler
@@ -35,6 +37,15 @@ from worker.settings import Settings
 
 log = get_logger()
 
+# How long a batch receive waits for a batch to fill: the latency a message can gain when the queue is
+# nearly idle (under a backlog the batch is full at once), and how often an idle worker wakes.
+BATCH_WAIT_MS = 20
+
+
+def batch_size(max_inflight: int) -> int:
+    """Half of ``max_inflight``: the next batch is received while the previous one settles."""
+    return max(1, max_inflight // 2)
+
 
 class Daemon:
     def __init__(self, settings: Settings, metrics: Metrics | None = None) -> None:
@@ -43,12 +54,14 @@ class Daemon:
         self.stopping = asyncio.Event()
         self.ready = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._room = asyncio.Event()  # set when an in-flight message settles (or on stop)
         self._partitioned: dict[str, bool] = {}
 
     def request_stop(self) -> None:
         if not self.stopping.is_set():
             log.info("stop requested: draining in-flight messages")
             self.stopping.set()
+            self._room.set()
 
     async def run(self) -> int:
         s = self.settings
@@ -85,14 +98,22 @@ class Daemon:
                 dlq_producer = await client.create_producer(s.topics.dlq, batching_enabled=False)
             stack.push_async_callback(dlq_producer.close)
             with refused_as(s.pulsar, f"consume {s.topics.pending} and {s.topics.retry}"):
-                consumer = await client.subscribe(
-                    [s.topics.pending, s.topics.retry],
-                    s.topics.subscription,
-                    consumer_type=pulsar.ConsumerType.Shared,
-                    # A small prefetch: what sits in our queue is invisible to the other replicas.
-                    receiver_queue_size=max(1, min(1000, s.worker.max_inflight)),
-                    negative_ack_redelivery_delay_ms=int(s.worker.backoff_initial_s * 1000) or 1000,
+                consumer = HandoffConsumer(
+                    await client.subscribe(
+                        [s.topics.pending, s.topics.retry],
+                        s.topics.subscription,
+                        consumer_type=pulsar.ConsumerType.Shared,
+                        # A small prefetch: what sits in our queue is invisible to the other replicas.
+                        receiver_queue_size=max(1, min(1000, s.worker.max_inflight)),
+                        negative_ack_redelivery_delay_ms=int(s.worker.backoff_initial_s * 1000) or 1000,
+                        batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(
+                            batch_size(s.worker.max_inflight), -1, BATCH_WAIT_MS
+                        ),
+                    )
                 )
+            bookie_gc = await stack.enter_async_context(
+                open_bookie_gc(s.bookkeeper, decider.metadata.registered_bookies, self.metrics)
+            )
             pipeline = Pipeline(
                 decider=decider,
                 settler=Settler(
@@ -105,6 +126,7 @@ class Daemon:
                 ),
                 settings=s.worker,
                 metrics=self.metrics,
+                on_freed=bookie_gc.freed if bookie_gc is not None else None,
             )
 
             loop = asyncio.get_running_loop()
@@ -138,33 +160,47 @@ class Daemon:
             log.info("worker stopped")
         return 0
 
-    async def _receive_loop(self, consumer: pulsar_asyncio.Consumer, pipeline: Pipeline) -> None:
-        sem = asyncio.Semaphore(self.settings.worker.max_inflight)
+    async def _receive_loop(self, consumer: HandoffConsumer, pipeline: Pipeline) -> None:
+        """Receive in batches while there is room for a whole batch under ``max_inflight``; each message is
+        then decided on its own (its own task), but the batch shares one instant (``fresh_reads``): a
+        metadata read started after it is as fresh as each message's own read, so it is made once."""
+        limit = self.settings.worker.max_inflight
+        size = batch_size(limit)
+        loop = asyncio.get_running_loop()
         while not self.stopping.is_set():
-            await sem.acquire()
+            while len(self._tasks) + size > limit and not self.stopping.is_set():
+                self._room.clear()
+                await self._room.wait()
             if self.stopping.is_set():
-                sem.release()
                 break
             try:
-                msg = await consumer.receive()
+                msgs = await consumer.receive_batch()
             except Exception as e:
-                sem.release()
                 if self.stopping.is_set():
                     break
                 log.error("receive failed", error=f"{type(e).__name__}: {e}")
                 await asyncio.sleep(1)
                 continue
             if self.stopping.is_set():
-                # Arrived while draining: not ours to process any more; unacknowledged, it is
+                # Arrived while draining: not ours to process any more; unacknowledged, they are
                 # redelivered to another consumer when this one closes.
-                sem.release()
                 break
-            task = asyncio.create_task(self._process(consumer, pipeline, msg))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            task.add_done_callback(lambda _t: sem.release())
+            if msgs:
+                self.metrics.batch_messages.observe(len(msgs))
+            token = received_at.set(loop.time())
+            try:
+                for msg in msgs:
+                    task = asyncio.create_task(self._process(consumer, pipeline, msg))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._done)
+            finally:
+                received_at.reset(token)
 
-    async def _process(self, consumer: pulsar_asyncio.Consumer, pipeline: Pipeline, msg: pulsar.Message) -> None:
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        self._room.set()
+
+    async def _process(self, consumer: HandoffConsumer, pipeline: Pipeline, msg: pulsar.Message) -> None:
         self.metrics.inflight.inc()
         try:
             await pipeline.handle(msg)

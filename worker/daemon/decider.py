@@ -27,6 +27,7 @@ from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
 from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound, open_admin
 from worker.broker.preflight import check_bookies, check_bookkeeper_store, check_pulsar_store
 from worker.broker.snapshot_cache import SnapshotCache, snapshot_cache
+from worker.core.bucket_in_use import CursorRecord, cursor_znode_name
 from worker.core.decision import Facts, Outcome, Result, Route, Rules, decide
 from worker.core.live_set import LiveSet
 from worker.core.stored import Missing, Refused
@@ -151,7 +152,9 @@ class Decider:
                 continue
             with _stage(copy.stage):
                 removed = await copy.delete(info, facts.stored)
-            return Result(Outcome.DELETED if removed else Outcome.ALREADY_GONE, res.route)
+            # The bytes are the decision's (read before the delete); a copy someone else removed first freed
+            # nothing here.
+            return res if removed else Result(Outcome.ALREADY_GONE, res.route)
         return Result(Outcome.TRANSIENT, Route.OWNER, "live state kept changing (epoch)", stage="route")
 
     async def _gather(self, info: PendingDeleteLedgerInfo, copy: StorageCopy) -> Facts:
@@ -174,7 +177,15 @@ class Decider:
                 ml = await self.metadata.read_managed_ledger(info.topic)
                 ledger = ml.ledger(info.ledger_id) if ml is not None else None
                 offload = ledger.offload if ledger is not None else None
-        return Facts(live, stored, schema_registry, offload)
+        bucket_cursor = None
+        if info.ledger_component is LedgerComponent.DELAYED_INDEX_BUCKET and isinstance(live, LiveSet):
+            # Read after the live state: a subscription the owner did not list then cannot hold an older
+            # bucket (``worker.core.bucket_in_use``). "." and ".." are no znode names (and no subscription's).
+            cursor = cursor_znode_name(info.cursor_name or "")
+            if cursor not in ("", ".", ".."):
+                with _stage("zookeeper"):
+                    bucket_cursor = CursorRecord(await self.metadata.cursor_properties(info.topic, cursor))
+        return Facts(live, stored, schema_registry, offload, bucket_cursor=bucket_cursor)
 
 
 def _offload_matters(info: PendingDeleteLedgerInfo, live: LiveSet) -> bool:

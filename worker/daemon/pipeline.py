@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pulsar
@@ -22,7 +23,7 @@ from worker.core.decision import Outcome, Result
 from worker.core.message_properties import first_seen_ms
 from worker.daemon.decider import Decider
 from worker.daemon.settlement import DeadLetterRefused, Settler, attempts_of, properties_of
-from worker.formats.message import PendingDeleteLedgerInfo
+from worker.formats.message import LedgerType, PendingDeleteLedgerInfo
 from worker.logs import get_logger
 from worker.metrics import Metrics
 from worker.settings import WorkerSettings
@@ -60,8 +61,18 @@ def retry_delay(outcome: Outcome, attempt: int, s: WorkerSettings, backoff: Back
 
 
 class Pipeline:
-    def __init__(self, *, decider: Decider, settler: Settler, settings: WorkerSettings, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        *,
+        decider: Decider,
+        settler: Settler,
+        settings: WorkerSettings,
+        metrics: Metrics,
+        on_freed: Callable[[LedgerType, int], None] | None = None,
+    ) -> None:
         self.decider = decider
+        # bookkeeper.gc_trigger_bytes: every deletion's freed bytes (worker.daemon.bookie_gc.BookieGc.freed).
+        self.on_freed = on_freed
         self.settler = settler
         self.settings = settings
         self.metrics = metrics
@@ -190,6 +201,10 @@ class Pipeline:
                 m.deleted.labels(
                     ledger_type=info.ledger_type.value, route=res.route.value, result=res.outcome.value
                 ).inc()
+                if res.freed_bytes:  # DELETED only (Result.freed_bytes): already gone freed nothing here
+                    m.freed_bytes.labels(ledger_type=info.ledger_type.value, route=res.route.value).inc(res.freed_bytes)
+                    if self.on_freed is not None:
+                        self.on_freed(info.ledger_type, res.freed_bytes)
             case Outcome.REJECTED:
                 m.rejected.labels(reason=res.reason).inc()
             case Outcome.IN_USE:

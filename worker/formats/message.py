@@ -30,7 +30,10 @@ class LedgerComponent(enum.StrEnum):
     MANAGED_CURSOR = "MANAGED_CURSOR"
     SCHEMA_STORAGE = "SCHEMA_STORAGE"
     COMPACTED_LEDGER = "COMPACTED_LEDGER"
-
+    # Not in PIP-186 either (appended, like COMPACTED_LEDGER: Avro resolves enum symbols by name, so readers
+    # of the shorter list still read every older message): a delayed-delivery bucket's snapshot ledger
+    # (``BookkeeperBucketSnapshotStorage``), owned by one subscription (``cursorName``, decoded).
+    DELAYED_INDEX_BUCKET = "DELAYED_INDEX_BUCKET"
 
 
 class LedgerType(enum.StrEnum):
@@ -185,8 +188,10 @@ def validate(info: PendingDeleteLedgerInfo) -> None:
         raise InvalidMessage(str(e)) from e
     if not isinstance(info.ledger_id, int) or not 0 <= info.ledger_id <= 2**63 - 1:
         raise InvalidMessage(f"ledgerId must be a non-negative long: {info.ledger_id!r}")
-    if info.ledger_component is LedgerComponent.MANAGED_CURSOR and not info.cursor_name:
-        raise InvalidMessage("MANAGED_CURSOR needs cursorName")
+    if info.ledger_component in (LedgerComponent.MANAGED_CURSOR, LedgerComponent.DELAYED_INDEX_BUCKET) and not (
+        info.cursor_name
+    ):
+        raise InvalidMessage(f"{info.ledger_component.value} needs cursorName")
     if info.ledger_component is LedgerComponent.SCHEMA_STORAGE and not info.schema_id:
         raise InvalidMessage("SCHEMA_STORAGE needs schemaId")
     if info.ledger_type is LedgerType.OFFLOAD_LEDGER and info.offload_context is None:

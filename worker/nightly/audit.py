@@ -28,6 +28,7 @@ from typing import Any
 
 from worker.backends.ledger_listing import MetadataListing as _Listing
 from worker.backends.ledger_listing import ledger_subtrees, read_subtrees
+from worker.core.freed_bytes import human_bytes
 from worker.formats.ledger_metadata import LedgerMetadata
 from worker.nightly.audit_objects import audit_buckets
 from worker.nightly.spark import executor_settings, one_frame, settings_on_executor
@@ -176,6 +177,11 @@ class AuditSummary:
     report_path: str = ""
     duration_s: float = 0.0
 
+    @property
+    def orphan_bytes(self) -> int:
+        """Every orphan's bytes: the ledgers' metadata lengths plus the offloaded objects' sizes."""
+        return sum(b for *_, b in self.orphans)
+
     def by_class(self) -> dict[str, tuple[int, int]]:
         out: dict[str, tuple[int, int]] = {}
         for cls, _kind, _ns, n, b in self.orphans:
@@ -189,6 +195,7 @@ class AuditSummary:
             lines.append(f"{cls:<10} {kind:<22} {ns:<28} {n:>7} {b:>12}")
         for cls, (n, b) in sorted(self.by_class().items()):
             lines.append(f"{cls:<10} {'total':<22} {'':<28} {n:>7} {b:>12}")
+        lines.append(f"\norphan bytes: {human_bytes(self.orphan_bytes)} ({self.orphan_bytes} bytes)")
         led = ", ".join(f"{k} {v}" for k, v in sorted(self.ledgers.items()))
         obj = ", ".join(f"{k} {v}" for k, v in sorted(self.objects.items())) or "none"
         lines.append(f"\nrun {self.run_id}: ledgers: {led}; offloaded object sets: {obj}; report {self.report_path}")

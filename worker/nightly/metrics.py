@@ -26,6 +26,8 @@ LAST_RUN = "ledger_deletion_nightly_last_run_timestamp_seconds"  # unix time the
 # Successful runs only.
 LAST_SUCCESS = "ledger_deletion_nightly_last_success_timestamp_seconds"
 ROWS = "ledger_deletion_nightly_rows"  # {outcome}: replay: one row per ledger; audit: ledgers/object sets examined
+# Replay only: the bytes the ledgers it deleted freed (worker.core.freed_bytes; 0 when it deleted none).
+REPLAY_FREED_BYTES = "ledger_deletion_replay_freed_bytes"
 # Audit only: what the anti-join found unreferenced, by where the bytes are.
 AUDIT_ORPHANS = "ledger_deletion_audit_orphans"  # {class}
 AUDIT_ORPHAN_BYTES = "ledger_deletion_audit_orphan_bytes"  # {class}
@@ -44,9 +46,11 @@ def run_registry(
     duration_s: float,
     rows: Mapping[str, int] | None = None,
     orphans: Mapping[str, tuple[int, int]] | None = None,
+    freed_bytes: int | None = None,
     finished_at: float | None = None,
 ) -> CollectorRegistry:
-    """The metrics of one run. ``rows``: outcome -> count; ``orphans``: class -> (count, bytes), audit only.
+    """The metrics of one run. ``rows``: outcome -> count; ``orphans``: class -> (count, bytes), audit only;
+    ``freed_bytes``: what the deleted ledgers freed, replay only.
 
     A failed run carries no rows and no success timestamp: partial counts would read as a night's results.
     """
@@ -61,6 +65,10 @@ def run_registry(
     g = Gauge(ROWS, "Rows of the last successful run, by outcome", ["outcome"], registry=r)
     for outcome, n in (rows or {}).items():
         g.labels(outcome=outcome).set(n)
+    if freed_bytes is not None:
+        Gauge(REPLAY_FREED_BYTES, "Bytes freed by the ledgers the last successful replay deleted", registry=r).set(
+            freed_bytes
+        )
     if orphans is not None:
         count = Gauge(AUDIT_ORPHANS, "Orphans the last audit found, by storage class", ["class"], registry=r)
         size = Gauge(AUDIT_ORPHAN_BYTES, "Bytes of the orphans the last audit found", ["class"], registry=r)

@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from worker.core.decision import FINAL, Outcome
+from worker.core.freed_bytes import human_bytes
 from worker.formats.message import FIRST_SEEN_MS, LAST_ERROR, REASON, RECONSUMETIMES
 from worker.formats.topic_name import TopicName
 from worker.nightly.spark import InlineSecret, executor_settings, inline_secrets, settings_on_executor
@@ -50,7 +51,7 @@ DECIDED_SCHEMA = (
     "schema_id string, offload_uuid string, outcome string, final boolean, route string, reason string, "
     "stage string, attempts int, first_seen timestamp, last_published timestamp, dlq_reason string, "
     "last_error string, messages int, message_ids array<binary>, message_id_strs array<string>, "
-    "decode_error string, decided_at timestamp"
+    "decode_error string, decided_at timestamp, freed_bytes long"
 )
 
 
@@ -73,6 +74,10 @@ class ReplaySummary:
     rows: dict[str, int] = field(default_factory=dict)  # outcome -> ledgers (report rows)
     messages: dict[str, int] = field(default_factory=dict)  # outcome -> dead letters
     acknowledged: int = 0
+    # What the deleted rows freed (``Result.freed_bytes``, summed from the report read back); how many
+    # deleted rows had no recorded size (a ledger never closed), left out of the sum.
+    freed_bytes: int = 0
+    freed_unknown: int = 0
     report_path: str = ""
     duration_s: float = 0.0
 
@@ -83,6 +88,9 @@ class ReplaySummary:
                 settled = "ack" if o in FINAL_OUTCOMES and not self.dry_run else "stays"
                 lines.append(f"{o:<14} {self.rows[o]:>8} {self.messages.get(o, 0):>9}  {settled}")
         lines.append(f"{'total':<14} {sum(self.rows.values()):>8} {sum(self.messages.values()):>9}")
+        if Outcome.DELETED.value in self.rows:
+            unknown = f"; {self.freed_unknown} deleted without a recorded size" if self.freed_unknown else ""
+            lines.append(f"freed {human_bytes(self.freed_bytes)} ({self.freed_bytes} bytes){unknown}")
         mode = "dry run: nothing deleted, nothing acknowledged" if self.dry_run else f"acknowledged {self.acknowledged}"
         lines.append(f"\nrun {self.run_id}: {self.read} dead letters read; {mode}; report {self.report_path}")
         return "\n".join(lines)
@@ -224,6 +232,7 @@ async def decide_rows(settings: Settings, rows: list[dict[str, Any]], *, dry_run
             r["reason"] = res.reason
             r["stage"] = res.stage
             r["decided_at"] = datetime.now(UTC)
+            r["freed_bytes"] = res.freed_bytes  # DELETED only; None: nothing freed here, or no size recorded
 
         await asyncio.gather(*(one(r) for r in rows))
 
@@ -248,6 +257,8 @@ def decide_partition(settings: Settings, dry_run: bool, concurrency: int) -> Any
         out = pd.DataFrame(rows).drop(columns=["payload"])
         for col in ("message_ids", "message_id_strs"):
             out[col] = out[col].map(list)
+        # Nullable: a column of ints and Nones would be float (NaN), which Arrow refuses as a long.
+        out["freed_bytes"] = out["freed_bytes"].astype("Int64")
         yield out
 
     return run
@@ -300,6 +311,9 @@ def replay(spark: Any, settings: Settings, opts: ReplayOptions) -> ReplaySummary
     for r in report.groupBy("outcome").agg(F.count(F.lit(1)).alias("n"), F.sum("messages").alias("m")).collect():
         summary.rows[r["outcome"]] = int(r["n"])
         summary.messages[r["outcome"]] = int(r["m"])
+    deleted = report.where(F.col("outcome") == Outcome.DELETED.value)
+    freed = deleted.agg(F.sum("freed_bytes").alias("b"), F.count_if(F.col("freed_bytes").isNull()).alias("u")).first()
+    summary.freed_bytes, summary.freed_unknown = int(freed["b"] or 0), int(freed["u"] or 0)
     if not opts.dry_run:
         # The pinned decisions, proven above to be what the report holds (the files are not read again:
         # what was verified is what is acknowledged).

@@ -6,8 +6,9 @@ deleted through the admin API. Whatever Pulsar's own delete leaves behind, the w
 Pulsar does delete, the worker finds already gone.
 
 Collected per partition (or for the topic itself): managed-ledger ledgers, cursor ledgers, the compacted
-ledger, and the offloaded copy of every ledger with an offload attempt recorded (its ``OffloadContext``:
-uuid and driver metadata from the managed-ledger metadata in ZooKeeper; ``internal-info`` gives the uuid
+ledger, the delayed-delivery bucket ledgers its cursors' properties name (with ZooKeeper), and the
+offloaded copy of every ledger with an offload attempt recorded (its ``OffloadContext``: uuid and driver
+metadata from the managed-ledger metadata in ZooKeeper; ``internal-info`` gives the uuid
 when ZooKeeper is not configured). Schema ledgers come from the schema registry of the base topic.
 
 Resumable without a state file: every send is idempotent downstream (the worker treats "not found" as
@@ -28,6 +29,7 @@ from worker.backends.zookeeper import UnreadableManagedLedger, ZooKeeper
 from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound
 from worker.broker.live_state_reader import LiveStateReader
 from worker.broker.snapshot_cache import confirm_gone
+from worker.core.bucket_in_use import bucket_ledgers, subscription_of
 from worker.core.live_set import LiveSet
 from worker.core.offload_driver_metadata import driver_metadata
 from worker.formats.managed_ledger_metadata import ManagedLedgerInfo
@@ -53,7 +55,7 @@ class PurgePlan:
 
     def counts(self) -> dict[str, int]:
         c = Tally(_kind(i) for i in self.infos)
-        return {k: c.get(k, 0) for k in ("data", "cursor", "schema", "compacted", "offloaded")}
+        return {k: c.get(k, 0) for k in ("data", "cursor", "schema", "compacted", "bucket", "offloaded")}
 
 
 def _kind(info: PendingDeleteLedgerInfo) -> str:
@@ -64,6 +66,7 @@ def _kind(info: PendingDeleteLedgerInfo) -> str:
         LedgerComponent.MANAGED_CURSOR: "cursor",
         LedgerComponent.SCHEMA_STORAGE: "schema",
         LedgerComponent.COMPACTED_LEDGER: "compacted",
+        LedgerComponent.DELAYED_INDEX_BUCKET: "bucket",
     }[info.ledger_component]
 
 
@@ -196,6 +199,13 @@ class Collector:
             plan.add(self._info(pt, LedgerComponent.MANAGED_CURSOR, lid, cursor_name=name))
         for lid in sorted(live.compacted_ledgers):
             plan.add(self._info(pt, LedgerComponent.COMPACTED_LEDGER, lid))
+        if self.zk is not None:
+            # Delayed-delivery buckets: only the cursors' znodes name them (worker.core.bucket_in_use). Pulsar
+            # deletes them with the topic only while the bucket tracker is on for it.
+            for cursor in sorted(live.cursor_names):
+                sub = subscription_of(cursor)
+                for lid in sorted(bucket_ledgers(await self.zk.cursor_properties(pt, cursor) or {})):
+                    plan.add(self._info(pt, LedgerComponent.DELAYED_INDEX_BUCKET, lid, cursor_name=sub))
 
     async def _offloads_from_internal_info(self, pt: TopicName, owner: str) -> dict[int, OffloadContext]:
         raw = await self.admin.offload_uuids(pt, base=owner)

@@ -10,16 +10,23 @@ nightly replay has acknowledged is "replayed", any other is "parked".
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import pulsar
 
+from worker.backends.storage_copy import BookKeeperCopy, OffloadedCopy, StorageCopy
+from worker.backends.tiered_storage import TieredStorage
+from worker.backends.zookeeper import optional_zookeeper
+from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
 from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound, open_admin
 from worker.broker.client import blocking_client
+from worker.core.freed_bytes import freed_bytes, sum_known
 from worker.core.message_properties import attempts_so_far, clamped_int
 from worker.formats import message as m
 from worker.formats.topic_name import TopicName
@@ -60,18 +67,35 @@ class Backlog:
     subscription: str
     backlog: int
     exists: bool
+    queued: QueuedBytes | None = None  # with ``inflight --bytes`` only
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedBytes:
+    """What the queued deletions would free: ``bytes`` summed over the copies whose size storage records
+    (``worker.core.freed_bytes``), each copy once; ``unknown`` copies left out of it (a ledger never
+    closed, storage unreadable); ``complete`` False when only the first ``--limit`` messages were read."""
+
+    bytes: int
+    copies: int
+    unknown: int
+    complete: bool
 
 
 @dataclass(frozen=True, slots=True)
 class Inflight:
     parts: tuple[Backlog, ...]
+    queued: QueuedBytes | None = None  # all parts together, a copy queued twice counted once
 
     @property
     def total(self) -> int:
         return sum(p.backlog for p in self.parts)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"total": self.total, "parts": [asdict(p) for p in self.parts]}
+        out = {"total": self.total, "parts": [asdict(p) for p in self.parts]}
+        if self.queued is not None:
+            out["queued"] = asdict(self.queued)
+        return out
 
 
 async def _backlog(admin: PulsarAdmin, role: str, topic: str, subscription: str, token: str | None) -> Backlog:
@@ -96,9 +120,80 @@ async def inflight(admin: PulsarAdmin, settings: Settings) -> Inflight:
     return Inflight(tuple(parts))
 
 
-async def inflight_from_settings(settings: Settings) -> Inflight:
+async def inflight_from_settings(settings: Settings, *, with_bytes: bool = False, limit: int = 10_000) -> Inflight:
+    """The backlogs; ``with_bytes``: also what the queued deletions would free, from the first ``limit``
+    unacknowledged messages of each topic (read with a Reader, nothing acknowledged)."""
     async with open_admin(settings.pulsar) as admin:
-        return await inflight(admin, settings)
+        res = await inflight(admin, settings)
+    if not with_bytes:
+        return res
+    parts: list[Backlog] = []
+    every: dict[CopyKey, int | None] = {}
+    complete = True
+    for p in res.parts:
+        read = await _list_unacked(settings, p.topic, p.subscription, limit=limit) if p.exists else []
+        sized = await sizes_of(settings, [info for _, info in read if info is not None])
+        every.update(sized)
+        q = _queued(sized, complete=len(read) < limit or len(read) >= p.backlog)
+        complete = complete and q.complete
+        parts.append(dataclasses.replace(p, queued=q))
+    return Inflight(tuple(parts), _queued(every, complete=complete))
+
+
+def _queued(sized: Mapping[Any, int | None], *, complete: bool) -> QueuedBytes:
+    total, unknown = sum_known(sized.values())
+    return QueuedBytes(total, len(sized), unknown, complete)
+
+
+# ---- what a queued deletion would free ----------------------------------------------------------------
+
+
+async def sizes_of(settings: Settings, infos: Sequence[m.PendingDeleteLedgerInfo]) -> dict[CopyKey, int | None]:
+    """What deleting each announced copy would free, keyed by :func:`copy_key`, read as the worker reads it
+    before a delete (its storage copy's ``inspect``, then ``worker.core.freed_bytes``): a BookKeeper
+    ledger's metadata from BookKeeper's store, an offloaded copy's object sizes from tiered storage. 0 when
+    storage holds nothing of it (or names storage the worker refuses), None when unknown (never closed,
+    no ``zookeeper.hosts``, a target not there, storage failing). Identity is not judged here: the worker
+    still verifies before it deletes, and a rejected copy frees nothing."""
+    out: dict[CopyKey, int | None] = {}
+    if not infos:
+        return out
+    async with contextlib.AsyncExitStack() as stack:
+        zk = await stack.enter_async_context(optional_zookeeper(settings.zookeeper))
+        tiered: TieredStorage | None = None
+        try:
+            tiered = await stack.enter_async_context(TieredStorage(settings.offload))
+        except Exception:  # a target not there: offloaded copies are unknown, ledgers still read
+            tiered = None
+        by_type: dict[m.LedgerType, StorageCopy] = {}
+        if zk is not None:
+            by_type[m.LedgerType.LEDGER] = BookKeeperCopy(ZooKeeperLedgerStore(zk), "zookeeper")
+        if tiered is not None:
+            by_type[m.LedgerType.OFFLOAD_LEDGER] = OffloadedCopy(tiered)
+        sem = asyncio.Semaphore(16)
+
+        async def one(info: m.PendingDeleteLedgerInfo) -> tuple[CopyKey, int | None]:
+            copy = by_type.get(info.ledger_type)
+            if copy is None:
+                return copy_key(info), None
+            async with sem:
+                try:
+                    return copy_key(info), freed_bytes(await copy.inspect(info))
+                except Exception:  # unreadable: unknown, never a guess
+                    return copy_key(info), None
+
+        unique = {copy_key(i): i for i in infos}
+        out.update(await asyncio.gather(*(one(i) for i in unique.values())))
+    return out
+
+
+CopyKey = tuple[str, int, str | None]
+
+
+def copy_key(info: m.PendingDeleteLedgerInfo) -> CopyKey:
+    """One copy of a ledger: its type, id and, offloaded, the offload's uuid (two attempts, two copies)."""
+    ctx = info.offload_context
+    return info.ledger_type.value, info.ledger_id, str(ctx.uuid) if ctx is not None else None
 
 
 # ---- dlq list -----------------------------------------------------------------------------------------
@@ -145,6 +240,9 @@ class DeadLetter:
     first_seen_ms: int | None
     publish_time_ms: int
     decode_error: str | None = None
+    # What deleting its copy would free (``sizes_of``): None when unknown or undecodable.
+    bytes: int | None = None
+    offload_uuid: str | None = None  # an OFFLOAD_LEDGER's offload attempt
 
 
 def dead_letter_from(msg: pulsar.Message, state: str) -> DeadLetter:
@@ -188,13 +286,13 @@ async def _cursor_state(
 
 def _read_partitions(
     settings: Settings, topics: Sequence[TopicName], cursors: Sequence[CursorState | None], limit: int, include: bool
-) -> list[DeadLetter]:
+) -> list[tuple[DeadLetter, m.PendingDeleteLedgerInfo | None]]:
     # The blocking client, run in a thread: with the asyncio client, a CLI process that closes its client
     # and exits right away occasionally aborts in the C++ library ("terminate called without an active
     # exception"); the blocking client shuts down deterministically.
     p = settings.pulsar
     client = blocking_client(p)
-    out: list[DeadLetter] = []
+    out: list[tuple[DeadLetter, m.PendingDeleteLedgerInfo | None]] = []
     try:
         for topic, cursor in zip(topics, cursors, strict=True):
             reader = client.create_reader(str(topic), pulsar.MessageId.earliest)
@@ -206,7 +304,7 @@ def _read_partitions(
                     replayed = cursor is not None and cursor.acked((mid.ledger_id(), mid.entry_id()))
                     if replayed and not include:
                         continue
-                    out.append(dead_letter_from(msg, "replayed" if replayed else "parked"))
+                    out.append((dead_letter_from(msg, "replayed" if replayed else "parked"), _decoded(msg.data())))
             finally:
                 reader.close()
     finally:
@@ -214,20 +312,49 @@ def _read_partitions(
     return out
 
 
+def _decoded(data: bytes) -> m.PendingDeleteLedgerInfo | None:
+    try:
+        return m.decode(data)
+    except m.InvalidMessage:
+        return None
+
+
 async def list_dead_letters(
-    settings: Settings, *, limit: int = 1000, include_replayed: bool = False
+    settings: Settings, *, limit: int = 1000, include_replayed: bool = False, with_bytes: bool = True
 ) -> list[DeadLetter]:
-    """The DLQ's messages, oldest first, without acknowledging any (a Reader has no subscription)."""
+    """The DLQ's messages, oldest first, without acknowledging any (a Reader has no subscription); each
+    with what deleting its copy would free (``with_bytes``)."""
+    t = settings.topics
+    read = await _list_unacked(settings, t.dlq, t.dlq_replay_subscription, limit=limit, include=include_replayed)
+    if not with_bytes:
+        return [d for d, _ in read]
+    sizes = await sizes_of(settings, [info for _, info in read if info is not None])
+    return [
+        d if info is None else dataclasses.replace(d, bytes=sizes.get(copy_key(info)), offload_uuid=copy_key(info)[2])
+        for d, info in read
+    ]
+
+
+def would_free(letters: Sequence[DeadLetter]) -> QueuedBytes:
+    """What deleting the listed dead letters' copies would free, each copy once (undecodable ones hold none)."""
+    copies = {(d.ledger_type, d.ledger_id, d.offload_uuid): d.bytes for d in letters if d.decode_error is None}
+    return _queued(copies, complete=True)
+
+
+async def _list_unacked(
+    settings: Settings, topic: str, sub: str, *, limit: int, include: bool = False
+) -> list[tuple[DeadLetter, m.PendingDeleteLedgerInfo | None]]:
+    """A queue topic's messages ``sub`` has not acknowledged (all with ``include``), oldest first, each
+    with its decoded payload; nothing acknowledged."""
     p = settings.pulsar
-    dlq = TopicName.parse(settings.topics.dlq)
-    sub = settings.topics.dlq_replay_subscription
+    queue = TopicName.parse(topic)
     async with open_admin(p) as admin:
-        n = await admin.partitions(dlq)
-        topics: Sequence[TopicName] = [dlq.partition(i) for i in range(n)] if n > 0 else [dlq]
+        n = await admin.partitions(queue)
+        topics: Sequence[TopicName] = [queue.partition(i) for i in range(n)] if n > 0 else [queue]
         cursors = [await _cursor_state(admin, t, sub, p.auth_token) for t in topics]
-        if n == 0 and cursors[0] is None and not await _exists(admin, dlq, p.auth_token):
+        if n == 0 and cursors[0] is None and not await _exists(admin, queue, p.auth_token):
             return []
-    return await asyncio.to_thread(_read_partitions, settings, topics, cursors, limit, include_replayed)
+    return await asyncio.to_thread(_read_partitions, settings, topics, cursors, limit, include)
 
 
 async def _exists(admin: PulsarAdmin, topic: TopicName, token: str | None) -> bool:

@@ -13,6 +13,8 @@ Being wrong one way costs disk; being wrong the other way loses data. So every d
   ledger older than the minimum age is either in it or no longer referenced;
 - "the topic is gone" is believed only when the metadata store agrees: the managed ledger's znode is
   absent too (a managed ledger can exist without a loadable topic, e.g. a transaction log);
+- a delayed-delivery bucket ledger of a live topic is in use while its cursor's properties name it, and
+  is skipped while its subscription is live (``worker.core.bucket_in_use``, the worker's rule);
 - a schema ledger is in use while the schema registry's locator (``/schemas/<schemaId>``) references it,
   whether its topic exists or not (``worker.core.schema_in_use``, the worker's rule): the registry
   outlives topics;
@@ -27,11 +29,12 @@ import enum
 import time
 import uuid
 from collections import Counter as Tally
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from worker.broker.snapshot_cache import GoneUnconfirmed, LiveSet, MetadataStore, SnapshotCache
+from worker.core.bucket_in_use import CursorRecord, bucket_hold, cursor_znode_name
 from worker.core.ledger_age import ledger_age
 from worker.core.ledger_owner import Owner, Unmapped, owner_of
 from worker.core.live_set import TopicGone, ledger_hold
@@ -128,6 +131,10 @@ class MetadataStoreView(MetadataStore, Protocol):
 
     async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
         """Ledger ids the schema registry's locator references; None when there is no locator."""
+        ...
+
+    async def cursor_properties(self, topic: TopicName, cursor: str) -> Mapping[str, str] | None:
+        """A cursor's stored properties (``cursor``: its znode name); None when it has no znode."""
         ...
 
 
@@ -290,6 +297,8 @@ class Scanner:
         owner = c.owner
         if owner.component is LedgerComponent.SCHEMA_STORAGE:
             return await self._judge_schema(c, snap)
+        if owner.component is LedgerComponent.DELAYED_INDEX_BUCKET and isinstance(snap, LiveSet):
+            return await self._judge_bucket(c, snap)
         if isinstance(snap, LiveSet):
             # The worker's rule (worker.core.live_set): what it would keep is never queued; what it keeps
             # without proof of use (a compacted ledger its compacting topic does not name) is a skip.
@@ -303,6 +312,26 @@ class Scanner:
             }[owner.component]
             return Verdict.ORPHAN, what
         return Verdict.ORPHAN, "topic gone"
+
+    async def _judge_bucket(self, c: _Candidate, snap: LiveSet) -> tuple[Verdict, str]:
+        """A delayed-delivery bucket ledger of a live topic: the worker's rule (``worker.core.bucket_in_use``);
+        what it keeps without proof of use (its subscription is live) is a skip."""
+        lid = c.md.ledger_id
+        hold = ledger_hold(snap, c.owner.component, lid)
+        if hold is not None:
+            return (Verdict.IN_USE if hold.proven else Verdict.SKIPPED), hold.value
+        if self.store is None:
+            return Verdict.SKIPPED, "no metadata store to read its cursor's properties"
+        subscription = c.owner.cursor or ""
+        cursor = cursor_znode_name(subscription)
+        if cursor in ("", ".", ".."):
+            return Verdict.SKIPPED, f"no cursor can be named {subscription!r}"
+        # After the live state (fetched by the caller): see worker.daemon.decider.
+        record = CursorRecord(await self.store.cursor_properties(snap.topic, cursor))
+        held = bucket_hold(lid, record, subscription_live=cursor in snap.cursor_names)
+        if held is not None:
+            return (Verdict.IN_USE if held.proven else Verdict.SKIPPED), held.value
+        return Verdict.ORPHAN, f"not named by cursor {subscription!r}, which its topic no longer has"
 
     async def _judge_schema(self, c: _Candidate, snap: LiveSet | TopicGone) -> tuple[Verdict, str]:
         lid = c.md.ledger_id

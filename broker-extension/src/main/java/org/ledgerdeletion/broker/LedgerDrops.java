@@ -5,11 +5,16 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
 import org.apache.bookkeeper.mledger.proto.MLDataFormats.KeyValue;
+import org.apache.bookkeeper.mledger.proto.MLDataFormats.ManagedCursorInfo;
 import org.apache.bookkeeper.mledger.proto.MLDataFormats.ManagedLedgerInfo;
 import org.apache.bookkeeper.mledger.proto.MLDataFormats.ManagedLedgerInfo.LedgerInfo;
 import org.apache.bookkeeper.mledger.proto.MLDataFormats.OffloadContext;
+import org.apache.bookkeeper.mledger.proto.MLDataFormats.StringProperty;
 import org.apache.pulsar.common.naming.TopicName;
+import org.apache.pulsar.common.util.Codec;
 
 /**
  * Which ledgers and offloaded copies a metadata write drops: pure functions of the metadata before and
@@ -102,6 +107,54 @@ public final class LedgerDrops {
         List<PendingDeletion> out = new ArrayList<>();
         for (LedgerInfo li : before.getLedgerInfoList()) {
             out.addAll(droppedWhole(topic, li));
+        }
+        return out;
+    }
+
+    /**
+     * The cursor property prefix of a delayed-delivery bucket (Pulsar's
+     * {@code BucketDelayedDeliveryTracker.DELAYED_BUCKET_KEY_PREFIX}): key {@code <prefix>_<start>_<end>}, value
+     * the id of the bucket's snapshot ledger ({@code Bucket.putBucketKeyId}).
+     */
+    public static final String DELAYED_BUCKET_KEY_PREFIX = "#pulsar.internal.delayed.bucket";
+
+    /** The ledgers a cursor's stored info names: its own ledger (-1: none) and its buckets' snapshot ledgers. */
+    public record CursorLedgers(long cursorLedger, Set<Long> buckets) {
+        public static final CursorLedgers NONE = new CursorLedgers(-1, Set.of());
+
+        public CursorLedgers {
+            buckets = Set.copyOf(buckets);
+        }
+
+        public static CursorLedgers of(ManagedCursorInfo info) {
+            Set<Long> buckets = new TreeSet<>();
+            for (StringProperty p : info.getCursorPropertiesList()) {
+                if (p.getName().startsWith(DELAYED_BUCKET_KEY_PREFIX)) {
+                    try {
+                        buckets.add(Long.parseLong(p.getValue()));
+                    } catch (NumberFormatException e) {
+                        // Not a ledger id: Pulsar never reads it as one either (it fails that bucket).
+                    }
+                }
+            }
+            return new CursorLedgers(info.getCursorsLedgerId(), buckets);
+        }
+    }
+
+    /**
+     * What writing a cursor's info ({@code after}; {@link CursorLedgers#NONE} when the cursor is removed) over
+     * {@code before} drops: its old ledger when it switches (or goes), and every bucket snapshot ledger no
+     * longer named by a bucket property. {@code cursor} is the cursor's znode name; a bucket ledger's message
+     * carries the subscription name decoded, as Pulsar writes it in that ledger's own metadata.
+     */
+    public static List<PendingDeletion> droppedByCursorWrite(String topic, String cursor, CursorLedgers before,
+                                                             CursorLedgers after) {
+        List<PendingDeletion> out = new ArrayList<>(droppedCursorLedger(topic, cursor, before.cursorLedger(),
+                after.cursorLedger()));
+        for (long id : new TreeSet<>(before.buckets())) {
+            if (!after.buckets().contains(id)) {
+                out.add(PendingDeletion.bucketLedger(topic, Codec.decode(cursor), id));
+            }
         }
         return out;
     }

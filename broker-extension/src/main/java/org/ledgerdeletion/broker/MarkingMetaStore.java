@@ -17,7 +17,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * One managed ledger's view of the metadata store, mark before update: a write that drops ledgers (the
- * ledger list, a cursor's ledger, a cursor, the whole topic) first publishes a pending deletion for each
+ * ledger list, a cursor's ledger or delayed-delivery bucket ledgers, a cursor, the whole topic) first publishes a pending deletion for each
  * dropped ledger and offloaded copy, and goes ahead only once they are all durable (PIP-186's order). If
  * they cannot be made durable the write fails as on any metadata error: the ledgers stay listed.
  *
@@ -35,7 +35,8 @@ final class MarkingMetaStore implements MetaStore {
     private final PendingDeletePublisher publisher;
     private final OrderedExecutor executor;
     private volatile ManagedLedgerInfo lastInfo;
-    private final Map<String, Long> cursorLedgers = new ConcurrentHashMap<>();
+    // Per cursor (znode name): the ledgers its last stored info named, its own and its delayed-delivery buckets'.
+    private final Map<String, LedgerDrops.CursorLedgers> cursorLedgers = new ConcurrentHashMap<>();
 
     MarkingMetaStore(MetaStore delegate, String managedLedgerName, PendingDeletePublisher publisher,
                      OrderedExecutor executor) {
@@ -122,7 +123,7 @@ final class MarkingMetaStore implements MetaStore {
     public void asyncGetCursorInfo(String name, String cursor, MetaStoreCallback<ManagedCursorInfo> callback) {
         delegate.asyncGetCursorInfo(name, cursor, tracking(callback, info -> {
             if (mine(name)) {
-                cursorLedgers.put(cursor, info.getCursorsLedgerId());
+                cursorLedgers.put(cursor, LedgerDrops.CursorLedgers.of(info));
             }
         }));
     }
@@ -134,16 +135,18 @@ final class MarkingMetaStore implements MetaStore {
             delegate.asyncUpdateCursorInfo(name, cursor, info, stat, callback);
             return;
         }
-        long after = info.getCursorsLedgerId();
-        Long known = cursorLedgers.get(cursor);
-        if (known != null && (known < 0 || known == after)) {
-            // The common case (mark-delete persisted, same ledger): nothing dropped, no extra read.
+        LedgerDrops.CursorLedgers after = LedgerDrops.CursorLedgers.of(info);
+        LedgerDrops.CursorLedgers known = cursorLedgers.get(cursor);
+        if (known != null && LedgerDrops.droppedByCursorWrite(topic, cursor, known, after).isEmpty()) {
+            // The common case (mark-delete persisted, same ledger, same buckets): nothing dropped, no extra read.
             delegate.asyncUpdateCursorInfo(name, cursor, info, stat,
                     tracking(callback, __ -> cursorLedgers.put(cursor, after)));
             return;
         }
-        currentCursorLedger(name, cursor)
-                .thenApply(before -> LedgerDrops.droppedCursorLedger(topic, cursor, before, after))
+        // A cursor ledger switch, or a bucket property removed (Pulsar removes it after deleting the bucket's
+        // snapshot ledger, or with the cursor): queued before the write that forgets them.
+        currentCursor(name, cursor)
+                .thenApply(before -> LedgerDrops.droppedByCursorWrite(topic, cursor, before, after))
                 .thenCompose(this::mark)
                 .whenComplete((v, e) -> {
                     if (e != null) {
@@ -161,8 +164,11 @@ final class MarkingMetaStore implements MetaStore {
             delegate.asyncRemoveCursor(name, cursor, callback);
             return;
         }
-        currentCursorLedger(name, cursor)
-                .thenApply(before -> LedgerDrops.droppedCursorLedger(topic, cursor, before, -1))
+        // Its ledger and any bucket snapshot ledgers its properties still name (a subscription deleted while
+        // delayed delivery is off for the topic keeps them: Pulsar clears buckets only when it is on).
+        currentCursor(name, cursor)
+                .thenApply(before -> LedgerDrops.droppedByCursorWrite(topic, cursor, before,
+                        LedgerDrops.CursorLedgers.NONE))
                 .thenCompose(this::mark)
                 .whenComplete((v, e) -> {
                     if (e != null) {
@@ -246,23 +252,23 @@ final class MarkingMetaStore implements MetaStore {
         return f;
     }
 
-    /** The cursor's stored ledger id, -1 if it has none or the cursor is new. */
-    private CompletableFuture<Long> currentCursorLedger(String name, String cursor) {
-        Long known = cursorLedgers.get(cursor);
+    /** The ledgers the cursor's stored info names; {@link LedgerDrops.CursorLedgers#NONE} for a new cursor. */
+    private CompletableFuture<LedgerDrops.CursorLedgers> currentCursor(String name, String cursor) {
+        LedgerDrops.CursorLedgers known = cursorLedgers.get(cursor);
         if (known != null) {
             return CompletableFuture.completedFuture(known);
         }
-        CompletableFuture<Long> f = new CompletableFuture<>();
+        CompletableFuture<LedgerDrops.CursorLedgers> f = new CompletableFuture<>();
         delegate.asyncGetCursorInfo(name, cursor, new MetaStoreCallback<>() {
             @Override
             public void operationComplete(ManagedCursorInfo info, Stat stat) {
-                f.complete(info.getCursorsLedgerId());
+                f.complete(LedgerDrops.CursorLedgers.of(info));
             }
 
             @Override
             public void operationFailed(MetaStoreException e) {
                 if (e instanceof ManagedLedgerException.MetadataNotFoundException) {
-                    f.complete(-1L);
+                    f.complete(LedgerDrops.CursorLedgers.NONE);
                 } else {
                     f.completeExceptionally(e);
                 }

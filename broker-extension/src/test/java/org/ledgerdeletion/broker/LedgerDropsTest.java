@@ -6,10 +6,12 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.List;
 import java.util.Properties;
 import org.apache.bookkeeper.mledger.proto.MLDataFormats.KeyValue;
+import org.apache.bookkeeper.mledger.proto.MLDataFormats.ManagedCursorInfo;
 import org.apache.bookkeeper.mledger.proto.MLDataFormats.ManagedLedgerInfo;
 import org.apache.bookkeeper.mledger.proto.MLDataFormats.ManagedLedgerInfo.LedgerInfo;
 import org.apache.bookkeeper.mledger.proto.MLDataFormats.OffloadContext;
 import org.apache.bookkeeper.mledger.proto.MLDataFormats.OffloadDriverMetadata;
+import org.apache.bookkeeper.mledger.proto.MLDataFormats.StringProperty;
 import org.junit.jupiter.api.Test;
 
 class LedgerDropsTest {
@@ -81,6 +83,57 @@ class LedgerDropsTest {
                 LedgerDrops.droppedCursorLedger(TOPIC, "sub", 5, -1));
         assertTrue(LedgerDrops.droppedCursorLedger(TOPIC, "sub", 5, 5).isEmpty());
         assertTrue(LedgerDrops.droppedCursorLedger(TOPIC, "sub", -1, 9).isEmpty());
+    }
+
+    private static ManagedCursorInfo cursorInfo(long cursorLedger, String... properties) {
+        ManagedCursorInfo.Builder b = ManagedCursorInfo.newBuilder().setCursorsLedgerId(cursorLedger);
+        for (int i = 0; i < properties.length; i += 2) {
+            b.addCursorProperties(StringProperty.newBuilder().setName(properties[i]).setValue(properties[i + 1]));
+        }
+        return b.build();
+    }
+
+    private static final String B1 = "#pulsar.internal.delayed.bucket_10_14";
+    private static final String B2 = "#pulsar.internal.delayed.bucket_15_19";
+
+    @Test
+    void bucketLedgersAreTheDelayedBucketPropertiesValues() {
+        var state = LedgerDrops.CursorLedgers.of(cursorInfo(7, B1, "31", B2, "32", "user", "33",
+                "#pulsar.internal.delayed.bucket_x", "not-a-ledger-id"));
+        assertEquals(7, state.cursorLedger());
+        assertEquals(java.util.Set.of(31L, 32L), state.buckets());
+    }
+
+    @Test
+    void aCursorWriteDropsItsOldLedgerAndEveryBucketPropertyItRemoves() {
+        var before = LedgerDrops.CursorLedgers.of(cursorInfo(7, B1, "31", B2, "32"));
+        // The bucket of B1 was deleted: Pulsar removes its property; the cursor ledger stays.
+        var after = LedgerDrops.CursorLedgers.of(cursorInfo(7, B2, "32"));
+        assertEquals(List.of(PendingDeletion.bucketLedger(TOPIC, "my sub", 31)),
+                LedgerDrops.droppedByCursorWrite(TOPIC, "my%20sub", before, after));
+        // A new bucket, a mark-delete persisted: nothing dropped.
+        var more = LedgerDrops.CursorLedgers.of(cursorInfo(7, B1, "31", B2, "32", "#pulsar.internal.delayed.bucket_20_24",
+                "40"));
+        assertTrue(LedgerDrops.droppedByCursorWrite(TOPIC, "s", before, more).isEmpty());
+        // The same key with another ledger (a snapshot written again): the old ledger is dropped.
+        var rewritten = LedgerDrops.CursorLedgers.of(cursorInfo(7, B1, "41", B2, "32"));
+        assertEquals(List.of(31L), LedgerDrops.droppedByCursorWrite(TOPIC, "s", before, rewritten).stream()
+                .map(PendingDeletion::ledgerId).toList());
+        // A cursor ledger switch together with a bucket removal: both.
+        var both = LedgerDrops.droppedByCursorWrite(TOPIC, "s", before, LedgerDrops.CursorLedgers.of(cursorInfo(8)));
+        assertEquals(List.of(PendingDeletion.cursorLedger(TOPIC, "s", 7), PendingDeletion.bucketLedger(TOPIC, "s", 31),
+                PendingDeletion.bucketLedger(TOPIC, "s", 32)), both);
+        // A removed cursor drops everything it still names.
+        assertEquals(3, LedgerDrops.droppedByCursorWrite(TOPIC, "s", before, LedgerDrops.CursorLedgers.NONE).size());
+        assertTrue(LedgerDrops.droppedByCursorWrite(TOPIC, "s", LedgerDrops.CursorLedgers.NONE, before).isEmpty());
+    }
+
+    @Test
+    void bucketMessagesCarryTheDecodedCursorName() {
+        var d = PendingDeletion.bucketLedger(TOPIC, "my sub", 31);
+        assertEquals(PendingDeletion.DELAYED_INDEX_BUCKET, d.component());
+        assertEquals(PendingDeletion.LEDGER, d.ledgerType());
+        assertEquals("my sub", d.cursorName());
     }
 
     @Test
