@@ -41,19 +41,15 @@ from bench import drain, ledgers, pip_baseline, report, s3_route
 from bench.env import OUT, stack
 from bench.result import Row
 from bench.run import _git_head, _loadavg, _machine
+from testkit.harness import ml_info as _ml
 from testkit.harness import pulsar_ml_metadata, quiet_logger
 from testkit.stack import Stack
 from worker.backends.http import new_session
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin
-from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
 
 C = int(os.environ.get("BENCH_CONCURRENCY", "16"))
-
-
-def _ml(topic: str, lid: int) -> PendingDeleteLedgerInfo:
-    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid)
 
 
 def raw_consume_ack(s: Stack, n: int, deadline_s: float) -> Row:

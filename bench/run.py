@@ -17,20 +17,16 @@ from typing import Any
 from bench import drain, ledgers, owner, raw, report
 from bench.env import OUT, RESULTS, Knobs, stack
 from bench.result import Row
+from testkit.harness import ml_info as _ml
 from testkit.harness import pulsar_ml_metadata
 from testkit.stack import REPO, Stack
 from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
 from worker.broker.admin import PulsarAdmin
-from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 
 # Optional groups (owner route, ZooKeeper mode) are skipped once the run has taken this long.
 OPTIONAL_BUDGET_S = 230.0
 CLEANUP_BUDGET_S = 60.0
-
-
-def _ml(topic: str, lid: int) -> PendingDeleteLedgerInfo:
-    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid)
 
 
 def _loadavg() -> str:

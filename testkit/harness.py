@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from testkit.stack import REPO, Stack
 from worker.broker.client import PendingDeleteSchema
-from worker.formats.message import PendingDeleteLedgerInfo
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 
 
 def quiet_logger() -> Any:
@@ -251,6 +251,11 @@ def create_ledgers(
         if len(ids) == count:
             return ids
     raise AssertionError(f"CreateLedger failed ({out.returncode}): {out.stdout[-2000:]} {out.stderr[-2000:]}")
+
+
+def ml_info(topic: str, ledger_id: int) -> PendingDeleteLedgerInfo:
+    """A pending deletion of a managed-ledger ledger of ``topic`` (its BookKeeper copy)."""
+    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, ledger_id)
 
 
 def pulsar_ml_metadata(topic: str) -> dict[str, str]:

@@ -25,6 +25,7 @@ from typing import Any
 import boto3
 import pytest
 
+from testkit.harness import ml_info as ml
 from tests.cluster.conftest import Cluster
 from tests.cluster.placement import spread
 from tests.integration.helpers import HttpProxy, count_from_earliest, eventually, ml_ledger_ids, produce
@@ -49,10 +50,6 @@ WORKER_KILLS = 5
 FAIL_RATIO = 0.2
 STALL_RATIO = 0.1
 STALL_S = 2.0
-
-
-def ml(topic: str, lid: int) -> PendingDeleteLedgerInfo:
-    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid)
 
 
 def off(topic: str, lid: int, ctx: OffloadContext) -> PendingDeleteLedgerInfo:

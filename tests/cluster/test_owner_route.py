@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from testkit.harness import ml_info as ml
 from tests.cluster.conftest import Cluster
 from tests.cluster.placement import move, spread
 from tests.integration.helpers import count_from_earliest, eventually, ml_ledger_ids, produce
@@ -13,12 +14,7 @@ from tests.integration.worker_harness import WorkerHarness, create_ledgers, puls
 from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
 from worker.broker.admin import NotOwner, PulsarAdmin
-from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
-
-
-def ml(topic: str, lid: int) -> PendingDeleteLedgerInfo:
-    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid)
 
 
 async def test_admin_api_of_the_other_broker_redirects_to_the_owner(

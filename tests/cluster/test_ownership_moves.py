@@ -9,6 +9,7 @@ import asyncio
 import time
 from pathlib import Path
 
+from testkit.harness import ml_info as ml
 from tests.cluster.conftest import Cluster
 from tests.cluster.placement import owner, spread, unload_bundle
 from tests.integration.helpers import count_from_earliest, eventually, ml_ledger_ids, produce
@@ -16,14 +17,9 @@ from tests.integration.worker_harness import WorkerHarness, create_ledgers, puls
 from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
 from worker.broker.admin import PulsarAdmin
-from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
 
 ENTRIES = 12
-
-
-def ml(topic: str, lid: int) -> PendingDeleteLedgerInfo:
-    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid)
 
 
 async def make_backlog(

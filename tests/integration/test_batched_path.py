@@ -13,21 +13,18 @@ from pathlib import Path
 
 import pytest
 
+from testkit.harness import ml_info as ml
 from tests.conftest import Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
 from worker.broker.topology import ensure_topology
-from worker.formats.message import REASON, LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.formats.message import REASON
 from worker.formats.topic_name import TopicName
 from worker.settings import load_settings
 
 pytestmark = pytest.mark.integration
-
-
-def ml(topic: str, ledger_id: int) -> PendingDeleteLedgerInfo:
-    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, ledger_id)
 
 
 async def test_one_batch_of_live_orphaned_forged_and_gone_ledgers_settles_each_correctly(

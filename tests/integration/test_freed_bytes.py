@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from testkit.harness import ml_info as ml
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata
 from tests.conftest import Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce
@@ -45,10 +46,6 @@ async def broker_sizes(admin: PulsarAdmin, t: TopicName) -> dict[int, int]:
     """Each listed ledger's ``size`` as the owner broker records it (internalStats)."""
     stats = await admin.internal_stats(t)
     return {int(ld["ledgerId"]): int(ld.get("size") or 0) for ld in stats["ledgers"]}
-
-
-def ml(topic: str, lid: int) -> PendingDeleteLedgerInfo:
-    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid)
 
 
 async def test_owner_route_counts_each_deleted_ledgers_metadata_length(

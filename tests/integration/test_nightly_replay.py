@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit.harness import ml_info
 from tests.conftest import REPO, Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce
 from tests.integration.nightly_fixtures import (
@@ -37,10 +38,6 @@ from worker.nightly.replay import ReplayOptions, replay
 
 # Real Spark jobs on a shared 2-core machine: minutes each, more under load.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
-
-
-def ml_info(topic: str, lid: int) -> PendingDeleteLedgerInfo:
-    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid)
 
 
 def rows_of(spark: Any, report_dir: Path, run_id: str) -> list[dict[str, Any]]:

@@ -34,6 +34,7 @@ import boto3
 import pytest
 import yaml
 
+from testkit.harness import ml_info as ml
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata
 from tests.conftest import REPO, Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce
@@ -208,10 +209,6 @@ def bookie_exports_metrics(stack: Stack) -> bool:
         assert e.code == 500
         assert "stats provider doesn't support exporting metrics" in e.read().decode()
         return False
-
-
-def ml(topic: str, lid: int) -> PendingDeleteLedgerInfo:
-    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid)
 
 
 async def test_dashboard_and_alerts_on_a_real_prometheus(

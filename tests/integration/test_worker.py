@@ -9,6 +9,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from testkit.harness import ml_info
 from tests.conftest import Stack
 from tests.integration.helpers import TcpProxy, count_from_earliest, eventually, ml_ledger_ids, produce, quiet_logger
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
@@ -24,10 +25,6 @@ def new_worker(harnesses: list[WorkerHarness], stack: Stack, tmp_path: Path, nam
     h = WorkerHarness(stack, tmp_path, name, **kw)
     harnesses.append(h)
     return h
-
-
-def ml_info(topic: str, ledger_id: int) -> PendingDeleteLedgerInfo:
-    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, ledger_id)
 
 
 async def gone(bookie: BookieClient, *ids: int) -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from testkit.harness import ml_info
 from tests.conftest import Stack
 from tests.integration.helpers import HttpProxy, count_from_earliest, eventually, ml_ledger_ids, produce
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
@@ -24,10 +25,6 @@ from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLed
 from worker.formats.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
-
-
-def ml_info(topic: str, ledger_id: int) -> PendingDeleteLedgerInfo:
-    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, ledger_id)
 
 
 def worker(harnesses: list[WorkerHarness], stack: Stack, tmp_path: Path, name: str, **kw: dict) -> WorkerHarness:

@@ -9,6 +9,7 @@ import pulsar
 import pytest
 from kazoo.client import KazooClient
 
+from testkit.harness import ml_info as ml
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
 from tests.conftest import Stack
 from tests.integration.helpers import count_from_earliest, eventually, ml_ledger_ids, produce, quiet_logger
@@ -25,10 +26,6 @@ def start_worker(made: list[WorkerHarness], stack: Stack, tmp_path: Path, name: 
     h = WorkerHarness(stack, tmp_path, name, **kw)
     made.append(h)
     return h.start()
-
-
-def ml(topic: str, lid: int) -> PendingDeleteLedgerInfo:
-    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid)
 
 
 async def test_orphans_of_a_deleted_topic_go_by_the_direct_route(
