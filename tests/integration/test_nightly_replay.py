@@ -291,12 +291,19 @@ async def test_a_forged_copy_published_first_settles_only_itself(
     reports = tmp_path / "reports"
     s = replay(spark, settings, ReplayOptions(str(reports)))
     assert s.read == 3
-    assert s.rows == {"deleted": 1, "rejected": 2}, s.rows
     assert s.acknowledged == 3
     by_id = {m: r for r in rows_of(spark, reports, s.run_id) for m in r["message_id_strs"]}
     assert (by_id[genuine]["outcome"], by_id[genuine]["message_id_strs"]) == ("deleted", [genuine])
     assert (by_id[forged_target]["outcome"], by_id[forged_target]["reason"]) == ("rejected", "unknown_offload_target")
-    assert (by_id[forged_topic]["outcome"], by_id[forged_topic]["reason"]) == ("rejected", "topic_mismatch")
+    # The copy naming another topic is in another partition (rows are partitioned by topic), decided
+    # concurrently with the genuine one: it finds the objects and is rejected for the topic, or finds them
+    # already deleted by the genuine claim. Either way it deleted nothing and was settled by its own verdict.
+    other = (by_id[forged_topic]["outcome"], by_id[forged_topic]["reason"])
+    assert other in (("rejected", "topic_mismatch"), ("already_gone", None)), other
+    expected = (
+        {"deleted": 1, "rejected": 2} if other[0] == "rejected" else {"deleted": 1, "rejected": 1, "already_gone": 1}
+    )
+    assert s.rows == expected, s.rows
     assert _objects_left(s3, stack.s3_bucket, keys) == []
     assert await replay_backlog(admin, settings) == 0
 
