@@ -19,12 +19,9 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tests.cluster.conftest import Cluster
 from tests.integration.helpers import eventually
-from tests.integration.test_prometheus import DASHBOARD, Prom, _binary, _wait_http, pushgateway, selectors
-from tests.integration.worker_harness import free_port
+from tests.integration.test_prometheus import DASHBOARD, Prom, pushgateway, run_prometheus, selectors
 from tests.ops.promql import GRAFANA_VARS
 from tools import dashboards
 from tools.reclaim_demo import RECLAIMED_COMPACTION, RECLAIMED_DELETION, Report, run_reclaim
@@ -92,25 +89,7 @@ def start_prometheus(
             {"job_name": "pushgateway", "honor_labels": True, "static_configs": [{"targets": [gateway]}]},
         ],
     }
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(cfg))
-    port = free_port()
-    log = open(tmp_path / "prometheus.log", "wb")
-    proc = subprocess.Popen(
-        [
-            _binary("prometheus"),
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=log,
-    )
-    try:
-        _wait_http(f"http://127.0.0.1:{port}/-/ready", timeout=60)
-    except BaseException:
-        proc.kill()
-        raise
-    return Prom(f"http://127.0.0.1:{port}"), proc
+    return run_prometheus(tmp_path, cfg)
 
 
 def _value(prom: Prom, expr: str) -> float:

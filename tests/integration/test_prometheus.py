@@ -160,6 +160,11 @@ def start_prometheus(
             },
         ],
     }
+    return run_prometheus(tmp_path, cfg)
+
+
+def run_prometheus(tmp_path: Path, cfg: dict[str, Any]) -> tuple[Prom, subprocess.Popen[bytes]]:
+    """Debian's Prometheus on a free loopback port with ``cfg`` (its data and log under ``tmp_path``), ready."""
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(cfg))
     port = free_port()
     log = open(tmp_path / "prometheus.log", "wb")
@@ -173,7 +178,11 @@ def start_prometheus(
         stdout=log,
         stderr=log,
     )
-    _wait_http(f"http://127.0.0.1:{port}/-/ready", timeout=60)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/-/ready", timeout=60)
+    except BaseException:
+        proc.kill()
+        raise
     return Prom(f"http://127.0.0.1:{port}"), proc
 
 

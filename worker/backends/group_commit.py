@@ -86,7 +86,3 @@ class GroupCommits(Generic[I, R]):
         if g is None:
             g = self._groups[key] = GroupCommit(self._make(key), max_batch=self.max_batch)
         return g
-
-    @property
-    def batches(self) -> int:
-        return sum(g.batches for g in self._groups.values())

@@ -1,6 +1,6 @@
 """The daemon's consumer: pulsar-client's asyncio consumer, with its answers reaching the loop in bursts.
 
-pulsar-client completes each ``receive_async`` and ``acknowledge_async`` on its own threads and wakes the
+pulsar-client completes each ``acknowledge_async`` on its own threads and wakes the
 event loop once per answer (``call_soon_threadsafe``). Under load hundreds of answers arrive together, so
 they go through one :class:`~worker.backends.loop_handoff.LoopHandoff`: one wake-up per burst. The C++
 client groups the acknowledgements themselves on the wire (its ack grouping, 100 ms by default).
@@ -34,16 +34,6 @@ class HandoffConsumer:
         if self._handoff is None or self._handoff.loop is not loop:
             self._handoff = LoopHandoff(loop)
         return self._handoff
-
-    async def receive(self) -> pulsar.Message:
-        handoff = self._loop_handoff()
-        fut: asyncio.Future[Any] = handoff.loop.create_future()
-        self._raw.receive_async(lambda result, value: handoff.call(_settle(fut), (result, value)))
-        raw = await fut
-        msg = pulsar.Message()
-        msg._message = raw
-        msg._schema = self._schema
-        return msg
 
     async def receive_batch(self) -> list[pulsar.Message]:
         """What has arrived, up to the subscription's batch-receive policy (its size, or what came within
