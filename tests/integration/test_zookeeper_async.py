@@ -1,4 +1,4 @@
-"""The kazoo-to-asyncio bridge (``ZooKeeper._call``: kazoo's own callback completes an asyncio future, no
+"""The kazoo-to-asyncio bridge (``KazooCalls.call``: kazoo's own callback completes an asyncio future, no
 executor thread per call) against the real ZooKeeper of the local stack."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ async def test_many_concurrent_calls_answer_each_caller_without_a_thread_per_cal
             assert await zk.exists(f"{base}/missing") is None
             # Semantic answers stay themselves; callers decide what they mean.
             with pytest.raises(NoNodeError):
-                await zk._call(zk.client.delete_async, f"{base}/missing")
+                await zk.calls.call(zk.client.delete_async, f"{base}/missing")
         finally:
             await zk.run(zk.client.delete, base, recursive=True)
 

@@ -15,15 +15,14 @@ Two uses:
 - delete a ledger directly in BookKeeper's metadata store (docs/design.md step 5, "ZooKeeper, versioned delete"):
   once a ledger's znode is gone, the bookies' garbage collector reclaims its entries.
 
-Where ledgers and managed ledgers sit in the stores: ``worker.formats.metadata_paths``; how kazoo's thread
-hands results to the event loop: ``worker.backends.kazoo_handler``.
+Where ledgers and managed ledgers sit in the stores: ``worker.formats.metadata_paths``; how kazoo's calls are
+awaited and their errors mapped: ``worker.backends.kazoo_calls``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -32,16 +31,14 @@ from typing import Any, TypeVar
 from kazoo.exceptions import (
     BadVersionError,
     KazooException,
-    NodeExistsError,
     NoNodeError,
-    NotEmptyError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
 
 from worker.backends.fresh_reads import FreshReads
+from worker.backends.kazoo_calls import KazooCalls, run_blocking
 from worker.backends.kazoo_handler import kazoo_client
-from worker.backends.loop_handoff import LoopHandoff
 from worker.errors import BackendError
 from worker.formats.managed_ledger_metadata import (
     ManagedCursorInfo,
@@ -61,10 +58,6 @@ from worker.formats.topic_name import TopicName
 from worker.settings import ZooKeeperSettings
 
 T = TypeVar("T")
-
-
-# Errors that are answers, not failures: callers decide what they mean.
-_SEMANTIC = (NoNodeError, BadVersionError, NodeExistsError, NotEmptyError)
 
 
 class LedgerMetadataChanged(BackendError):
@@ -132,7 +125,7 @@ class ZooKeeper:
         # "/" (a chroot at BookKeeper's root) becomes "": every path below is built as root + "/...".
         self.ledgers_root = ledgers_root.rstrip("/")
         self.client = kazoo_client(hosts, timeout_s)
-        self._handoff: LoopHandoff | None = None
+        self.calls = KazooCalls(timeout_s)
         self._fresh_exists: FreshReads[ZnodeStat | None] = FreshReads()
         self._ledger_path: Callable[[int, str], str] | None = None
         separate = bool(bookkeeper_hosts) and bookkeeper_hosts != hosts
@@ -194,68 +187,25 @@ class ZooKeeper:
     ) -> None:
         await self.close()
 
-    # ---- plumbing ---------------------------------------------------------------------------------
-
-    async def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run a kazoo ``*_async`` method; NoNode/BadVersion/NodeExists/NotEmpty propagate as themselves,
-        everything else (connection loss, session expiry, timeout) becomes BackendError.
-
-        No thread per call: kazoo completes its IAsyncResult on its own callback thread, and the answers
-        reach this loop through one :class:`LoopHandoff` (one wake-up for a burst of answers). A thread hop
-        per call through the default executor, then a wake-up per answer, were the ZooKeeper route's main
-        costs (docs/benchmarks.md). The timeout is a timer on the future, not a ``wait_for`` task per call."""
-        loop = asyncio.get_running_loop()
-        handoff = self._handoff
-        if handoff is None or handoff.loop is not loop:
-            handoff = self._handoff = LoopHandoff(loop)
-        fut: asyncio.Future[Any] = loop.create_future()
-
-        def settle(result: Any) -> None:  # on the loop
-            if fut.done():
-                return  # timed out or cancelled already: the answer has nobody to go to
-            exc = result.exception
-            if exc is not None:
-                fut.set_exception(exc)
-            else:
-                fut.set_result(result.value)
-
-        timer = loop.call_later(self.timeout_s, _expire, fut)
-        try:
-            method(*args, **kwargs).rawlink(functools.partial(handoff.call, settle))
-            return await fut
-        except _SEMANTIC:
-            raise
-        except TimeoutError as e:
-            raise BackendError("zookeeper", f"no answer within {self.timeout_s}s") from e
-        except (KazooTimeoutError, KazooException) as e:
-            raise BackendError("zookeeper", f"{type(e).__name__}: {e}") from e
-        finally:
-            timer.cancel()
-
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run any blocking kazoo call in a thread with the same error mapping (for tools and tests)."""
-        try:
-            return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
-        except _SEMANTIC:
-            raise
-        except (KazooTimeoutError, KazooException) as e:
-            raise BackendError("zookeeper", f"{type(e).__name__}: {e}") from e
+        return await run_blocking(fn, *args, **kwargs)
 
     async def get(self, path: str) -> tuple[bytes, ZnodeStat] | None:
         try:
-            data, stat = await self._call(self.client.get_async, path)
+            data, stat = await self.calls.call(self.client.get_async, path)
         except NoNodeError:
             return None
         return bytes(data or b""), stat
 
     async def children(self, path: str) -> list[str] | None:
         try:
-            return list(await self._call(self.client.get_children_async, path))
+            return list(await self.calls.call(self.client.get_children_async, path))
         except NoNodeError:
             return None
 
     async def exists(self, path: str) -> ZnodeStat | None:
-        stat: ZnodeStat | None = await self._call(self.client.exists_async, path)
+        stat: ZnodeStat | None = await self.calls.call(self.client.exists_async, path)
         return stat
 
     # ---- managed ledgers and schemas (the metadata store's half of "gone") ------------------------
@@ -396,7 +346,7 @@ class ZooKeeper:
                 return False
             version = int(stat.version)
         try:
-            await bk._call(bk.client.delete_async, path, version)
+            await bk.calls.call(bk.client.delete_async, path, version)
         except NoNodeError:
             # Gone already, possibly by our own earlier attempt whose answer was lost with the connection.
             return False
@@ -413,13 +363,8 @@ class ZooKeeper:
         tx = bk.client.transaction()
         for ledger_id, version in versions:
             tx.delete(await self.ledger_path(ledger_id), version)
-        results = await bk._call(tx.commit_async)
+        results = await bk.calls.call(tx.commit_async)
         return all(r is True for r in results)
-
-
-def _expire(fut: asyncio.Future[Any]) -> None:
-    if not fut.done():
-        fut.set_exception(TimeoutError())
 
 
 @contextlib.asynccontextmanager
