@@ -115,6 +115,36 @@ def test_the_daemon_refuses_to_start_naming_the_missing_bucket(
     pytest.fail(f"the daemon started with a missing bucket and settled {n:g} offload message(s) as already_gone")
 
 
+async def test_the_nightly_jobs_refuse_to_start_naming_the_missing_bucket(
+    stack: Stack, unique: str, tmp_path: Path, spark: Any, admin: PulsarAdmin
+) -> None:
+    """The replay and the audit check every configured target on their driver before they read anything:
+    a dead letter for a copy in the misnamed bucket is left on the DLQ, never settled as already gone."""
+    from tests.integration.nightly_fixtures import publish_dead_letters, replay_backlog, replay_settings
+    from worker.formats.message import encode
+    from worker.nightly.audit import run_audit
+    from worker.nightly.replay import ReplayOptions, replay
+
+    missing = f"no-such-bucket-{unique}"
+    h = WorkerHarness(stack, tmp_path, f"nightbucket-{unique}")  # its configuration only: keys from files
+    good = h.config["offload"]["s3_targets"][0]
+    h.config["offload"]["s3_targets"] = [good, {**good, "bucket": missing}]
+    cfg = replay_settings(h, stack)
+    publish_dead_letters(stack, cfg, [encode(s3_message(stack, f"persistent://public/default/gone-{unique}", missing))])
+    with pytest.raises(StartupRefused) as refused:
+        replay(spark, cfg, ReplayOptions(str(tmp_path / "replay")))
+    msg = str(refused.value)
+    assert "offload.s3_targets[1]" in msg and missing in msg and "no such bucket" in msg, msg
+    assert await replay_backlog(admin, cfg) == 1  # left for a night with the bucket named right
+    assert not (tmp_path / "replay").exists()
+
+    with pytest.raises(StartupRefused) as refused:
+        run_audit(spark, cfg, report_dir=str(tmp_path / "audit"), run_id=unique, min_age_s=3600)
+    msg = str(refused.value)
+    assert "offload.s3_targets[1]" in msg and missing in msg, msg
+    assert not (tmp_path / "audit").exists()  # refused before the ledgers' half ran
+
+
 async def test_a_bucket_that_disappears_in_flight_is_transient(
     stack: Stack, test_namespace: str, unique: str, s3: Any
 ) -> None:

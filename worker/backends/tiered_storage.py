@@ -10,8 +10,9 @@ Connections only ever go to configured targets (see ``worker.core.verification.r
 bucket with a bare 404, the same as for a missing object (a HEAD has no body to say ``NoSuchBucket``), and
 a gone or unmounted filesystem base path holds nothing either: a misnamed bucket, a misrouted endpoint or
 an unmounted volume would settle every offload deletion as already gone. So every configured target is
-checked when this opens (:meth:`TieredStorage.check_targets`: the daemon, the DLQ replay and, through
-:func:`check_offload_targets`, the audit all refuse to start on one that is not there), and a not-found is
+checked when this opens (:meth:`TieredStorage.check_targets`: the daemon refuses to start on one that is
+not there, and the DLQ replay and the audit, through :func:`check_offload_targets` on their driver, before
+they read anything), and a not-found is
 settled only after the bucket answers HeadBucket again, or the base path is still the directory, on the
 same device, it was at start; otherwise the decision is transient.
 """
@@ -302,8 +303,8 @@ def _raise(e: OSError) -> None:
 
 
 async def check_offload_targets(settings: OffloadSettings) -> None:
-    """:meth:`TieredStorage.check_targets` for a job that reads the S3 targets without opening the worker's
-    storage (the nightly audit lists them): the same check, the same refusal. The filesystem base path is
-    the daemon's and the replay's only."""
+    """:meth:`TieredStorage.check_targets` for a Spark driver, which opens none of the worker's storage (the
+    nightly replay and audit, before they read): the same check, the same refusal. The filesystem base path
+    is checked where it is mounted: by the daemon, and by the replay's executors."""
     async with TieredStorage(settings.model_copy(update={"filesystem_base_path": None})):
         pass

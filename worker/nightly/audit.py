@@ -247,6 +247,11 @@ def run_audit(
     def stamp(df: Any) -> Any:
         return df.withColumn("run_id", F.lit(run_id)).withColumn("run_date", F.lit(run_date))
 
+    # Planned first (lazy but for the targets' start check): a missing bucket stops the audit before the
+    # ledgers' half runs, not after it.
+    objs = None
+    if buckets and settings.offload.s3_targets:
+        objs = audit_buckets(spark, settings, min_age_s=min_age_s, partitions=partitions)
     ledgers = audit_ledgers(
         spark, settings, min_age_s=min_age_s, namespaces=namespaces, ledgers_root=ledgers_root, partitions=partitions
     )
@@ -259,8 +264,7 @@ def run_audit(
         .collect()
     ):
         summary.orphans.append(("bookkeeper", _kind(r["why"]), r["namespace"] or "?", int(r["n"]), int(r["b"] or 0)))
-    if buckets and settings.offload.s3_targets:
-        objs = audit_buckets(spark, settings, min_age_s=min_age_s, partitions=partitions)
+    if objs is not None:
         if namespaces:
             objs = objs.where(F.col("namespace").isin(list(namespaces)))
         ob = write_report(stamp(objs), f"{report_dir}/objects").where(F.col("run_id") == run_id)

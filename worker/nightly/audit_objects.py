@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from worker.nightly.spark import executor_settings, one_frame, settings_on_executor
+from worker.nightly.spark import executor_settings, on_driver, one_frame, settings_on_executor
 from worker.settings import S3Target, Settings
 
 OBJECT_SCHEMA = (
@@ -153,7 +153,7 @@ def audit_buckets(spark: Any, settings: Settings, *, min_age_s: float, partition
 
     executor_settings(settings)  # refuses inline keys before they could travel in the listing's closure
     # The worker's start check: a missing bucket or a dead endpoint stops the audit here, named.
-    asyncio.run(check_offload_targets(settings.offload))
+    on_driver(check_offload_targets(settings.offload))
     targets = [t.model_dump(mode="json") for t in settings.offload.s3_targets]
     timeout = settings.offload.request_timeout_s
     work = [(t, p) for t in targets for p in HEX]

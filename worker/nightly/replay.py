@@ -38,7 +38,7 @@ from worker.core.decision import FINAL, Outcome
 from worker.core.freed_bytes import human_bytes
 from worker.formats.message import FIRST_SEEN_MS, LAST_ERROR, REASON, RECONSUMETIMES
 from worker.formats.topic_name import TopicName
-from worker.nightly.spark import InlineSecret, executor_settings, inline_secrets, settings_on_executor
+from worker.nightly.spark import InlineSecret, executor_settings, inline_secrets, on_driver, settings_on_executor
 from worker.settings import Settings
 
 # The report's outcomes. The decision core's TRANSIENT is "still_failing" here: the ledger stays parked.
@@ -267,6 +267,7 @@ def decide_partition(settings: Settings, dry_run: bool, concurrency: int) -> Any
 def replay(spark: Any, settings: Settings, opts: ReplayOptions) -> ReplaySummary:
     from pyspark.sql import functions as F
 
+    from worker.backends.tiered_storage import check_offload_targets
     from worker.nightly.spark import write_report
 
     t0 = time.monotonic()
@@ -277,6 +278,9 @@ def replay(spark: Any, settings: Settings, opts: ReplayOptions) -> ReplaySummary
     task_settings = per_task_settings(settings, task_slots_per_executor(dict(sc.getConf().getAll()), sc.master))
     # Before anything is read: a secret given inline is refused here, not after the DLQ was read.
     decide = decide_partition(task_settings, opts.dry_run, concurrency)
+    # The worker's start check, on the driver: a missing bucket or a dead endpoint stops the night here,
+    # named, before the DLQ is read (each executor checks again, with the filesystem path it mounts).
+    on_driver(check_offload_targets(settings.offload))
     # Pinned: the end captured at planning holds for every step below, and the DLQ is read once.
     dlq = read_dlq(spark, settings).localCheckpoint(eager=True)
     summary.read = dlq.count()

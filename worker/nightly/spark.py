@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from worker.settings import ConfigError, Settings
 
@@ -44,6 +46,16 @@ def register_sources(spark: Any) -> None:
 
     spark.dataSource.register(PulsarDataSource)
     spark.dataSource.register(UnambiguousPulsarDataSource)
+
+
+T = TypeVar("T")
+
+
+def on_driver(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a check on the driver on a loop of its own: the job may be called from a running loop (a
+    notebook, a test, the CLI's own), where ``asyncio.run`` refuses to start another."""
+    with ThreadPoolExecutor(1, thread_name_prefix="driver-check") as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def spark_running() -> bool:
