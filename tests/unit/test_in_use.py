@@ -476,7 +476,9 @@ async def test_partitioned_base_name_unions_the_partitions() -> None:
     assert s.max_id == 21
     assert s.partitions == (P[0], P[1])
     assert set(s.owner_url.split(",")) == {A, B}
-    assert [t for t in reader.fetches] == [str(p) for p in P]
+    # The base name is read first (it has no managed ledger: "not found", as Pulsar answers), and only then
+    # is `partitions` asked: a topic that is not partitioned costs one admin call per read, not two.
+    assert [t for t in reader.fetches] == [str(T)] + [str(p) for p in P]
     # And the union is cached under the base name.
     assert await cache.get(T, 21) is s
     assert reader.admin.calls == [str(T)]
@@ -488,6 +490,22 @@ async def test_a_partition_name_is_not_asked_for_partitions() -> None:
     s = await cache.get(P[1])
     assert isinstance(s, LiveSet) and s.topic == P[1]
     assert reader.admin.calls == []
+
+
+async def test_a_topic_that_is_not_partitioned_is_not_asked_for_partitions() -> None:
+    cache, reader, _ = make()
+    reader.set(T, (stats([5]), A))
+    s = await cache.get(T)
+    assert isinstance(s, LiveSet) and s.ml_ledgers == {5}
+    assert reader.admin.calls == []  # its managed ledger answered: no `partitions` call
+
+
+async def test_a_gone_topic_is_asked_for_partitions_before_it_counts_as_gone() -> None:
+    cache, reader, _ = make()
+    reader.set(T, None)
+    g = await cache.get(T)
+    assert isinstance(g, TopicGone)
+    assert reader.admin.calls == [str(T)]
 
 
 async def test_partitioned_base_with_every_partition_gone() -> None:
@@ -705,6 +723,57 @@ async def test_a_joined_read_that_does_not_cover_the_ledger_is_read_again() -> N
     await first
     assert (await newer).covers(9)
     assert reader.count(T) == 2
+
+
+async def test_a_read_started_after_the_batch_was_received_answers_its_newer_ids() -> None:
+    """The daemon's messages of one batch were all received before the batch's instant: a read that started
+    after it is as fresh as each message's own re-read, so newer ids share it instead of re-reading."""
+    from worker.backends.fresh_reads import received_at
+
+    reader = GatedReader()
+    cache = SnapshotCache(reader, ttl_s=60, max_size=4, metadata_store=FakeMetadataStore())  # type: ignore[arg-type]
+    reader.set(T, (stats([1, 2]), A))
+    token = received_at.set(asyncio.get_running_loop().time())
+    try:
+        calls = [asyncio.ensure_future(cache.get(T, i)) for i in (7, 8, 9)]  # all newer than anything listed
+        await reader.started()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        reader.gate.set()
+        snaps = await asyncio.gather(*calls)
+        assert reader.count(T) == 1
+        assert all(s is snaps[0] and not s.covers(9) for s in snaps)
+        assert await cache.get(T, 10) is snaps[0]  # the cached read started after this batch too
+        assert reader.count(T) == 1
+    finally:
+        received_at.reset(token)
+
+
+async def test_a_read_started_before_the_batch_was_received_is_not_enough_for_a_newer_id() -> None:
+    from worker.backends.fresh_reads import received_at
+
+    reader = GatedReader()
+    cache = SnapshotCache(reader, ttl_s=60, max_size=4, metadata_store=FakeMetadataStore())  # type: ignore[arg-type]
+    reader.set(T, (stats([1, 2]), A))
+    first = asyncio.ensure_future(cache.get(T, 2))
+    await reader.started()
+    await asyncio.sleep(0.01)  # the next batch arrives while that read is in flight
+    token = received_at.set(asyncio.get_running_loop().time())
+    try:
+        newer = asyncio.ensure_future(cache.get(T, 9))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        reader.set(T, (stats([1, 2, 9]), A))
+        reader.gate.set()
+        await first
+        assert (await newer).covers(9)
+        assert reader.count(T) == 2
+        # The read made for 9 started after this batch was received: it answers for 10 as well.
+        again = await cache.get(T, 10)
+        assert again is await newer and not again.covers(10)
+        assert reader.count(T) == 2
+    finally:
+        received_at.reset(token)
 
 
 async def test_per_topic_state_is_bounded_and_eviction_never_revives_an_old_epoch() -> None:
