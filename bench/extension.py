@@ -17,10 +17,15 @@ noise hits both alike:
   then set to 0 and every topic trimmed at once through the admin REST API (``.../trim``, as
   ``pulsar-admin topics trim-topic``): trims/s, ledgers dropped per second, trim call p50/p99.
 
-The stack's brokers roll a ledger every 5 entries with retention 0 (``config/standalone.conf``): on the
-data-path rows every consumed ledger is trimmed while the row runs, so with the extension each of those
-trims waits for its pending deletions to be durable: the worst case for the extension, counted per row from
-the broker's ``ledger_deletion_broker_marked_total``. After the rounds, the extension instance's pending
+``BENCH_EXT_LEDGERS`` picks the ledgers. ``small`` (the default): the stack's brokers roll a ledger every 5
+entries with retention 0 (``config/standalone.conf``): on the data-path rows every consumed ledger is
+trimmed while the row runs, so with the extension each of those trims waits for its pending deletions to
+be durable: the worst case for the extension, counted per row from the broker's
+``ledger_deletion_broker_marked_total``. ``pulsar``: both instances run with Pulsar's own rollover defaults
+(``PULSAR_ROLLOVER``, given to the stack as ``BROKER_CONF``): a plain topic as production runs it, whose
+ledgers roll after 50,000 entries or 10 to 240 minutes; the trim row then closes each of its ledgers by
+unloading the topic. Instances left up by an earlier run (``BENCH_EXT_KEEP=1``) keep the config they
+started with. After the rounds, the extension instance's pending
 topic is read back: every ledger a trim dropped must be on it.
 
 Prints, for each figure, stock and extension (median of the rounds for rates; pooled samples for
@@ -31,7 +36,8 @@ at the end (``BENCH_EXT_KEEP=1`` leaves them up); ports and data directories can
 
 Knobs: ``BENCH_EXT_ROUNDS`` (3), ``BENCH_EXT_MSGS`` (2000), ``BENCH_EXT_BATCHED_MSGS`` (50000),
 ``BENCH_EXT_SIZE`` (1024), ``BENCH_EXT_WINDOW`` (1000), ``BENCH_EXT_RATE`` (200), ``BENCH_EXT_PACED_MSGS``
-(1000), ``BENCH_EXT_TRIM_TOPICS`` (20), ``BENCH_EXT_TRIM_LEDGERS`` (6), ``BENCH_EXT_POLICY_WAIT_S`` (2).
+(1000), ``BENCH_EXT_TRIM_TOPICS`` (20), ``BENCH_EXT_TRIM_LEDGERS`` (6), ``BENCH_EXT_POLICY_WAIT_S`` (2),
+``BENCH_EXT_LEDGERS`` (small).
 """
 
 from __future__ import annotations
@@ -97,6 +103,23 @@ INSTANCES: dict[str, dict[str, str]] = {
 _PREFIX = {"stock": "LDW_BENCH_STOCK_", "extension": "LDW_BENCH_EXT_"}
 
 
+# Pulsar 4.0's own broker.conf defaults for ledger and cursor-ledger rollover: a plain topic in production.
+PULSAR_ROLLOVER = {
+    "managedLedgerMaxEntriesPerLedger": "50000",
+    "managedLedgerMinLedgerRolloverTimeMinutes": "10",
+    "managedLedgerMaxLedgerRolloverTimeMinutes": "240",
+    "managedLedgerCursorMaxEntriesPerLedger": "50000",
+    "managedLedgerCursorRolloverTimeInSeconds": "14400",
+}
+
+
+def _ledgers() -> str:
+    v = os.environ.get("BENCH_EXT_LEDGERS", "small")
+    if v not in ("small", "pulsar"):
+        raise SystemExit("BENCH_EXT_LEDGERS must be small (the stack's 5-entry ledgers) or pulsar (its defaults)")
+    return v
+
+
 def _int(name: str, default: int, lo: int, hi: int) -> int:
     v = int(os.environ.get(name, str(default)))
     if not lo <= v <= hi:
@@ -116,6 +139,7 @@ class Knobs:
     trim_topics: int
     trim_ledgers: int
     policy_wait_s: float
+    ledgers: str
 
     @classmethod
     def from_env(cls) -> Knobs:
@@ -130,6 +154,7 @@ class Knobs:
             trim_topics=_int("BENCH_EXT_TRIM_TOPICS", 20, 1, 1000),
             trim_ledgers=_int("BENCH_EXT_TRIM_LEDGERS", 6, 1, 100),
             policy_wait_s=float(os.environ.get("BENCH_EXT_POLICY_WAIT_S", "2")),
+            ledgers=_ledgers(),
         )
 
 
@@ -141,6 +166,8 @@ def instance_env(mode: str) -> dict[str, str]:
     for k, v in {**_COMMON, **INSTANCES[mode]}.items():
         env[k] = os.environ.get(f"{_PREFIX[mode]}{k}", v)
     env["BROKER_EXTENSION"] = INSTANCES[mode]["BROKER_EXTENSION"]  # the one thing that tells them apart
+    if _ledgers() == "pulsar":
+        env["BROKER_CONF"] = " ".join(f"{k}={v}" for k, v in PULSAR_ROLLOVER.items())
     return env
 
 
@@ -349,7 +376,14 @@ async def trims(s: Stack, namespace: str, k: Knobs) -> tuple[Sample, set[int]]:
     async with admin_for(s) as admin:
         await admin.ensure_namespace(namespace)
         await admin.set_retention(namespace, -1, -1)  # nothing trimmed while the ledgers are made
-        await asyncio.to_thread(_fill, s, topics, k.trim_ledgers * ENTRIES_PER_LEDGER, 1024)
+        if k.ledgers == "small":
+            await asyncio.to_thread(_fill, s, topics, k.trim_ledgers * ENTRIES_PER_LEDGER, 1024)
+        else:
+            # Ledgers of Pulsar's size would take minutes to fill: each is closed by unloading its topic
+            # (the broker closes the current ledger; the next producer opens a new one).
+            for _ in range(k.trim_ledgers):
+                await asyncio.to_thread(_fill, s, topics, ENTRIES_PER_LEDGER, 1024)
+                await asyncio.gather(*(admin.unload(TopicName.parse(t)) for t in topics))
         before = await asyncio.gather(*(_ledger_ids(admin, t) for t in topics))
         await admin.set_retention(namespace, 0, 0)
         await asyncio.sleep(k.policy_wait_s)  # the policy reaches the topics (a metadata notification)
@@ -619,7 +653,9 @@ async def amain() -> int:
         f"samples; per round = median of each round's extension/stock ratio; 'ext worse' = rounds in which the "
         f"extension did worse than the stock run next to it; worse/better only when a sign test over the rounds "
         f"gives p < {SIGN_TEST_P}, else not measurable; messages of {k.size} B, window {k.window}, paced at "
-        f"{k.rate} msg/s"
+        f"{k.rate} msg/s; ledgers: {k.ledgers} ("
+        + ("5 entries each, retention 0" if k.ledgers == "small" else "Pulsar's rollover defaults, retention 0")
+        + ")"
     )
     print(f"load average before/after: {meta['loadavg_before']} / {meta['loadavg_after']}; total {meta['total_s']}s")
     errors = [e for ss in samples.values() for x in ss for e in x.errors]

@@ -20,6 +20,8 @@
 #     ledger a broker drops is queued on the pending-deletions topic first; 0: stock brokers
 #   BROKER_EXTENSION_SEND_DELAY_S [60]  the extension's ledgerDeletionSendDelaySeconds (deliver-after)
 #   BROKER_EXTENSION_CONF []  more broker.conf lines for it, space-separated key=value (tests/extension)
+#   BROKER_CONF []  broker.conf lines for every broker, stock or not, space-separated key=value, set last
+#     (bench/extension.py: Pulsar's own rollover defaults instead of this stack's 5-entry ledgers)
 #   BOOKIE_ENTRY_LOG_SIZE [8388608]  the bookies' logSizeLimit: small, so garbage collection can give disk back
 #     (every bookie also exports its own metrics on its HTTP API's /metrics: bookie_reclaim_conf)
 #
@@ -210,6 +212,11 @@ extension_conf() {  # extension_conf FILE: the broker.conf lines of docs/broker-
   for kv in ${BROKER_EXTENSION_CONF:-}; do conf_set "$1" "${kv%%=*}" "${kv#*=}"; done
 }
 
+broker_conf() {  # broker_conf FILE: the BROKER_CONF overrides, after every other key of this script
+  local kv
+  for kv in ${BROKER_CONF:-}; do conf_set "$1" "${kv%%=*}" "${kv#*=}"; done
+}
+
 bookie_reclaim_conf() {  # bookie_reclaim_conf FILE: the bookie's own metrics and entry logs GC can reclaim
   # BookKeeper's Prometheus provider, served on the bookie HTTP API's /metrics (httpServerEnabled=true:
   # the provider then starts no server of its own), so its garbage collection shows reclaimed bytes
@@ -298,6 +305,7 @@ start_pulsar() {
     # One JVM for broker and bookie: the broker exports the JVM's metrics already.
     conf_set "$run/standalone.conf" exposeDefaultJVMMetrics false
     if [[ $PROFILE == auth ]]; then auth_material; auth_conf "$run/standalone.conf"; fi
+    broker_conf "$run/standalone.conf"
     local t0=$SECONDS
     log "starting pulsar $PULSAR_VERSION standalone (web $WEB_PORT, broker $BROKER_PORT, bookie http $BOOKIE_HTTP_PORT)"
     (
@@ -497,6 +505,7 @@ render_cluster_conf() {
     conf_set "$f" s3ManagedLedgerOffloadRegion "$S3_REGION"
     conf_set "$f" s3ManagedLedgerOffloadServiceEndpoint "http://127.0.0.1:$S3_PORT"
     extension_conf "$f"
+    broker_conf "$f"
   done
 }
 
