@@ -680,9 +680,14 @@ class GatedReader(FakeReader):
         return a
 
 
-async def test_a_bump_during_the_read_makes_its_snapshot_stale_and_uncached() -> None:
+def gated() -> tuple[SnapshotCache, GatedReader]:
     reader = GatedReader()
     cache = SnapshotCache(reader, ttl_s=60, max_size=4, metadata_store=FakeMetadataStore())  # type: ignore[arg-type]
+    return cache, reader
+
+
+async def test_a_bump_during_the_read_makes_its_snapshot_stale_and_uncached() -> None:
+    cache, reader = gated()
     reader.set(T, (stats([1, 2]), A))
     pending = asyncio.ensure_future(cache.get(T, 2))
     await reader.started()
@@ -695,72 +700,44 @@ async def test_a_bump_during_the_read_makes_its_snapshot_stale_and_uncached() ->
     assert cache.is_current(again)
 
 
-async def test_concurrent_reads_of_one_topic_share_one_fetch() -> None:
-    reader = GatedReader()
-    cache = SnapshotCache(reader, ttl_s=60, max_size=4, metadata_store=FakeMetadataStore())  # type: ignore[arg-type]
-    reader.set(T, (stats([1, 2, 3]), A))
-    calls = [asyncio.ensure_future(cache.get(T, i)) for i in (1, 2, 3) * 5]
-    await reader.started()
-    for _ in range(5):
-        await asyncio.sleep(0)
-    reader.gate.set()
-    snaps = await asyncio.gather(*calls)
-    assert reader.count(T) == 1
-    assert all(s is snaps[0] for s in snaps)
-
-
-async def test_a_joined_read_that_does_not_cover_the_ledger_is_read_again() -> None:
-    reader = GatedReader()
-    cache = SnapshotCache(reader, ttl_s=60, max_size=4, metadata_store=FakeMetadataStore())  # type: ignore[arg-type]
-    reader.set(T, (stats([1, 2]), A))
-    first = asyncio.ensure_future(cache.get(T, 2))
-    await reader.started()
-    newer = asyncio.ensure_future(cache.get(T, 9))  # created after the shared read started
-    for _ in range(5):
-        await asyncio.sleep(0)
-    reader.set(T, (stats([1, 2, 9]), A))
-    reader.gate.set()
-    await first
-    assert (await newer).covers(9)
-    assert reader.count(T) == 2
-
-
-async def test_a_read_started_after_the_batch_was_received_answers_its_newer_ids() -> None:
-    """The daemon's messages of one batch were all received before the batch's instant: a read that started
-    after it is as fresh as each message's own re-read, so newer ids share it instead of re-reading."""
+@pytest.mark.parametrize("ids", [(1, 2, 3), (7, 8, 9)], ids=["listed-ids", "newer-ids-of-one-batch"])
+async def test_concurrent_reads_of_one_topic_share_one_fetch(ids: tuple[int, ...]) -> None:
+    """Newer ids too, in the daemon: its messages of one batch were all received before the batch's instant,
+    and a read that started after it is as fresh as each message's own re-read would be."""
     from worker.backends.fresh_reads import received_at
 
-    reader = GatedReader()
-    cache = SnapshotCache(reader, ttl_s=60, max_size=4, metadata_store=FakeMetadataStore())  # type: ignore[arg-type]
-    reader.set(T, (stats([1, 2]), A))
+    cache, reader = gated()
+    reader.set(T, (stats([1, 2, 3]), A))
     token = received_at.set(asyncio.get_running_loop().time())
     try:
-        calls = [asyncio.ensure_future(cache.get(T, i)) for i in (7, 8, 9)]  # all newer than anything listed
+        calls = [asyncio.ensure_future(cache.get(T, i)) for i in ids * 5]
         await reader.started()
         for _ in range(5):
             await asyncio.sleep(0)
         reader.gate.set()
         snaps = await asyncio.gather(*calls)
         assert reader.count(T) == 1
-        assert all(s is snaps[0] and not s.covers(9) for s in snaps)
+        assert all(s is snaps[0] for s in snaps)
         assert await cache.get(T, 10) is snaps[0]  # the cached read started after this batch too
         assert reader.count(T) == 1
     finally:
         received_at.reset(token)
 
 
-async def test_a_read_started_before_the_batch_was_received_is_not_enough_for_a_newer_id() -> None:
+@pytest.mark.parametrize("in_a_batch", [False, True], ids=["outside-the-daemon", "batch-received-meanwhile"])
+async def test_a_joined_read_that_does_not_cover_the_ledger_is_read_again(in_a_batch: bool) -> None:
     from worker.backends.fresh_reads import received_at
 
-    reader = GatedReader()
-    cache = SnapshotCache(reader, ttl_s=60, max_size=4, metadata_store=FakeMetadataStore())  # type: ignore[arg-type]
+    cache, reader = gated()
     reader.set(T, (stats([1, 2]), A))
     first = asyncio.ensure_future(cache.get(T, 2))
     await reader.started()
-    await asyncio.sleep(0.01)  # the next batch arrives while that read is in flight
-    token = received_at.set(asyncio.get_running_loop().time())
+    await asyncio.sleep(0.01)
+    # The daemon's next batch arrives while that read is in flight: the read started before it, so it
+    # cannot answer for a newer id of that batch either.
+    token = received_at.set(asyncio.get_running_loop().time()) if in_a_batch else None
     try:
-        newer = asyncio.ensure_future(cache.get(T, 9))
+        newer = asyncio.ensure_future(cache.get(T, 9))  # created after the shared read started
         for _ in range(5):
             await asyncio.sleep(0)
         reader.set(T, (stats([1, 2, 9]), A))
@@ -768,12 +745,15 @@ async def test_a_read_started_before_the_batch_was_received_is_not_enough_for_a_
         await first
         assert (await newer).covers(9)
         assert reader.count(T) == 2
-        # The read made for 9 started after this batch was received: it answers for 10 as well.
         again = await cache.get(T, 10)
-        assert again is await newer and not again.covers(10)
-        assert reader.count(T) == 2
+        if in_a_batch:
+            # The read made for 9 started after the batch was received: it answers for 10 too.
+            assert again is await newer and reader.count(T) == 2
+        else:
+            assert reader.count(T) == 3  # every newer id re-reads its topic
     finally:
-        received_at.reset(token)
+        if token is not None:
+            received_at.reset(token)
 
 
 async def test_per_topic_state_is_bounded_and_eviction_never_revives_an_old_epoch() -> None:
