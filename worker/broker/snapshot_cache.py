@@ -293,8 +293,9 @@ class SnapshotCache:
             return TopicGone(topic, -1)
         return LiveSet.union(topic, parts, -1, self.clock())
 
-    async def _load_and_store(self, topic: TopicName) -> Snapshot:
-        started = asyncio.get_running_loop().time()
+    async def _load_and_store(self, topic: TopicName, started: float | None = None) -> Snapshot:
+        if started is None:
+            started = asyncio.get_running_loop().time()
         snap = await self._load(topic)
         if self.is_current(snap):
             # A stale read (epoch moved while it was in flight) is handed to its callers but never cached.
@@ -304,7 +305,8 @@ class SnapshotCache:
     def _started_after_receipt(self, read_started: float) -> bool:
         """Whether a read is as fresh as the current message's own re-read would be: it started after the
         message's batch was received, so after the message's ledger existed (the message names it). A
-        snapshot that does not list such a ledger then answers for it as a read of its own would."""
+        snapshot that does not list such a ledger then answers for it as a read of its own would. (A forged
+        message may name an id not created yet; whatever ledger gets it later is too young to delete.)"""
         since = received_at.get()
         return since is not None and read_started >= since
 
@@ -338,8 +340,9 @@ class SnapshotCache:
             ):
                 return snap
             # The shared read may have started before this ledger existed (stale-id rule): read again.
-        task = asyncio.ensure_future(self._load_and_store(topic))
-        entry = (asyncio.get_running_loop().time(), task)
+        started = asyncio.get_running_loop().time()
+        task = asyncio.ensure_future(self._load_and_store(topic, started))
+        entry = (started, task)
         self._inflight[key] = entry
         task.add_done_callback(lambda t: self._inflight.pop(key, None) if self._inflight.get(key) is entry else None)
         return await asyncio.shield(task)
