@@ -149,7 +149,6 @@ def test_purge_refuses_the_workers_own_topics_and_bad_names(tmp_path: Path, stac
     assert r.returncode == 2 and "relative segment" in r.stderr
 
 
-
 def s3_keys(s3: Any, bucket: str, prefix: str) -> set[str]:
     got = s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
     return {o["Key"] for o in got.get("Contents", [])}

@@ -35,7 +35,6 @@ from worker.settings import S3Target, Settings
 pytestmark = pytest.mark.integration
 
 
-
 def target(stack: Stack, bucket: str) -> dict[str, Any]:
     return {
         "bucket": bucket,

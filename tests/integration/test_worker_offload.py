@@ -20,7 +20,6 @@ from worker.formats.topic_name import TopicName
 pytestmark = pytest.mark.integration
 
 
-
 def keys_of(ctx: OffloadContext, lid: int) -> list[str]:
     return [f"{ctx.uuid}-ledger-{lid}", f"{ctx.uuid}-ledger-{lid}-index"]
 

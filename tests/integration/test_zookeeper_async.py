@@ -113,3 +113,26 @@ async def test_concurrent_deletes_go_out_as_one_multi_and_a_stale_one_holds_back
         assert not any([await zk.ledger_metadata_exists(lid) for lid in last])
         got = await store.read(stale)
         assert got is not None and await store.delete(stale, got[1]) is True
+
+
+async def test_concurrent_ledger_reads_go_out_as_one_multi_read_each_answered_alone(stack: Stack) -> None:
+    """Ledger-metadata reads made together are one ZooKeeper multiRead: each ledger gets its own bytes and
+    version, a missing ledger is None (not an error for the others), and the answers equal single reads."""
+    ids = create_ledgers(stack, 6, pulsar_ml_metadata("persistent://public/default/ldw-async-multi-read"))
+    missing = max(ids) + 10**9
+    async with ZooKeeper(stack.zookeeper_hosts) as zk:
+        alone = [await zk.get(await zk.ledger_path(lid)) for lid in ids]
+        before = zk._metadata_reads.batches
+        together = await asyncio.gather(*(zk.read_ledger_metadata(lid) for lid in [*ids, missing]))
+        # Asked in one turn of the event loop, the seven are one batch, sent as one multiRead.
+        assert zk._metadata_reads.batches == before + 1 and zk._multi_read
+        assert together[-1] is None
+        assert all(a is not None for a in alone)
+        assert [(d, s.version, s.ctime) for d, s in together[:-1]] == [  # type: ignore[misc]
+            (d, s.version, s.ctime) for d, s in alone
+        ]  # fmt: skip
+        # A znode changed in between is read at its new version: the multiRead reads now, not a cache.
+        path = await zk.ledger_path(ids[0])
+        await zk.run(zk.client.set, path, alone[0][0])  # type: ignore[index]
+        again = await asyncio.gather(*(zk.read_ledger_metadata(lid) for lid in ids[:3]))
+        assert again[0] is not None and again[0][1].version == alone[0][1].version + 1  # type: ignore[index]

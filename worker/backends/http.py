@@ -56,5 +56,3 @@ def new_session(
         raise_for_status=False,
         trace_configs=[_https_only()] if https_only else None,
     )
-
-

@@ -252,9 +252,7 @@ class TieredStorage:
             except (TimeoutError, ClientError, BotoCoreError, OSError) as e:
                 self._count("delete", "error")
                 raise BackendError("s3", f"DeleteObjects {target.bucket} {keys}: {type(e).__name__}: {e}") from e
-            failed = {
-                str(e.get("Key")): e for e in r.get("Errors", []) if e.get("Code") not in ("NoSuchKey", "404")
-            }
+            failed = {str(e.get("Key")): e for e in r.get("Errors", []) if e.get("Code") not in ("NoSuchKey", "404")}
             self._count("delete", "error" if failed else "ok")
             answers: list[BaseException | None] = []
             for _, ks in copies:

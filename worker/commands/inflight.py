@@ -26,9 +26,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--bytes", action="store_true", help="also sum what the queued deletions would free")
-    p.add_argument(
-        "--limit", type=int, default=10_000, help="with --bytes: read at most this many messages per topic"
-    )
+    p.add_argument("--limit", type=int, default=10_000, help="with --bytes: read at most this many messages per topic")
     p.set_defaults(handler=handle)
     return p
 
@@ -48,6 +46,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print(json.dumps(res.to_dict(), sort_keys=True))
         return 0
+
     def size(q: QueuedBytes | None) -> str:
         if q is None:
             return ""

@@ -170,6 +170,7 @@ def dedupe(dlq: Any, partitions: int) -> Any:
         # An undecodable message is its own row: nothing about it can be trusted to group by.
     ).otherwise(F.concat(F.lit(f"{Outcome.INVALID.value}|"), "message_id_str"))
     props = F.col("properties")
+
     # Properties are whatever a publisher wrote: Spark's ANSI casts would fail the whole replay on one
     # hostile dead letter, so they are tried and clamped (garbage reads as absent, as in the daemon).
     def clamped(key: str, low: Any, high: Any) -> Any:

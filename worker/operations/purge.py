@@ -300,9 +300,7 @@ async def purge_topic(
         except NotOwner:
             # Only the owner deletes a topic; PulsarAdmin never follows a redirect by itself.
             owner = await admin.lookup(topic)
-            existed = await admin.at(owner).delete_topic(
-                topic, force=True
-            )
+            existed = await admin.at(owner).delete_topic(topic, force=True)
         if not existed:
             # Someone deleted it since the collection: its ledgers were all queued above anyway.
             say(f"{topic} was already gone when deleting it")
