@@ -30,7 +30,7 @@ from worker.broker.snapshot_cache import SnapshotCache, snapshot_cache
 from worker.core.bucket_in_use import CursorRecord, cursor_znode_name
 from worker.core.decision import Facts, Outcome, Result, Route, Rules, decide
 from worker.core.live_set import LiveSet
-from worker.core.stored import Missing, Refused
+from worker.core.stored import Missing, Refused, Stored
 from worker.daemon.rate_limit import TokenBucket
 from worker.errors import BackendError
 from worker.formats.message import InvalidMessage, LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
@@ -157,13 +157,23 @@ class Decider:
             return res if removed else Result(Outcome.ALREADY_GONE, res.route)
         return Result(Outcome.TRANSIENT, Route.OWNER, "live state kept changing (epoch)", stage="route")
 
-    async def _gather(self, info: PendingDeleteLedgerInfo, copy: StorageCopy) -> Facts:
-        # 2. Route: the owner's live state, or the proven absence of the topic.
-        with _stage("route"):
-            live = await self.snapshots.get(info.topic, info.ledger_id)
-        # 4. What storage holds (identity is judged by ``decide``).
+    async def _inspect(self, info: PendingDeleteLedgerInfo, copy: StorageCopy) -> Stored:
         with _stage(copy.stage):
-            stored = await copy.inspect(info)
+            return await copy.inspect(info)
+
+    async def _gather(self, info: PendingDeleteLedgerInfo, copy: StorageCopy) -> Facts:
+        # 4. What storage holds (identity is judged by ``decide``), read while step 2 reads the route: the
+        # two reads are independent, and neither vouches for the other's freshness (the epoch check and the
+        # versioned delete do that, right before the delete), so the message waits for one round trip, not two.
+        inspecting = asyncio.ensure_future(self._inspect(info, copy))
+        try:
+            # 2. Route: the owner's live state, or the proven absence of the topic.
+            with _stage("route"):
+                live = await self.snapshots.get(info.topic, info.ledger_id)
+            stored = await inspecting
+        except BaseException:
+            _abandon(inspecting)
+            raise
         if isinstance(stored, Missing | Refused):
             return Facts(live, stored)
         schema_registry = None
@@ -186,6 +196,16 @@ class Decider:
                 with _stage("zookeeper"):
                     bucket_cursor = CursorRecord(await self.metadata.cursor_properties(info.topic, cursor))
         return Facts(live, stored, schema_registry, offload, bucket_cursor=bucket_cursor)
+
+
+def _abandon(task: asyncio.Future[Stored]) -> None:
+    """Cancel a read nobody will use; a failure it already had is consumed (the route's failure is the
+    one reported, as when the reads ran one after the other)."""
+    if task.done():
+        if not task.cancelled():
+            task.exception()
+    else:
+        task.cancel()
 
 
 def _offload_matters(info: PendingDeleteLedgerInfo, live: LiveSet) -> bool:
