@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,7 @@ from worker.core.live_set import TopicGone
 from worker.core.stored import Missing, Refused, StoredLedger, StoredObjects
 from worker.core.verification import Verdict, verify_bookkeeper
 from worker.daemon.pipeline import SETTLE, Action, retry_delay
+from worker.errors import BackendError
 from worker.formats.ledger_metadata import LedgerMetadata
 from worker.formats.managed_ledger_metadata import OffloadInfo
 from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
@@ -331,7 +333,9 @@ class _Snapshots:
         self.current = snap.epoch
         self.reads = 0
 
-    async def get(self, topic: TopicName, ledger_id: int | None = None) -> LiveSet | TopicGone:
+    async def get(
+        self, topic: TopicName, ledger_id: int | None = None, *, vouches: object = None
+    ) -> LiveSet | TopicGone:
         self.reads += 1
         return self.snap if self.reads == 1 else _reepoch(self.snap, self.current)
 
@@ -429,3 +433,53 @@ async def test_an_unforeseen_exception_is_a_transient_outcome_with_its_stage() -
     res = await d.decide_info(ledger_info(LedgerComponent.MANAGED_LEDGER))
     assert (res.outcome, res.stage) == (Outcome.TRANSIENT, "bookkeeper")
     assert "AttributeError" in res.reason
+
+
+class _VouchingSnapshots(_Snapshots):
+    """Asks the decider's ``vouches`` about a read that started at ``read_started_ms``."""
+
+    def __init__(self, snap: LiveSet | TopicGone, read_started_ms: int) -> None:
+        super().__init__(snap)
+        self.read_started_ms = read_started_ms
+        self.answers: list[bool] = []
+
+    async def get(
+        self, topic: TopicName, ledger_id: int | None = None, *, vouches: object = None
+    ) -> LiveSet | TopicGone:
+        assert callable(vouches)
+        self.answers.append(await vouches(self.read_started_ms))
+        return await super().get(topic, ledger_id)
+
+
+CREATED = NOW - 3_600_000
+
+
+@pytest.mark.parametrize(
+    ("fact", "read_started_ms", "vouched"),
+    [
+        (stored(ML_CM, ctime=CREATED), CREATED + 600_000, True),  # old enough when the read started
+        (stored(ML_CM, ctime=CREATED), CREATED + 599_999, False),  # not yet: the topic might list it later
+        (stored(ML_CM, ctime=None), NOW, False),  # no creation time proves nothing
+        (Missing(), 1, True),  # nothing to delete: the live state does not matter
+    ],
+    ids=["old-enough", "one-ms-too-young", "no-ctime", "missing"],
+)
+async def test_a_snapshot_vouches_for_a_newer_ledger_only_once_the_ledger_was_old_enough(
+    fact: StoredLedger | Missing, read_started_ms: int, vouched: bool
+) -> None:
+    snapshots = _VouchingSnapshots(live({1}), read_started_ms)
+    d = _decider(snapshots, _Copy(fact), _BumpingLimiter(snapshots, bumps=0))
+    await d.decide_info(ledger_info(LedgerComponent.MANAGED_LEDGER))
+    assert snapshots.answers == [vouched]
+
+
+async def test_an_inspection_that_failed_vouches_for_nothing_and_is_the_failure_reported() -> None:
+    class Broken(_Copy):
+        async def inspect(self, info: PendingDeleteLedgerInfo) -> StoredLedger | Missing:
+            raise BackendError("zookeeper", "connection lost")
+
+    snapshots = _VouchingSnapshots(live({1}), NOW)
+    d = _decider(snapshots, Broken(Missing()), _BumpingLimiter(snapshots, bumps=0))
+    res = await d.decide_info(ledger_info(LedgerComponent.MANAGED_LEDGER))
+    assert snapshots.answers == [False]
+    assert (res.outcome, res.stage) == (Outcome.TRANSIENT, "zookeeper")

@@ -283,6 +283,26 @@ async def test_stale_id_rule_refetches_for_a_newer_ledger() -> None:
     assert await cache.get(T, 14) is s2
 
 
+@pytest.mark.parametrize("vouched", [False, True], ids=["ledger-too-young-at-the-read", "ledger-old-at-the-read"])
+async def test_a_snapshot_read_once_the_ledger_was_old_enough_decides_about_a_newer_id(vouched: bool) -> None:
+    """The stale-id rule's other way out: the caller says whether the ledger was already older than the
+    minimum age when the snapshot's read started (then its topic would list it if it kept it). The read's
+    start is passed on the wall clock, which ledger creation times use."""
+    cache, reader, _ = make(wall_clock_ms=lambda: 5_000)
+    reader.set(T, (stats([10, 11]), A))
+    s1 = await cache.get(T, 11)
+    asked: list[int] = []
+
+    async def vouches(read_started_ms: int) -> bool:
+        asked.append(read_started_ms)
+        return vouched
+
+    s2 = await cache.get(T, 13, vouches=vouches)
+    assert asked == [5_000]
+    assert (s2 is s1) is vouched
+    assert reader.count(T) == (1 if vouched else 2)
+
+
 async def test_stale_id_with_no_id_uses_the_cache() -> None:
     cache, reader, _ = make()
     reader.set(T, (stats([]), A))

@@ -7,7 +7,10 @@ this module is the I/O around them (owner lookup, the read, the cache).
 
 Caching is safe because ledger ids only grow and a removed id never comes back, with two guards:
 - stale-id rule: a ledger id above the largest id of the snapshot may have been created after the
-  snapshot was taken, so the snapshot cannot clear it: refetch before deciding;
+  snapshot was taken, so the snapshot cannot clear it: refetch before deciding. Unless the read is known
+  to have started after the ledger existed: after the message naming it was received, or after the ledger
+  was already older than the minimum age (the caller's ``vouches``: the same premise the too-young rule
+  rests on, that a ledger that old is listed by its topic if its topic keeps it);
 - epochs (PIP-269's lesson): a 307, an ownership change, the topic going away or the admin API losing
   it (not found while the metadata store still has it) bumps the topic's epoch; a decision taken on an
   older epoch is re-evaluated before anything is deleted.
@@ -19,7 +22,7 @@ import asyncio
 import dataclasses
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -87,8 +90,10 @@ class _TopicState:
     last_seen: str | None = None
     snapshot: Snapshot | None = None
     fetched_at: float = 0.0
-    # When the snapshot's read started (the event loop's clock, as ``fresh_reads.received_at``).
+    # When the snapshot's read started (the event loop's clock, as ``fresh_reads.received_at``; and the
+    # wall clock in ms, as ledger creation times).
     read_started: float = 0.0
+    read_started_ms: int = 0
 
 
 class SnapshotCache:
@@ -113,8 +118,10 @@ class SnapshotCache:
         clock: Callable[[], float] = time.monotonic,
         on_bump: Callable[[TopicName, str], None] | None = None,
         not_found_ttl_s: float = 0.0,
+        wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self.reader = reader
+        self.wall_clock_ms = wall_clock_ms
         # How long the admin API's "not found" (its half of the gone proof) is reused. The metadata
         # store's half is re-read for every message regardless, and that is what keeps a re-created
         # topic from looking gone: a ledger carrying the topic's managed-ledger name can only be created
@@ -133,7 +140,7 @@ class SnapshotCache:
         self._snapshots: OrderedDict[str, None] = OrderedDict()
         self._counter = 0
         self._base = 0
-        self._inflight: dict[str, tuple[float, asyncio.Task[Snapshot]]] = {}
+        self._inflight: dict[str, tuple[float, int, asyncio.Task[Snapshot]]] = {}
 
     def _next_epoch(self) -> int:
         self._counter += 1
@@ -175,12 +182,13 @@ class SnapshotCache:
         if st is not None:
             st.snapshot = None
 
-    def _store(self, topic: TopicName, snap: Snapshot, read_started: float) -> Snapshot:
+    def _store(self, topic: TopicName, snap: Snapshot, read_started: float, read_started_ms: int) -> Snapshot:
         key = str(topic)
         st = self._state(key)
         st.snapshot = snap
         st.fetched_at = self.clock()
         st.read_started = read_started
+        st.read_started_ms = read_started_ms
         self._snapshots[key] = None
         self._snapshots.move_to_end(key)
         while len(self._snapshots) > self.max_size:
@@ -293,13 +301,15 @@ class SnapshotCache:
             return TopicGone(topic, -1)
         return LiveSet.union(topic, parts, -1, self.clock())
 
-    async def _load_and_store(self, topic: TopicName, started: float | None = None) -> Snapshot:
-        if started is None:
-            started = asyncio.get_running_loop().time()
+    async def _load_and_store(
+        self, topic: TopicName, started: float | None = None, started_ms: int | None = None
+    ) -> Snapshot:
+        if started is None or started_ms is None:
+            started, started_ms = asyncio.get_running_loop().time(), self.wall_clock_ms()
         snap = await self._load(topic)
         if self.is_current(snap):
             # A stale read (epoch moved while it was in flight) is handed to its callers but never cached.
-            self._store(topic, snap, started)
+            self._store(topic, snap, started, started_ms)
         return snap
 
     def _started_after_receipt(self, read_started: float) -> bool:
@@ -310,45 +320,64 @@ class SnapshotCache:
         since = received_at.get()
         return since is not None and read_started >= since
 
-    async def get(self, topic: TopicName, ledger_id: int | None = None, *, fresh: bool = False) -> Snapshot:
+    async def get(
+        self,
+        topic: TopicName,
+        ledger_id: int | None = None,
+        *,
+        fresh: bool = False,
+        vouches: Callable[[int], Awaitable[bool]] | None = None,
+    ) -> Snapshot:
         """A snapshot that can decide about ``ledger_id`` (refetched when stale for it).
 
         Concurrent callers of one topic share one read (single flight) instead of each starting its
         own after a TTL expiry; ``fresh`` callers need a read that starts after their call and never join.
+        ``vouches(read_started_ms)``: whether a read that started then, and does not list the ledger, may
+        still decide about it (the decider answers from the ledger's creation time and the minimum age).
         """
         key = str(topic)
         if fresh:
             return await self._load_and_store(topic)
         snap = self._cached(topic)
-        if isinstance(snap, LiveSet) and (
-            ledger_id is None or snap.covers(ledger_id) or self._started_after_receipt(self._states[key].read_started)
-        ):
-            return snap
+        if isinstance(snap, LiveSet):
+            st = self._states[key]
+            if (
+                ledger_id is None
+                or snap.covers(ledger_id)
+                or self._started_after_receipt(st.read_started)
+                or await _vouched(vouches, st.read_started_ms)
+            ):
+                return snap
         # A cached TopicGone is not reused: "gone" must be re-read, it is what licenses the direct route.
         if self._admin_said_not_found(key):
             # Only the metadata store is asked, by this message itself (never a read another began).
             return await self._load_and_store(topic)
         running = self._inflight.get(key)
         if running is not None:
-            started, shared = running
+            started, started_ms, shared = running
             snap = await asyncio.shield(shared)
             if (
                 not isinstance(snap, LiveSet)
                 or ledger_id is None
                 or snap.covers(ledger_id)
                 or self._started_after_receipt(started)
+                or await _vouched(vouches, started_ms)
             ):
                 return snap
             # The shared read may have started before this ledger existed (stale-id rule): read again.
-        started = asyncio.get_running_loop().time()
-        task = asyncio.ensure_future(self._load_and_store(topic, started))
-        entry = (started, task)
+        started, started_ms = asyncio.get_running_loop().time(), self.wall_clock_ms()
+        task = asyncio.ensure_future(self._load_and_store(topic, started, started_ms))
+        entry = (started, started_ms, task)
         self._inflight[key] = entry
         task.add_done_callback(lambda t: self._inflight.pop(key, None) if self._inflight.get(key) is entry else None)
         return await asyncio.shield(task)
 
     def is_current(self, snap: Snapshot) -> bool:
         return snap.epoch == self.epoch(snap.topic)
+
+
+async def _vouched(vouches: Callable[[int], Awaitable[bool]] | None, read_started_ms: int) -> bool:
+    return vouches is not None and read_started_ms > 0 and await vouches(read_started_ms)
 
 
 def _owners_key(snap: LiveSet) -> str:

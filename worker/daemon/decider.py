@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 from worker.backends.bookie_http import BookieClient, BookieLedgerStore, CountedLedgerStore, LedgerStore
 from worker.backends.http import new_session
@@ -29,8 +29,9 @@ from worker.broker.preflight import check_bookies, check_bookkeeper_store, check
 from worker.broker.snapshot_cache import SnapshotCache, snapshot_cache
 from worker.core.bucket_in_use import CursorRecord, cursor_znode_name
 from worker.core.decision import Facts, Outcome, Result, Route, Rules, decide
+from worker.core.ledger_age import ledger_age
 from worker.core.live_set import LiveSet
-from worker.core.stored import Missing, Refused, Stored
+from worker.core.stored import Missing, Refused, Stored, StoredLedger
 from worker.daemon.rate_limit import TokenBucket
 from worker.errors import BackendError
 from worker.formats.message import InvalidMessage, LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
@@ -169,7 +170,7 @@ class Decider:
         try:
             # 2. Route: the owner's live state, or the proven absence of the topic.
             with _stage("route"):
-                live = await self.snapshots.get(info.topic, info.ledger_id)
+                live = await self.snapshots.get(info.topic, info.ledger_id, vouches=self._vouches(inspecting))
             stored = await inspecting
         except BaseException:
             _abandon(inspecting)
@@ -196,6 +197,26 @@ class Decider:
                 with _stage("zookeeper"):
                     bucket_cursor = CursorRecord(await self.metadata.cursor_properties(info.topic, cursor))
         return Facts(live, stored, schema_registry, offload, bucket_cursor=bucket_cursor)
+
+    def _vouches(self, inspecting: asyncio.Future[Stored]) -> Callable[[int], Awaitable[bool]]:
+        """The stale-id rule's other way out (``SnapshotCache.get``): a snapshot whose read started once the
+        ledger was older than the minimum age would list it if its topic kept it (the premise of the
+        too-young rule), so it may decide about a ledger id newer than any it lists. A ledger storage does
+        not hold, or will not be asked about, is decided without the live state (gone, or refused)."""
+
+        async def vouches(read_started_ms: int) -> bool:
+            try:
+                stored = await asyncio.shield(inspecting)
+            except Exception:
+                return False  # the inspection's failure is reported by the inspection itself
+            if isinstance(stored, Missing | Refused):
+                return True
+            if not isinstance(stored, StoredLedger):
+                return False
+            created = stored.metadata.ctime_ms
+            return ledger_age(created, now_ms=read_started_ms, min_age_ms=self.rules.min_ledger_age_ms).old_enough
+
+        return vouches
 
 
 def _abandon(task: asyncio.Future[Stored]) -> None:
