@@ -240,9 +240,10 @@ async def drain(
 def _spawn(h: WorkerHarness) -> subprocess.Popen[bytes]:
     """The daemon exactly as the harness runs it; the clock starts later, at its 'worker ready' line.
 
-    ``BENCH_PYSPY=DIR``: ``py-spy record`` attaches to the daemon (collapsed stacks in DIR, one file per
-    row; it writes them when the daemon exits), for the profile. Sampling slows the worker a little, so
-    profiled runs give the profile, not the figures."""
+        ``BENCH_PYSPY=DIR``: ``py-spy record`` attaches to the daemon (collapsed stacks in DIR, one file per
+        row; it writes them when the daemon exits), for the profile (``BENCH_PYSPY_GIL=1``: GIL holder only;
+    summed by ``python -m bench.profile_summary``). Sampling slows the worker a little, so
+        profiled runs give the profile, not the figures."""
     with open(h.log_path, "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "worker.cli", "run", "--config", str(h.config_path)],
@@ -256,6 +257,8 @@ def _spawn(h: WorkerHarness) -> subprocess.Popen[bytes]:
         out = Path(prof_dir) / f"{h.name}.collapsed"
         spy = Path(sys.executable).with_name("py-spy")
         cmd = [str(spy), "record", "--format", "raw", "--rate", "100", "-o", str(out), "--pid", str(proc.pid)]
+        if os.environ.get("BENCH_PYSPY_GIL") == "1":
+            cmd.append("--gil")  # only the thread holding the GIL: where the interpreter's CPU goes
         subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return proc
 

@@ -52,7 +52,12 @@ def run(stack: Stack, infos: list[PendingDeleteLedgerInfo], paths: dict[int, str
                 row.errors.append(f"deadline {deadline_s:.0f}s passed")
                 break
             t = time.monotonic()
-            msg = consumer.receive(timeout_millis=30_000)
+            try:
+                msg = consumer.receive(timeout_millis=30_000)
+            except pulsar.Timeout:
+                # Reported in the row, not raised: the other rows of the run still print.
+                row.errors.append(f"no message within 30 s after {len(latencies)} of {len(infos)}")
+                break
             info = decode(msg.data())
             tn = TopicName.parse(info.topic_name)
             conn.request("GET", f"/admin/v2/{tn.domain}/{tn.tenant}/{tn.namespace}/{tn.local_name}/internalStats")
