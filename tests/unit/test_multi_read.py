@@ -55,3 +55,49 @@ def test_an_answer_of_another_operation_is_refused_not_misread() -> None:
     body = _header(5, False, 0) + struct.pack("!qqqqiiiqiiq", *STAT) + _header(-1, True, -1)
     with pytest.raises(ValueError, match="operation type 5"):
         MultiRead.deserialize(body, 0)
+
+
+async def test_a_server_without_multi_read_gets_single_reads_from_then_on() -> None:
+    """ZooKeeper before 3.6 answers an unknown request type with UNIMPLEMENTED: the reads of that batch,
+    and every later batch, are made one by one (same answers), instead of failing forever."""
+    from kazoo.exceptions import UnimplementedError
+
+    from worker.backends import zookeeper as zkmod
+    from worker.errors import BackendError
+
+    zk = zkmod.ZooKeeper("127.0.0.1:1")  # never started: every call below is replaced
+    sent: list[str] = []
+
+    async def call(method: object, *args: object) -> object:
+        sent.append(getattr(method, "__name__", str(method)))
+        try:
+            raise UnimplementedError()
+        except UnimplementedError as e:
+            raise BackendError("zookeeper", "UnimplementedError") from e
+
+    async def get(path: str) -> tuple[bytes, object] | None:
+        sent.append(f"get {path}")
+        return None if path.endswith("missing") else (path.encode(), None)
+
+    zk.calls.call = call  # type: ignore[method-assign]
+    zk.get = get  # type: ignore[method-assign]
+    assert await zk._read_together(["/a", "/missing"]) == [(b"/a", None), None]
+    assert sent == ["multi_read_async", "get /a", "get /missing"] and not zk._multi_read
+    sent.clear()
+    assert await zk._read_together(["/b", "/c"]) == [(b"/b", None), (b"/c", None)]
+    assert sent == ["get /b", "get /c"]
+
+
+async def test_any_other_failure_of_a_multi_read_fails_its_reads_and_keeps_multi_read() -> None:
+    from worker.backends import zookeeper as zkmod
+    from worker.errors import BackendError
+
+    zk = zkmod.ZooKeeper("127.0.0.1:1")
+
+    async def call(method: object, *args: object) -> object:
+        raise BackendError("zookeeper", "no answer within 10s")
+
+    zk.calls.call = call  # type: ignore[method-assign]
+    with pytest.raises(BackendError, match="no answer"):
+        await zk._read_together(["/a", "/b"])
+    assert zk._multi_read
