@@ -92,6 +92,32 @@ def _cpu_s(pid: int) -> float | None:
     return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _cpu_by_thread(pid: int) -> dict[str, float]:
+    """CPU seconds of each thread, summed by thread name (``comm``; Python threads share the process's)."""
+    out: dict[str, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")] + ("/main" if task.name == str(pid) else "")
+        rest = stat[stat.rindex(")") + 2 :].split()
+        out[name] = out.get(name, 0.0) + (int(rest[11]) + int(rest[12])) / tick
+    return out
+
+
+def thread_split(row: Row) -> str:
+    """`` (event loop thread X ms, other threads Y ms)`` a settled message, when the row measured it."""
+    by = row.extra.get("cpu_s_by_thread")
+    if not by or not row.completed:
+        return ""
+    main = sum(v for k, v in by.items() if k.endswith("/main"))
+    rest = sum(v for k, v in by.items() if not k.endswith("/main"))
+    n = row.completed
+    return f" (event loop thread {1000 * main / n:.3f} ms, other threads {1000 * rest / n:.3f} ms)"
+
+
 def _log_times(path: Path) -> tuple[datetime | None, list[datetime]]:
     ready: datetime | None = None
     settled: list[datetime] = []
@@ -270,6 +296,7 @@ async def _run(h: WorkerHarness, row: Row, n: int, deadline_s: float) -> None:
     ready_at: float | None = None
     done_at: float | None = None
     cpu0: float | None = None
+    threads0: dict[str, float] = {}
     m: Samples | None = None
     while True:
         now = time.monotonic()
@@ -289,6 +316,7 @@ async def _run(h: WorkerHarness, row: Row, n: int, deadline_s: float) -> None:
                 ready_at = now
                 row.extra["startup_s"] = round(now - started, 2)
                 cpu0 = _cpu_s(pid)
+                threads0 = _cpu_by_thread(pid)
                 rss = _proc_status_kib(pid, "VmRSS")
                 row.rss_ready_mib = round(rss / 1024, 1) if rss is not None else None
             settled = _settled(m)
@@ -300,6 +328,13 @@ async def _run(h: WorkerHarness, row: Row, n: int, deadline_s: float) -> None:
     # The process is still alive here unless it died: its high-water mark covers the whole drain.
     hwm = _proc_status_kib(pid, "VmHWM")
     cpu1 = _cpu_s(pid)
+    if cpu0 is not None:
+        threads1 = _cpu_by_thread(pid)
+        row.extra["cpu_s_by_thread"] = {
+            k: round(v - threads0.get(k, 0.0), 2)
+            for k, v in sorted(threads1.items())
+            if v - threads0.get(k, 0.0) >= 0.01
+        }
     final = _scrape(h.port) or m or {}
     if h.proc.poll() is None:
         row.extra["exit_code"] = await asyncio.to_thread(h.stop)

@@ -304,7 +304,7 @@ async def amain() -> int:
         )
     for r in rows:
         if r.kind == "worker" and r.cpu_s is not None and r.completed:
-            print(f"CPU per settled message, {r.key}: {1000 * r.cpu_s / r.completed:.3f} ms")
+            print(f"CPU per settled message, {r.key}: {1000 * r.cpu_s / r.completed:.3f} ms{drain.thread_split(r)}")
     if two is not None and w1 is not None:
         print(
             f"two workers vs one: {two.ratio or 0:.2f}x; shares {two.extra.get('shares')};"

@@ -289,7 +289,7 @@ async def amain() -> int:
     print(report.notes(rows, meta))
     for r in rows:
         if r.kind == "worker" and r.cpu_s is not None and r.completed:
-            print(f"CPU per settled message, {r.key}: {1000 * r.cpu_s / r.completed:.3f} ms")
+            print(f"CPU per settled message, {r.key}: {1000 * r.cpu_s / r.completed:.3f} ms{drain.thread_split(r)}")
     path = OUT / "results.json"
     report.write_json(path, rows, meta)
     # A copy that stays: bench/results/ is committed, one file per run worth keeping.

@@ -161,18 +161,18 @@ class Daemon:
         return 0
 
     async def _receive_loop(self, consumer: HandoffConsumer, pipeline: Pipeline) -> None:
-        """Receive in batches while there is room for a whole batch under ``max_inflight``; each message is
-        then decided on its own (its own task), but the batch shares one instant (``fresh_reads``): a
-        metadata read started after it is as fresh as each message's own read, so it is made once."""
+        """Receive in batches; each message is then decided on its own (its own task), but the batch shares
+        one instant (``fresh_reads``): a metadata read started after it is as fresh as each message's own
+        read, so it is made once.
+
+        The next batch is received while the previous ones settle, and dispatched once there is room for it
+        under ``max_inflight``: the thread hop of a receive is off the messages' path. Received but not yet
+        dispatched, a batch is prefetch like the client's receiver queue: not acknowledged, so a crash or a
+        stop hands it to another replica."""
         limit = self.settings.worker.max_inflight
         size = batch_size(limit)
         loop = asyncio.get_running_loop()
         while not self.stopping.is_set():
-            while len(self._tasks) + size > limit and not self.stopping.is_set():
-                self._room.clear()
-                await self._room.wait()
-            if self.stopping.is_set():
-                break
             try:
                 msgs = await consumer.receive_batch()
             except Exception as e:
@@ -181,6 +181,9 @@ class Daemon:
                 log.error("receive failed", error=f"{type(e).__name__}: {e}")
                 await asyncio.sleep(1)
                 continue
+            while len(self._tasks) + size > limit and not self.stopping.is_set():
+                self._room.clear()
+                await self._room.wait()
             if self.stopping.is_set():
                 # Arrived while draining: not ours to process any more; unacknowledged, they are
                 # redelivered to another consumer when this one closes.
