@@ -254,7 +254,7 @@ async def amain() -> int:
                         meta.setdefault("cleanup_errors", []).append(f"{t}: {e}")
 
     # 5. The S3 route against raw DeleteObjects.
-    s3_pair: tuple[Row, Row] | None = None
+    s3_pair: tuple[Row, Row, Row] | None = None
     if "s3" in parts:
         s3_pair = await s3_route.compare(s, OUT, run_id, s3_n, C)
         rows += list(s3_pair)
@@ -297,10 +297,13 @@ async def amain() -> int:
     if w1 is not None:
         print(f"worker vs sequential PIP pseudocode: {w1.ratio or 0:.2f}x (goal >= 5x)")
     if s3_pair is not None:
-        r_raw, r_w = s3_pair
+        r_raw, r_floor, r_w = s3_pair
         print(
             f"S3 route: worker {r_w.rate or 0:.0f} copies/s vs raw DeleteObjects {r_raw.rate or 0:.0f} copies/s"
-            f" = {r_w.ratio or 0:.2f}x (goal >= 0.5x)"
+            f" = {r_w.ratio or 0:.2f}x (goal >= 0.5x); the identity rule's floor (a HEAD of each object, then"
+            f" DeleteObjects) {r_floor.rate or 0:.0f} copies/s = {r_floor.ratio or 0:.2f}x: the most any"
+            f" program keeping the rule reaches on this server; worker vs floor"
+            f" {(r_w.rate or 0) / (r_floor.rate or 1):.2f}x"
         )
     for r in rows:
         if r.kind == "worker" and r.cpu_s is not None and r.completed:

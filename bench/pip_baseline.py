@@ -41,11 +41,19 @@ def run(stack: Stack, infos: list[PendingDeleteLedgerInfo], paths: dict[int, str
     latencies: list[float] = []
     try:
         consumer = client.subscribe(topic, "pip", consumer_type=pulsar.ConsumerType.Shared)
-        producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=500)
+        # Blocking when the client's queue is full: otherwise a fast loop overruns its 1,000 pending messages
+        # and the sends past it fail with ProducerQueueIsFull, and the receive loop below waits for them.
+        producer = client.create_producer(
+            topic, batching_enabled=True, batching_max_messages=500, block_if_queue_full=True
+        )
+        sent: list[str] = []
         for info in infos:
-            producer.send_async(encode(info), None)
+            producer.send_async(encode(info), lambda res, _id: sent.append(str(res)))
         producer.flush()
         producer.close()
+        failed = [r for r in sent if r != str(pulsar.Result.Ok)]
+        if failed:
+            row.errors.append(f"{len(failed)} of {len(infos)} sends failed: {sorted(set(failed))}")
         start = time.monotonic()
         for _ in infos:
             if time.monotonic() - start > deadline_s:

@@ -4,6 +4,12 @@ keys on the same S3-API server, in one run (part of ``python -m bench.goals``, `
 Each copy is what Pulsar's jcloud offloader leaves: ``{uuid}-ledger-{id}`` and its ``-index``, with the
 ``ManagedLedgerName`` user metadata the worker verifies. The raw row deletes its own copies' keys with
 ``DeleteObjects`` of 1,000 keys (S3's maximum) in sequence: the storage's own ceiling.
+
+A third row is the floor the identity rule sets: before a copy is deleted, each of its objects' metadata is
+read (one ``HEAD`` each: the ``ManagedLedgerName`` that proves whose copy it is; S3 lists no user metadata).
+That row sends only those HEADs, presigned before the clock starts and sent over one aiohttp session at the
+worker's concurrency (the server's own cost, with no client library's), then the same ``DeleteObjects``: no
+program that keeps the rule deletes copies faster on this server.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import aiohttp
 
 from bench import drain
 from bench.result import Row
@@ -62,12 +70,52 @@ def raw_delete_objects(s: Stack, keys: list[str]) -> Row:
     return row
 
 
-async def compare(s: Stack, out: Path, run_id: str, n: int, concurrency: int) -> tuple[Row, Row]:
+async def heads_then_delete_objects(s: Stack, keys: list[str], concurrency: int) -> Row:
+    row = Row(
+        f"floor-s3-{len(keys) // 2}",
+        f"the identity rule's floor: a HEAD of each object ({concurrency} in flight), then DeleteObjects",
+        "raw",
+        "-",
+        "s3",
+        concurrency,
+        len(keys) // 2,
+    )
+    gate = asyncio.Semaphore(concurrency)
+    client = s3_client(s)
+    urls = [
+        client.generate_presigned_url("head_object", Params={"Bucket": s.s3_bucket, "Key": k}, ExpiresIn=3600)
+        for k in keys
+    ]
+    missing = 0
+
+    async def head(session: aiohttp.ClientSession, url: str) -> None:
+        nonlocal missing
+        async with gate, session.head(url) as r:
+            if r.status != 200 or "x-amz-meta-managedledgername" not in {h.lower() for h in r.headers}:
+                missing += 1
+
+    start = time.monotonic()
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+        await asyncio.gather(*(head(session, u) for u in urls))
+    raw = await asyncio.to_thread(raw_delete_objects, s, keys)
+    row.completed = row.n
+    row.finish(time.monotonic() - start)
+    row.errors += raw.errors
+    if missing:
+        row.errors.append(f"{missing} HEADs found no object with its ManagedLedgerName")
+    row.extra["unit"] = "offloaded copies (2 objects each)"
+    return row
+
+
+async def compare(s: Stack, out: Path, run_id: str, n: int, concurrency: int) -> tuple[Row, Row, Row]:
     topic = f"persistent://public/default/ldw-bench-s3-gone-{run_id}"
     print(f"[bench] S3 route: {2 * n} offloaded copies ({4 * n} objects) ...", flush=True)
     _, raw_keys = await asyncio.to_thread(_copies, s, topic, range(1, n + 1))
     ctx, _ = await asyncio.to_thread(_copies, s, topic, range(n + 1, 2 * n + 1))
+    _, floor_keys = await asyncio.to_thread(_copies, s, topic, range(2 * n + 1, 3 * n + 1))
     raw = await asyncio.to_thread(raw_delete_objects, s, raw_keys)
+    floor = await heads_then_delete_objects(s, floor_keys, concurrency)
+    floor.baseline, floor.ratio = raw.key, (floor.rate / raw.rate if floor.rate and raw.rate else None)
     infos = [
         PendingDeleteLedgerInfo(
             topic, LedgerComponent.MANAGED_LEDGER, LedgerType.OFFLOAD_LEDGER, lid, offload_context=ctx
@@ -92,7 +140,7 @@ async def compare(s: Stack, out: Path, run_id: str, n: int, concurrency: int) ->
     worker.extra["objects_left"] = left
     if left:
         worker.errors.append(f"{left} objects of the worker's copies still in the bucket")
-    return raw, worker
+    return raw, floor, worker
 
 
 def _left(s: Stack, ctx: OffloadContext) -> int:

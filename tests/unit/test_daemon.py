@@ -57,42 +57,52 @@ class BatchSource:
         return batch
 
 
-class Blocked:
-    """A pipeline whose messages settle only when released."""
+class Gated:
+    """A pipeline whose messages with a gate settle only once it opens; the others at once."""
 
     def __init__(self) -> None:
+        self.gates: dict[str, asyncio.Event] = {}
         self.started: list[str] = []
-        self.release = asyncio.Event()
 
     async def handle(self, msg: str) -> None:
         self.started.append(msg)
-        await self.release.wait()
+        gate = self.gates.get(msg)
+        if gate is not None:
+            await gate.wait()
 
 
-async def test_the_next_batch_is_received_ahead_but_dispatched_only_within_max_inflight() -> None:
+async def _spin() -> None:
+    for _ in range(50):
+        await asyncio.sleep(0)
+
+
+async def test_the_next_batch_is_received_ahead_and_dispatched_as_room_frees() -> None:
     s = Settings.model_validate({"worker": {"max_inflight": 4}})
     d = Daemon(s, Metrics())
-    source, pipeline = BatchSource(size=2), Blocked()
+    source, pipeline = BatchSource(size=2), Gated()
     source.daemon = d
+    first, slow, rest = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    pipeline.gates = {f"m{i}": first for i in range(4)} | {"m4": slow}
     loop_task = asyncio.create_task(d._receive_loop(source, pipeline))  # type: ignore[arg-type]
-    for _ in range(20):
-        await asyncio.sleep(0)
-    # Two batches of 2 fill max_inflight=4; a third was received meanwhile (its receive off the messages'
-    # path) and waits, undispatched, for room.
+    await _spin()
+    # Two batches fill max_inflight=4; a third was received meanwhile (its receive off the messages' path)
+    # and waits, undispatched, for room.
     assert pipeline.started == ["m0", "m1", "m2", "m3"]
     assert source.received_with_inflight == [0, 2, 4]
-    pipeline.release.set()
-    for _ in range(20):
-        await asyncio.sleep(0)
-    assert {"m4", "m5"} <= set(pipeline.started)
-    # Stopping while a received batch waits for room: it is not dispatched (not acknowledged either, so
-    # the broker hands it to another consumer once this one closes).
-    pipeline.release.clear()
-    for _ in range(20):
-        await asyncio.sleep(0)
+
+    # One slow message (m4) holds back no other: the rest flow past it, never more than 4 at once.
+    pipeline.gates |= {f"m{i}": rest for i in range(12, 1000)}
+    first.set()
+    await _spin()
+    assert "m4" in pipeline.started and {f"m{i}" for i in range(5, 12)} <= set(pipeline.started)
+    assert len(d._tasks) == 4 and pipeline.started[-1] == "m14"
+
+    # Stopping while a received batch waits for room: it is not dispatched (nor acknowledged, so the broker
+    # hands it to another consumer once this one closes).
     started = list(pipeline.started)
     d.request_stop()
     await asyncio.wait_for(loop_task, 5)
-    assert pipeline.started == started
-    pipeline.release.set()
+    assert pipeline.started == started and source.next > len(started)
+    slow.set()
+    rest.set()
     await asyncio.gather(*d._tasks)

@@ -1,7 +1,7 @@
 """Reads shared by the messages of one batch, never older than what each message needs.
 
-The worker receives messages in batches; every message of a batch was received before the batch's instant
-(:data:`received_at`). A read of the metadata store that *started* at or after that instant is as fresh as
+The worker receives messages in batches and dispatches them as room frees; every message dispatched together
+was received before their instant (:data:`received_at`, taken at the dispatch). A read of the metadata store that *started* at or after that instant is as fresh as
 a read each message would have made for itself at the same moment, so concurrent identical reads (the same
 gone topic's managed-ledger znode, asked by every message of the batch) are made once and shared. A read
 that started before a message's instant is never given to it: that message reads again.
@@ -19,8 +19,8 @@ from typing import Generic, TypeVar
 
 V = TypeVar("V")
 
-# The instant (event-loop clock, ``loop.time()``) the current message's batch was received; set by the
-# daemon for each message it handles.
+# The instant (event-loop clock, ``loop.time()``) the current message was dispatched, after it was received;
+# set by the daemon for each message it handles.
 received_at: contextvars.ContextVar[float | None] = contextvars.ContextVar("received_at", default=None)
 
 

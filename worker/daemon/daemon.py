@@ -11,6 +11,7 @@ Shape of the loop (the lessons are in the comments):
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import signal
 import time
@@ -43,8 +44,9 @@ BATCH_WAIT_MS = 20
 
 
 def batch_size(max_inflight: int) -> int:
-    """Half of ``max_inflight``: the next batch is received while the previous one settles."""
-    return max(1, max_inflight // 2)
+    """A whole ``max_inflight``: messages of one batch share their reads and storage calls, and the next
+    batch is received while this one settles (``Daemon._receive_loop``)."""
+    return max(1, max_inflight)
 
 
 class Daemon:
@@ -161,39 +163,43 @@ class Daemon:
         return 0
 
     async def _receive_loop(self, consumer: HandoffConsumer, pipeline: Pipeline) -> None:
-        """Receive in batches; each message is then decided on its own (its own task), but the batch shares
-        one instant (``fresh_reads``): a metadata read started after it is as fresh as each message's own
-        read, so it is made once.
+        """Receive in batches; each message is then decided on its own (its own task), but messages
+        dispatched together share one instant (``fresh_reads``): a metadata read started after it is as
+        fresh as each message's own read, so it is made once.
 
-        The next batch is received while the previous ones settle, and dispatched once there is room for it
-        under ``max_inflight``: the thread hop of a receive is off the messages' path. Received but not yet
-        dispatched, a batch is prefetch like the client's receiver queue: not acknowledged, so a crash or a
+        The next batch is received while the dispatched messages settle, so a receive's thread hop is off
+        the messages' path; its messages are dispatched as room frees under ``max_inflight``, as many at a
+        time as there is room for, so one slow message never holds back the others. Received but not yet
+        dispatched, a message is prefetch like the client's receiver queue: not acknowledged, so a crash or a
         stop hands it to another replica."""
         limit = self.settings.worker.max_inflight
-        size = batch_size(limit)
         loop = asyncio.get_running_loop()
+        received: collections.deque[pulsar.Message] = collections.deque()
         while not self.stopping.is_set():
-            try:
-                msgs = await consumer.receive_batch()
-            except Exception as e:
-                if self.stopping.is_set():
-                    break
-                log.error("receive failed", error=f"{type(e).__name__}: {e}")
-                await asyncio.sleep(1)
+            if not received:
+                try:
+                    msgs = await consumer.receive_batch()
+                except Exception as e:
+                    if self.stopping.is_set():
+                        break
+                    log.error("receive failed", error=f"{type(e).__name__}: {e}")
+                    await asyncio.sleep(1)
+                    continue
+                if msgs:
+                    self.metrics.batch_messages.observe(len(msgs))
+                received.extend(msgs)
                 continue
-            while len(self._tasks) + size > limit and not self.stopping.is_set():
+            while len(self._tasks) >= limit and not self.stopping.is_set():
                 self._room.clear()
                 await self._room.wait()
             if self.stopping.is_set():
-                # Arrived while draining: not ours to process any more; unacknowledged, they are
+                # Received while draining: not ours to process any more; unacknowledged, they are
                 # redelivered to another consumer when this one closes.
                 break
-            if msgs:
-                self.metrics.batch_messages.observe(len(msgs))
             token = received_at.set(loop.time())
             try:
-                for msg in msgs:
-                    task = asyncio.create_task(self._process(consumer, pipeline, msg))
+                for _ in range(min(limit - len(self._tasks), len(received))):
+                    task = asyncio.create_task(self._process(consumer, pipeline, received.popleft()))
                     self._tasks.add(task)
                     task.add_done_callback(self._done)
             finally:
