@@ -351,7 +351,8 @@ def produce_consume(s: Stack, topic: str, n: int, size: int, *, batched: bool, w
 def _fill(s: Stack, topics: list[str], per_topic: int, size: int) -> None:
     client = pulsar.Client(s.service_url, logger=quiet_logger(), operation_timeout_seconds=60)
     try:
-        producers = [client.create_producer(t, batching_enabled=False) for t in topics]
+        # Blocking when the client's queue is full: past its 1,000 pending messages a send would fail unseen.
+        producers = [client.create_producer(t, batching_enabled=False, block_if_queue_full=True) for t in topics]
         payload = os.urandom(size)
         for _ in range(per_topic):
             for p in producers:

@@ -1,10 +1,11 @@
 """Reads shared by the messages of one batch, never older than what each message needs.
 
-The worker receives messages in batches and dispatches them as room frees; every message dispatched together
-was received before their instant (:data:`received_at`, taken at the dispatch). A read of the metadata store that *started* at or after that instant is as fresh as
-a read each message would have made for itself at the same moment, so concurrent identical reads (the same
-gone topic's managed-ledger znode, asked by every message of the batch) are made once and shared. A read
-that started before a message's instant is never given to it: that message reads again.
+The worker receives messages in batches and dispatches them as room frees; every message dispatched
+together was received before their instant (:data:`received_at`, taken at the dispatch). A read of the
+metadata store that *started* at or after that instant is as fresh as a read each message would have made
+for itself at the same moment, so concurrent identical reads (the same gone topic's managed-ledger znode,
+asked by every message of the batch) are made once and shared. A read that started before a message's
+instant is never given to it: that message reads again.
 
 Outside the daemon (scan, replay, purge, tests) nothing sets :data:`received_at`, and every read is its own.
 """

@@ -44,9 +44,11 @@ BATCH_WAIT_MS = 20
 
 
 def batch_size(max_inflight: int) -> int:
-    """A whole ``max_inflight``: messages of one batch share their reads and storage calls, and the next
-    batch is received while this one settles (``Daemon._receive_loop``)."""
-    return max(1, max_inflight)
+    """A whole ``max_inflight`` (messages of one batch share their reads and storage calls; the next batch
+    is received while this one settles: ``Daemon._receive_loop``), up to 1,000. It is also the receiver
+    queue's size: a batch receive waits for as many messages as it asks for, which a smaller queue never
+    holds, so every receive would wait out its timeout."""
+    return max(1, min(1000, max_inflight))
 
 
 class Daemon:
@@ -106,7 +108,7 @@ class Daemon:
                         s.topics.subscription,
                         consumer_type=pulsar.ConsumerType.Shared,
                         # A small prefetch: what sits in our queue is invisible to the other replicas.
-                        receiver_queue_size=max(1, min(1000, s.worker.max_inflight)),
+                        receiver_queue_size=batch_size(s.worker.max_inflight),
                         negative_ack_redelivery_delay_ms=int(s.worker.backoff_initial_s * 1000) or 1000,
                         batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(
                             batch_size(s.worker.max_inflight), -1, BATCH_WAIT_MS
