@@ -123,6 +123,6 @@ def test_make_bench(stack: Stack, tmp_path: Path) -> None:
     r = make("bench", timeout=1500, env=env)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert "compared against" in r.stdout, r.stdout[-4000:]
-    for line in ("S3 route: worker", "CPU per settled message", "per-message pieces"):
+    for line in ("S3 route: worker", "the identity rule's floor", "CPU per settled message", "per-message pieces"):
         assert line in r.stdout, f"{line!r} missing: {r.stdout[-4000:]}"
     assert list(tmp_path.glob("*.json")), "no results kept"
