@@ -14,6 +14,7 @@ import pulsar
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from bench.drain import backlog_form
 from bench.result import Row
 from bench.stats import sample_quantiles
 from testkit.harness import quiet_logger
@@ -43,8 +44,12 @@ def run(stack: Stack, infos: list[PendingDeleteLedgerInfo], paths: dict[int, str
         consumer = client.subscribe(topic, "pip", consumer_type=pulsar.ConsumerType.Shared)
         # Blocking when the client's queue is full: otherwise a fast loop overruns its 1,000 pending messages
         # and the sends past it fail with ProducerQueueIsFull, and the receive loop below waits for them.
+        # The backlog in the same form as the worker's (``drain.backlog_form``): the same orphans, the same entries.
         producer = client.create_producer(
-            topic, batching_enabled=True, batching_max_messages=500, block_if_queue_full=True
+            topic,
+            batching_enabled=backlog_form(len(infos)) == "batched",
+            batching_max_messages=500,
+            block_if_queue_full=True,
         )
         sent: list[str] = []
         for info in infos:
