@@ -60,8 +60,12 @@ def raw_consume_ack(s: Stack, n: int, deadline_s: float) -> Row:
     client = pulsar.Client(s.service_url, logger=quiet_logger())
     try:
         consumer = client.subscribe(topic, "raw", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=C)
+        # The same form as the worker's backlog (``drain.backlog_form``): the same number of the same entries.
         producer = client.create_producer(
-            topic, batching_enabled=True, batching_max_messages=500, block_if_queue_full=True
+            topic,
+            batching_enabled=drain.backlog_form(n) == "batched",
+            batching_max_messages=500,
+            block_if_queue_full=True,
         )
         payload = b"x" * 120  # about the size of an encoded pending deletion
         for _ in range(n):
