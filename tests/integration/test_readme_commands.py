@@ -53,8 +53,8 @@ def test_make_demo(stack: Stack) -> None:
     r = make("demo", timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     out = r.stdout
-    assert "queued" in out and "of them belong to" in out
-    assert "orphans left in the demo namespace: 0" in out, out[-3000:]
+    for line in ("queued", "of them belong to", "orphans left in the demo namespace: 0"):
+        assert line in out, f"{line!r} missing from the demo's output:\n{out[-6000:]}"
 
 
 def test_make_run(stack: Stack) -> None:
