@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -83,39 +84,49 @@ def _proc_status_kib(pid: int, field: str) -> float | None:
     return None
 
 
-def _cpu_s(pid: int) -> float | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
+def _stat_cpu_s(stat: str) -> float:
+    """utime + stime of a ``/proc/.../stat`` line, in seconds (fields after the ``(comm)``, which may hold
+    spaces)."""
     rest = stat[stat.rindex(")") + 2 :].split()
     return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> float | None:
+    try:
+        return _stat_cpu_s(Path(f"/proc/{pid}/stat").read_text())
+    except OSError:
+        return None
 
 
 def _cpu_by_thread(pid: int) -> dict[str, float]:
     """CPU seconds of each thread, summed by thread name (``comm``; Python threads share the process's)."""
     out: dict[str, float] = {}
-    tick = os.sysconf("SC_CLK_TCK")
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
             stat = (task / "stat").read_text()
         except OSError:
             continue
         name = stat[stat.index("(") + 1 : stat.rindex(")")] + ("/main" if task.name == str(pid) else "")
-        rest = stat[stat.rindex(")") + 2 :].split()
-        out[name] = out.get(name, 0.0) + (int(rest[11]) + int(rest[12])) / tick
+        out[name] = out.get(name, 0.0) + _stat_cpu_s(stat)
     return out
 
 
-def thread_split(row: Row) -> str:
-    """`` (event loop thread X ms, other threads Y ms)`` a settled message, when the row measured it."""
-    by = row.extra.get("cpu_s_by_thread")
-    if not by or not row.completed:
-        return ""
-    main = sum(v for k, v in by.items() if k.endswith("/main"))
-    rest = sum(v for k, v in by.items() if not k.endswith("/main"))
-    n = row.completed
-    return f" (event loop thread {1000 * main / n:.3f} ms, other threads {1000 * rest / n:.3f} ms)"
+def cpu_per_message(rows: list[Row]) -> list[str]:
+    """``CPU per settled message`` of each worker row, split into the event loop thread and the others when
+    the row measured threads."""
+    out = []
+    for r in rows:
+        if r.kind != "worker" or r.cpu_s is None or not r.completed:
+            continue
+        line = f"CPU per settled message, {r.key}: {1000 * r.cpu_s / r.completed:.3f} ms"
+        by = r.extra.get("cpu_s_by_thread")
+        if by:
+            main = sum(v for k, v in by.items() if k.endswith("/main"))
+            rest = sum(v for k, v in by.items() if not k.endswith("/main"))
+            n = r.completed
+            line += f" (event loop thread {1000 * main / n:.3f} ms, other threads {1000 * rest / n:.3f} ms)"
+        out.append(line)
+    return out
 
 
 def _log_times(path: Path) -> tuple[datetime | None, list[datetime]]:
@@ -163,41 +174,47 @@ def backlog_form(n: int) -> str:
 
 
 def _send_all(h: WorkerHarness, infos: list[PendingDeleteLedgerInfo]) -> None:
-    _send_fast(h, infos, batched=backlog_form(len(infos)) == "batched")
-
-
-def _send_fast(h: WorkerHarness, infos: list[PendingDeleteLedgerInfo], *, batched: bool) -> None:
-    """Asynchronous sends (batched entries, or one entry each), flushed, every one confirmed before the drain
-    starts."""
+    """The worker's backlog, every message confirmed before the drain starts."""
     import pulsar
 
     from testkit.harness import quiet_logger
     from worker.broker.client import PendingDeleteSchema
 
     client = pulsar.Client(h.stack.service_url, logger=quiet_logger())
-    failures: list[str] = []
     try:
-        producer = client.create_producer(
-            h.topics["pending"],
-            schema=PendingDeleteSchema(),
-            batching_enabled=batched,
-            batching_max_messages=500,
-            max_pending_messages=5000,
-            block_if_queue_full=True,
-        )
-
-        def done(res: pulsar.Result, _mid: object) -> None:
-            if res != pulsar.Result.Ok:
-                failures.append(str(res))
-
-        for info in infos:
-            producer.send_async(info, done)
-        producer.flush()
-        producer.close()
+        batched = backlog_form(len(infos)) == "batched"
+        failures = publish(client, h.topics["pending"], infos, batched=batched, schema=PendingDeleteSchema())
     finally:
         client.close()
     if failures:
         raise RuntimeError(f"{len(failures)} of {len(infos)} sends failed: {failures[:3]}")
+
+
+def publish(client: Any, topic: str, items: Iterable[Any], *, batched: bool, schema: Any = None) -> list[str]:
+    """Asynchronous sends (batched entries, or one entry each), flushed; the results that were not Ok. The
+    producer blocks when its queue is full: past its pending limit a send would fail unseen
+    (``ProducerQueueIsFull``) and a reader would wait for a message that was never published."""
+    import pulsar
+
+    producer = client.create_producer(
+        topic,
+        batching_enabled=batched,
+        batching_max_messages=500,
+        max_pending_messages=5000,
+        block_if_queue_full=True,
+        **({"schema": schema} if schema is not None else {}),
+    )
+    failures: list[str] = []
+
+    def done(res: pulsar.Result, _mid: object) -> None:
+        if res != pulsar.Result.Ok:
+            failures.append(str(res))
+
+    for item in items:
+        producer.send_async(item, done)
+    producer.flush()
+    producer.close()
+    return failures
 
 
 def bench_harness(
@@ -277,10 +294,10 @@ async def drain(
 def _spawn(h: WorkerHarness) -> subprocess.Popen[bytes]:
     """The daemon exactly as the harness runs it; the clock starts later, at its 'worker ready' line.
 
-        ``BENCH_PYSPY=DIR``: ``py-spy record`` attaches to the daemon (collapsed stacks in DIR, one file per
-        row; it writes them when the daemon exits), for the profile (``BENCH_PYSPY_GIL=1``: GIL holder only;
-    summed by ``python -m bench.profile_summary``). Sampling slows the worker a little, so
-        profiled runs give the profile, not the figures."""
+    ``BENCH_PYSPY=DIR``: ``py-spy record`` attaches to the daemon (collapsed stacks in DIR, one file per
+    row; it writes them when the daemon exits), for the profile (``BENCH_PYSPY_GIL=1``: GIL holder only;
+    summed by ``python -m bench.profile_summary``). Sampling slows the worker a little, so profiled runs
+    give the profile, not the figures."""
     with open(h.log_path, "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "worker.cli", "run", "--config", str(h.config_path)],

@@ -61,17 +61,10 @@ def raw_consume_ack(s: Stack, n: int, deadline_s: float) -> Row:
     try:
         consumer = client.subscribe(topic, "raw", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=C)
         # The same form as the worker's backlog (``drain.backlog_form``): the same number of the same entries.
-        producer = client.create_producer(
-            topic,
-            batching_enabled=drain.backlog_form(n) == "batched",
-            batching_max_messages=500,
-            block_if_queue_full=True,
-        )
         payload = b"x" * 120  # about the size of an encoded pending deletion
-        for _ in range(n):
-            producer.send_async(payload, None)
-        producer.flush()
-        producer.close()
+        failed = drain.publish(client, topic, (payload for _ in range(n)), batched=drain.backlog_form(n) == "batched")
+        if failed:
+            row.errors.append(f"{len(failed)} of {n} sends failed: {sorted(set(failed))}")
         start = time.monotonic()
         while row.completed < n and time.monotonic() - start < deadline_s:
             consumer.acknowledge(consumer.receive(timeout_millis=30_000))
@@ -309,9 +302,8 @@ async def amain() -> int:
             f" program keeping the rule reaches on this server; worker vs floor"
             f" {(r_w.rate or 0) / (r_floor.rate or 1):.2f}x"
         )
-    for r in rows:
-        if r.kind == "worker" and r.cpu_s is not None and r.completed:
-            print(f"CPU per settled message, {r.key}: {1000 * r.cpu_s / r.completed:.3f} ms{drain.thread_split(r)}")
+    for line in drain.cpu_per_message(rows):
+        print(line)
     if two is not None and w1 is not None:
         print(
             f"two workers vs one: {two.ratio or 0:.2f}x; shares {two.extra.get('shares')};"

@@ -14,7 +14,7 @@ import pulsar
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from bench.drain import backlog_form
+from bench.drain import backlog_form, publish
 from bench.result import Row
 from bench.stats import sample_quantiles
 from testkit.harness import quiet_logger
@@ -42,21 +42,9 @@ def run(stack: Stack, infos: list[PendingDeleteLedgerInfo], paths: dict[int, str
     latencies: list[float] = []
     try:
         consumer = client.subscribe(topic, "pip", consumer_type=pulsar.ConsumerType.Shared)
-        # Blocking when the client's queue is full: otherwise a fast loop overruns its 1,000 pending messages
-        # and the sends past it fail with ProducerQueueIsFull, and the receive loop below waits for them.
         # The backlog in the same form as the worker's (``drain.backlog_form``): the same orphans, the same entries.
-        producer = client.create_producer(
-            topic,
-            batching_enabled=backlog_form(len(infos)) == "batched",
-            batching_max_messages=500,
-            block_if_queue_full=True,
-        )
-        sent: list[str] = []
-        for info in infos:
-            producer.send_async(encode(info), lambda res, _id: sent.append(str(res)))
-        producer.flush()
-        producer.close()
-        failed = [r for r in sent if r != str(pulsar.Result.Ok)]
+        batched = backlog_form(len(infos)) == "batched"
+        failed = publish(client, topic, (encode(info) for info in infos), batched=batched)
         if failed:
             row.errors.append(f"{len(failed)} of {len(infos)} sends failed: {sorted(set(failed))}")
         start = time.monotonic()

@@ -287,9 +287,8 @@ async def amain() -> int:
     print()
     print(report.table(rows))
     print(report.notes(rows, meta))
-    for r in rows:
-        if r.kind == "worker" and r.cpu_s is not None and r.completed:
-            print(f"CPU per settled message, {r.key}: {1000 * r.cpu_s / r.completed:.3f} ms{drain.thread_split(r)}")
+    for line in drain.cpu_per_message(rows):
+        print(line)
     path = OUT / "results.json"
     report.write_json(path, rows, meta)
     # A copy that stays: bench/results/ is committed, one file per run worth keeping.
