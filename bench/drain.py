@@ -380,6 +380,11 @@ async def _run(h: WorkerHarness, row: Row, n: int, deadline_s: float) -> None:
     admin_calls = _sum(final, "ledger_deletion_admin_requests_total")
     row.extra["admin_requests"] = int(admin_calls)
     row.extra["admin_requests_per_1000_msgs"] = round(1000 * admin_calls / n, 1) if n else None
+    # How full the batch receives were (the sweep and the shared reads work per batch).
+    batches = _sum(final, "ledger_deletion_batch_messages_count")
+    row.extra["batch_messages_mean"] = (
+        round(_sum(final, "ledger_deletion_batch_messages_sum") / batches, 1) if batches else None
+    )
     for counter in ("rejected", "dlq", "retried", "in_use", "failed"):
         v = _sum(final, f"ledger_deletion_{counter}_total")
         if v:

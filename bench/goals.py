@@ -47,6 +47,7 @@ from testkit.stack import Stack
 from worker.backends.http import new_session
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin
+from worker.daemon.daemon import batch_size
 from worker.formats.topic_name import TopicName
 
 C = int(os.environ.get("BENCH_CONCURRENCY", "16"))
@@ -54,12 +55,14 @@ C = int(os.environ.get("BENCH_CONCURRENCY", "16"))
 
 def raw_consume_ack(s: Stack, n: int, deadline_s: float) -> Row:
     """The fast path's ceiling: receive + acknowledge n messages with the plain client (the same receiver
-    queue as the worker's 16 in flight), nothing else."""
+    queue as the worker's at ``max_inflight`` C: ``worker.daemon.daemon.batch_size``), nothing else."""
     row = Row(f"raw-consume-ack-{n}", "raw pulsar-client receive + acknowledge", "raw", "-", "-", 1, n)
     topic = f"persistent://public/default/ldw-bench-consume-{uuid.uuid4().hex[:8]}"
     client = pulsar.Client(s.service_url, logger=quiet_logger())
     try:
-        consumer = client.subscribe(topic, "raw", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=C)
+        consumer = client.subscribe(
+            topic, "raw", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=batch_size(C)
+        )
         # The same form as the worker's backlog (``drain.backlog_form``): the same number of the same entries.
         payload = b"x" * 120  # about the size of an encoded pending deletion
         failed = drain.publish(client, topic, (payload for _ in range(n)), batched=drain.backlog_form(n) == "batched")
@@ -150,7 +153,8 @@ async def amain() -> int:
             what=f"worker, already-gone fast path (zookeeper), max_inflight={C}",
             run_id=run_id,
             infos=[_ml(gone_topic, base + i) for i in range(gone_n)],
-            route="direct",
+            # Settled by their batch's sweep, before any route is read (``Pipeline.sweep``).
+            route="none",
             concurrency=C,
             delete_via="zookeeper",
             deadline_s=120 + gone_n * 0.05,

@@ -11,7 +11,7 @@ class Row:
     key: str  # stable id, e.g. "raw-bookie-c16", "worker-direct-c16"
     what: str  # what was measured, for humans
     kind: str  # "raw" (storage ceiling) | "worker" (the daemon)
-    route: str  # "-" for raw rows, else the pipeline route: "direct" | "owner"
+    route: str  # "-" for raw rows, else the pipeline route: "direct" | "owner" | "none" (settled by the batch sweep)
     delete_via: str  # "bookie-http" | "zookeeper"
     concurrency: int
     n: int

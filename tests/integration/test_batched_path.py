@@ -1,7 +1,8 @@
 """The batched hot path on the real stack: the messages of one received batch share their metadata reads
 and go to storage together (one ZooKeeper multi), yet each is decided on its own and settles correctly.
 
-One batch mixes everything the queue can hold: a live topic's current ledger, an orphan of that live
+Its batch sweep settles what is already gone before any route is read, and hands the others the ledger
+reads it made. One batch mixes everything the queue can hold: a live topic's current ledger, an orphan of that live
 topic, orphans of a gone topic (two, so the deletes go out together), a duplicate, a ledger that no
 longer exists, and a forged claim (a gone topic's name on another topic's ledger)."""
 
@@ -81,6 +82,11 @@ async def test_one_batch_of_live_orphaned_forged_and_gone_ledgers_settles_each_c
     assert w.metric("ledger_deletion_deleted_total", result="deleted", route="owner") == 1
     assert w.metric("ledger_deletion_deleted_total", result="deleted", route="direct") == 2
     assert w.metric("ledger_deletion_deleted_total", result="already_gone") == 2
+    # The ledger that never existed was settled by its batch's sweep, before any route was read (the
+    # duplicate too, when it came in a later part of the batch than the delete it duplicates).
+    assert w.metric("ledger_deletion_deleted_total", result="already_gone", route="none") >= 1
+    never_lines = [e for e in w.log_events() if e.get("ledger_id") == never]
+    assert [(e.get("outcome"), e.get("route")) for e in never_lines] == [("already_gone", "none")]
     assert w.metric("ledger_deletion_rejected_total") == 1
     assert w.metric("ledger_deletion_failed_total") == 0
     # Storage agrees: what was deleted is gone, the live ledger and the forged claim's target are not.

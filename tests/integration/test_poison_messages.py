@@ -9,7 +9,8 @@ the pending backlog drains. Before the fix each one was negative-acknowledged an
     both refused as MessageTooBig.
 
 The transient decision comes from a bookie that cannot be reached (the worker's bookkeeper.http_url points
-at a closed port); the rest of the stack is real.
+at a closed port) about a ledger that exists (a missing one is already gone: its batch's sweep settles it
+from BookKeeper's metadata store, bookie or not); the rest of the stack is real.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import pytest
 
 from tests.conftest import Stack
 from tests.integration.helpers import eventually, quiet_logger
-from tests.integration.worker_harness import WorkerHarness, free_port
+from tests.integration.worker_harness import WorkerHarness, create_ledgers, free_port, pulsar_ml_metadata
 from worker.broker.admin import PulsarAdmin
 from worker.formats import message as m
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode
@@ -49,9 +50,9 @@ async def test_poison_messages_end_in_the_dlq_and_the_pending_backlog_drains(
     harnesses.append(w)
     w.start()
     t = w.topics
-    info = PendingDeleteLedgerInfo(
-        f"persistent://{test_namespace}/poison-{unique}", LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, 424242
-    )
+    topic = f"persistent://{test_namespace}/poison-{unique}"
+    [ledger] = create_ledgers(stack, 1, pulsar_ml_metadata(topic))
+    info = PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, ledger)
     genuine = encode(info)
     # (b): just under maxMessageSize with the message's own metadata (~30 bytes), so the broker takes it;
     # a copy with the worker's ~300 bytes of properties is over.

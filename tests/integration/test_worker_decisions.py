@@ -20,6 +20,8 @@ from tests.conftest import Stack
 from tests.integration.helpers import HttpProxy, count_from_earliest, eventually, ml_ledger_ids, produce
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.backends.bookie_http import BookieClient
+from worker.backends.http import new_session
+from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
@@ -258,7 +260,14 @@ async def test_an_already_gone_ledger_costs_no_listing_of_every_ledger(
             return w.metric("ledger_deletion_deleted_total", result="already_gone") == 3
 
         await eventually(settled, timeout=60, what="three already-gone ledgers settled")
-        # The bookie answered 500 for each missing ledger; the metadata store settled it, one ledger each.
+        # The worker's batch sweep found them missing in BookKeeper's metadata store: no bookie was asked.
+        assert w.metric("ledger_deletion_deleted_total", result="already_gone", route="none") == 3
+        assert proxy.paths("/api/v1/ledger/metadata/") == []
+        # A ledger that goes missing between the sweep and its inspection reaches the bookie, which answers
+        # 500 for it; the metadata store settles it, one ledger each, never by a listing.
+        async with new_session(30) as s, ZooKeeper(stack.zookeeper_hosts) as zk:
+            client = BookieClient(proxy.url, s, zk.ledger_metadata_exists)
+            assert [await client.get_metadata(lid) for lid in ids] == [None] * 3
         assert len(proxy.paths("/api/v1/ledger/metadata/")) == 3
         assert proxy.paths("/api/v1/ledger/list") == []
     finally:

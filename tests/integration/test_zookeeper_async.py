@@ -11,7 +11,8 @@ from kazoo.exceptions import NoNodeError
 
 from tests.conftest import Stack
 from tests.integration.worker_harness import create_ledgers, pulsar_ml_metadata
-from worker.backends.zookeeper import LedgerMetadataChanged, ZooKeeper
+from worker.backends.prefetched_ledgers import prefetched
+from worker.backends.zookeeper import MULTI_READ_MAX, LedgerMetadataChanged, ZooKeeper
 from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
 from worker.errors import BackendError
 
@@ -136,3 +137,33 @@ async def test_concurrent_ledger_reads_go_out_as_one_multi_read_each_answered_al
         await zk.run(zk.client.set, path, alone[0][0])  # type: ignore[index]
         again = await asyncio.gather(*(zk.read_ledger_metadata(lid) for lid in ids[:3]))
         assert again[0] is not None and again[0][1].version == alone[0][1].version + 1  # type: ignore[index]
+
+
+async def test_a_batch_read_answers_in_order_and_a_prefetched_znode_is_given_once(stack: Stack) -> None:
+    # The daemon's sweep reads a whole batch's ledgers at once (more than one multiRead's worth here), and
+    # hands each message the znode it read; a second reader of the same ledger (a duplicate, after the
+    # first one's delete) reads for itself.
+    ids = create_ledgers(stack, 3, pulsar_ml_metadata("persistent://public/default/ldw-async-batch-read"))
+    missing = [max(ids) + 10**9 + i for i in range(MULTI_READ_MAX + 2)]
+    async with ZooKeeper(stack.zookeeper_hosts) as zk:
+        answers = await zk.read_ledgers_metadata([ids[0], *missing, ids[1], ids[2]])
+        assert answers[1:-2] == [None] * len(missing)
+        present = [answers[0], answers[-2], answers[-1]]
+        assert all(isinstance(a, tuple) for a in present)
+        assert [a[1].version for a in present] == [  # type: ignore[index]
+            (await zk.get(await zk.ledger_path(lid)))[1].version  # type: ignore[index]
+            for lid in ids
+        ]
+
+        reads = {ids[0]: present[0]}
+        token = prefetched.set(reads)  # type: ignore[arg-type]
+        try:
+            before = zk._metadata_reads.batches
+            assert await zk.read_ledger_metadata(ids[0]) is present[0]  # the batch's read, not a new one
+            assert zk._metadata_reads.batches == before and reads == {}
+            # Deleted since: the next reader sees it gone, not the batch's read.
+            await zk.delete_ledger_metadata(ids[0])
+            assert await zk.read_ledger_metadata(ids[0]) is None
+            assert zk._metadata_reads.batches == before + 1
+        finally:
+            prefetched.reset(token)

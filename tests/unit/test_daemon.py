@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import warnings
 from typing import Any
 
@@ -20,7 +21,7 @@ class NackRecorder:
 
 
 class SettleFails:
-    async def handle(self, msg: Any) -> None:
+    async def handle(self, msg: Any, decoded: Any = None) -> None:
         raise TimeoutError("retry producer: send timed out")
 
 
@@ -39,18 +40,13 @@ async def test_a_message_that_cannot_be_settled_is_negative_acknowledged_and_cou
 
 
 class BatchSource:
-    """Hands out numbered batches; each ``receive_batch`` is recorded with how many messages were then in
-    flight."""
+    """Hands out numbered batches of ``size`` messages."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self.next = 0
-        self.received_with_inflight: list[int] = []
-        self.daemon: Daemon | None = None
 
     async def receive_batch(self) -> list[str]:
-        assert self.daemon is not None
-        self.received_with_inflight.append(len(self.daemon._tasks))
         await asyncio.sleep(0)
         batch = [f"m{self.next + i}" for i in range(self.size)]
         self.next += self.size
@@ -58,13 +54,17 @@ class BatchSource:
 
 
 class Gated:
-    """A pipeline whose messages with a gate settle only once it opens; the others at once."""
+    """A pipeline whose messages with a gate settle only once it opens; the others at once. Its sweep
+    settles nothing."""
 
     def __init__(self) -> None:
         self.gates: dict[str, asyncio.Event] = {}
         self.started: list[str] = []
 
-    async def handle(self, msg: str) -> None:
+    async def sweep(self, msgs: list[str]) -> tuple[list[tuple[str, None]], dict[int, Any]]:
+        return [(m, None) for m in msgs], {}
+
+    async def handle(self, msg: str, decoded: Any = None) -> None:
         self.started.append(msg)
         gate = self.gates.get(msg)
         if gate is not None:
@@ -79,30 +79,93 @@ async def _spin() -> None:
 async def test_the_next_batch_is_received_ahead_and_dispatched_as_room_frees() -> None:
     s = Settings.model_validate({"worker": {"max_inflight": 4}})
     d = Daemon(s, Metrics())
-    source, pipeline = BatchSource(size=2), Gated()
-    source.daemon = d
+    source, pipeline = BatchSource(size=6), Gated()
     first, slow, rest = asyncio.Event(), asyncio.Event(), asyncio.Event()
     pipeline.gates = {f"m{i}": first for i in range(4)} | {"m4": slow}
     loop_task = asyncio.create_task(d._receive_loop(source, pipeline))  # type: ignore[arg-type]
     await _spin()
-    # Two batches fill max_inflight=4; a third was received meanwhile (its receive off the messages' path)
-    # and waits, undispatched, for room.
+    # A batch of six fills max_inflight=4, two of its messages wait for room; the next batch was received
+    # meanwhile (its receive off the messages' path) and waits, unswept, for this one to be dispatched.
     assert pipeline.started == ["m0", "m1", "m2", "m3"]
-    assert source.received_with_inflight == [0, 2, 4]
+    assert d._busy == 4 and d._in_hand and source.next == 12
 
     # One slow message (m4) holds back no other: the rest flow past it, never more than 4 at once.
     pipeline.gates |= {f"m{i}": rest for i in range(12, 1000)}
     first.set()
     await _spin()
     assert "m4" in pipeline.started and {f"m{i}" for i in range(5, 12)} <= set(pipeline.started)
-    assert len(d._tasks) == 4 and pipeline.started[-1] == "m14"
+    assert d._busy == 4 and pipeline.started[-3:] == ["m12", "m13", "m14"]
 
-    # Stopping while a received batch waits for room: it is not dispatched (nor acknowledged, so the broker
-    # hands it to another consumer once this one closes).
+    # Stopping while messages wait for room: they are not dispatched (nor acknowledged, so the broker hands
+    # them to another consumer once this one closes).
     started = list(pipeline.started)
     d.request_stop()
     await asyncio.wait_for(loop_task, 5)
-    assert pipeline.started == started and source.next > len(started)
     slow.set()
     rest.set()
     await asyncio.gather(*d._tasks)
+    assert pipeline.started == started and source.next > len(started)
+    assert d._busy == 0 and not d._in_hand
+
+
+class SweepsEven:
+    """A pipeline whose sweep settles the even-numbered messages and leaves the others with a record; the
+    ones left wait for a gate."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.handled: list[tuple[str, Any]] = []
+        self.sweeps: list[list[str]] = []
+
+    async def sweep(self, msgs: list[str]) -> tuple[list[tuple[str, str]], dict[int, Any]]:
+        self.sweeps.append(list(msgs))
+        return [(m, f"record of {m}") for m in msgs if int(m[1:]) % 2], {}
+
+    async def handle(self, msg: str, decoded: Any = None) -> None:
+        self.handled.append((msg, decoded))
+        await self.gate.wait()
+
+
+async def test_a_sweep_needs_no_room_and_hands_the_rest_their_records() -> None:
+    s = Settings.model_validate({"worker": {"max_inflight": 4}})
+    d = Daemon(s, Metrics())
+    source, pipeline = BatchSource(size=4), SweepsEven()
+    loop_task = asyncio.create_task(d._receive_loop(source, pipeline))  # type: ignore[arg-type]
+    await _spin()
+    # Each batch is swept whole and its even messages settle there, taking no room: the odd ones of two
+    # batches fill it, and a third batch is swept, its odd ones waiting for room.
+    assert pipeline.sweeps == [[f"m{i}" for i in range(b, b + 4)] for b in (0, 4, 8)]
+    assert pipeline.handled == [(m, f"record of {m}") for m in ("m1", "m3", "m5", "m7")]
+    assert d._busy == 4 and d._in_hand
+    pipeline.gate.set()
+    await _spin()
+    assert ("m9", "record of m9") in pipeline.handled and d._busy <= 4
+    d.request_stop()
+    await asyncio.wait_for(loop_task, 5)
+    await asyncio.gather(*d._tasks)
+    assert d._busy == 0 and not d._in_hand
+
+
+class SweepBlocks:
+    async def sweep(self, msgs: list[str]) -> tuple[list[tuple[str, None]], dict[int, Any]]:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def handle(self, msg: str, decoded: Any = None) -> None:
+        raise AssertionError("a cancelled sweep hands nothing on")
+
+
+async def test_a_batch_cancelled_in_its_sweep_lets_the_next_one_in() -> None:
+    # The drain deadline cancels a batch still being swept: nothing was acknowledged, and it must not stay
+    # "in hand" for ever (the loop would never dispatch again) nor leave messages counted in flight.
+    s = Settings.model_validate({"worker": {"max_inflight": 4}})
+    metrics = Metrics()
+    d = Daemon(s, metrics)
+    d._in_hand = True  # as the receive loop marks it when it starts the batch
+    task = asyncio.create_task(d._process_batch(None, SweepBlocks(), ["m0", "m1", "m2"]))  # type: ignore[arg-type]
+    await _spin()
+    assert metrics.inflight._value.get() == 3
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert not d._in_hand and d._busy == 0 and metrics.inflight._value.get() == 0

@@ -37,6 +37,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
 
+from worker.backends import prefetched_ledgers
 from worker.backends.fresh_reads import FreshReads
 from worker.backends.group_commit import GroupCommit
 from worker.backends.kazoo_calls import KazooCalls, run_blocking
@@ -327,8 +328,28 @@ class ZooKeeper:
         """The ledger's metadata znode (bytes, stat), or None when the ledger does not exist.
 
         Reads asked while another is in flight go out together in the next multiRead (a group commit of
-        reads): each is still made after it was asked, so it is as fresh as a read of its own."""
+        reads): each is still made after it was asked, so it is as fresh as a read of its own. In the
+        daemon, a message whose batch already read the znode gets that read, once
+        (``worker.backends.prefetched_ledgers``)."""
+        got = prefetched_ledgers.take(ledger_id)
+        if got is not None:
+            return got
         return await self.bookkeeper._metadata_reads.submit(await self.ledger_path(ledger_id))
+
+    async def read_ledgers_metadata(self, ledger_ids: list[int]) -> list[Znode | BaseException | None]:
+        """Many ledgers' metadata znodes at once, in multiReads of up to ``MULTI_READ_MAX``, answered in
+        order: a znode, None when the ledger does not exist, or the read's failure (never an absence)."""
+        bk = self.bookkeeper
+        paths = [await self.ledger_path(lid) for lid in ledger_ids]
+        chunks = [paths[i : i + MULTI_READ_MAX] for i in range(0, len(paths), MULTI_READ_MAX)]
+        answers = await asyncio.gather(*(bk._read_together(c) for c in chunks), return_exceptions=True)
+        out: list[Znode | BaseException | None] = []
+        for chunk, answer in zip(chunks, answers, strict=True):
+            if isinstance(answer, BaseException):
+                out.extend([answer] * len(chunk))
+            else:
+                out.extend(answer)
+        return out
 
     async def _read_together(self, paths: list[str]) -> list[Znode | BaseException | None]:
         if len(paths) > 1 and self._multi_read:

@@ -87,6 +87,16 @@ class Rules:
         return cls(int(s.min_ledger_age_s * 1000), int(s.offload_deletion_lag_s * 1000))
 
 
+def settled_by_storage(stored: Stored, route: Route = Route.NONE) -> Result | None:
+    """The one verdict storage gives alone, whatever the route: nothing there is already gone (nothing is
+    deleted, so no live state, identity or age can matter). The daemon's batch sweep
+    (``worker.daemon.pipeline.Pipeline.sweep``) settles such messages before it reads any route; then the
+    route is ``none``."""
+    if isinstance(stored, Missing):
+        return Result(Outcome.ALREADY_GONE, route)
+    return None
+
+
 def decide(info: PendingDeleteLedgerInfo, facts: Facts, *, now_ms: int, rules: Rules) -> Result:
     """Every rule of steps 2-5, pure. ``DELETED`` here means "delete it": the caller carries it out.
 
@@ -98,8 +108,9 @@ def decide(info: PendingDeleteLedgerInfo, facts: Facts, *, now_ms: int, rules: R
     live = facts.live
     route = Route.OWNER if isinstance(live, LiveSet) else Route.DIRECT
     stored = facts.stored
-    if isinstance(stored, Missing):
-        return Result(Outcome.ALREADY_GONE, route)
+    settled = settled_by_storage(stored, route)
+    if settled is not None:
+        return settled
     if isinstance(stored, Refused):
         return Result(Outcome.REJECTED, route, stored.reason)
 

@@ -3,7 +3,8 @@
 Shape of the loop (the lessons are in the comments):
 - one long-lived receive loop; an awaited ``receive()`` is never cancelled, because the C++ client
   would hand the message to a future nobody reads and it would sit unacknowledged until we close;
-- a semaphore bounds in-flight work, so the loop only asks for a message when it can take one;
+- one batch at a time is swept and dispatched, and ``max_inflight`` bounds the messages decided at once,
+  so the loop only receives the next batch when it can take it;
 - SIGTERM/SIGINT: stop asking, let in-flight messages settle until ``drain_timeout_s``, then close the
   consumer; whatever was not settled is not acknowledged and the broker hands it to another replica.
 """
@@ -20,6 +21,7 @@ from typing import Any
 import pulsar
 
 from worker.backends.fresh_reads import received_at
+from worker.backends.prefetched_ledgers import prefetched
 from worker.broker.admin import PulsarAdmin
 from worker.broker.client import async_client, close_client
 from worker.broker.handoff_consumer import HandoffConsumer
@@ -31,6 +33,7 @@ from worker.daemon.decider import open_decider
 from worker.daemon.pipeline import Pipeline
 from worker.daemon.settlement import Settler
 from worker.errors import StartupRefused
+from worker.formats.message import PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
 from worker.logs import configure, get_logger
 from worker.metrics import Metrics, oldest_backlog_age_s
@@ -43,12 +46,12 @@ log = get_logger()
 BATCH_WAIT_MS = 20
 
 
-def batch_size(max_inflight: int) -> int:
-    """A whole ``max_inflight`` (messages of one batch share their reads and storage calls; the next batch
-    is received while this one settles: ``Daemon._receive_loop``), up to 1,000. It is also the receiver
-    queue's size: a batch receive waits for as many messages as it asks for, which a smaller queue never
-    holds, so every receive would wait out its timeout."""
-    return max(1, min(1000, max_inflight))
+def batch_size(max_inflight: int, receive_batch: int = 128) -> int:
+    """Messages received at once (``worker.receive_batch``, at least ``max_inflight``, at most 1,000): a
+    batch is swept together, and its messages dispatched as room frees (``Daemon._receive_loop``). It is
+    also the receiver queue's size: a batch receive waits for as many messages as it asks for, which a
+    smaller queue never holds, so every receive would wait out its timeout."""
+    return max(1, min(1000, max(max_inflight, receive_batch)))
 
 
 class Daemon:
@@ -57,7 +60,9 @@ class Daemon:
         self.metrics = metrics or Metrics()
         self.stopping = asyncio.Event()
         self.ready = False
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()  # one per dispatched batch (it awaits its messages' own)
+        self._busy = 0  # messages being decided: at most max_inflight
+        self._in_hand = False  # a batch is being swept, or waits for room to dispatch what its sweep left
         self._room = asyncio.Event()  # set when an in-flight message settles (or on stop)
         self._partitioned: dict[str, bool] = {}
 
@@ -107,11 +112,12 @@ class Daemon:
                         [s.topics.pending, s.topics.retry],
                         s.topics.subscription,
                         consumer_type=pulsar.ConsumerType.Shared,
-                        # A small prefetch: what sits in our queue is invisible to the other replicas.
-                        receiver_queue_size=batch_size(s.worker.max_inflight),
+                        # A bounded prefetch (one batch): what sits in our queue is invisible to the other
+                        # replicas, and Pulsar's default of 1,000 would hide eight batches.
+                        receiver_queue_size=batch_size(s.worker.max_inflight, s.worker.receive_batch),
                         negative_ack_redelivery_delay_ms=int(s.worker.backoff_initial_s * 1000) or 1000,
                         batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(
-                            batch_size(s.worker.max_inflight), -1, BATCH_WAIT_MS
+                            batch_size(s.worker.max_inflight, s.worker.receive_batch), -1, BATCH_WAIT_MS
                         ),
                     )
                 )
@@ -165,56 +171,106 @@ class Daemon:
         return 0
 
     async def _receive_loop(self, consumer: HandoffConsumer, pipeline: Pipeline) -> None:
-        """Receive in batches; each message is then decided on its own (its own task), but messages
-        dispatched together share one instant (``fresh_reads``): a metadata read started after it is as
-        fresh as each message's own read, so it is made once.
+        """Receive a batch, sweep it, and decide each message its sweep left on its own (its own task),
+        dispatched as room frees under ``max_inflight``; the next batch is received meanwhile.
 
-        The next batch is received while the dispatched messages settle, so a receive's thread hop is off
-        the messages' path; its messages are dispatched as room frees under ``max_inflight``, as many at a
-        time as there is room for, so one slow message never holds back the others. Received but not yet
-        dispatched, a message is prefetch like the client's receiver queue: not acknowledged, so a crash or a
-        stop hands it to another replica."""
-        limit = self.settings.worker.max_inflight
-        loop = asyncio.get_running_loop()
-        received: collections.deque[pulsar.Message] = collections.deque()
+        - **The sweep** (``Pipeline.sweep``): the batch's already-gone messages are settled together and the
+          others' ledgers read at once. It needs no room (it deletes nothing), so a batch is
+          ``worker.receive_batch`` messages, more than ``max_inflight``: one batch at a time is swept and
+          dispatched, which bounds what this replica holds.
+        - **The room**: at most ``max_inflight`` messages are decided at once; the messages a sweep left
+          are dispatched as room frees, as many at a time as there is room for, so one slow message never
+          holds back the others. Messages dispatched together share one instant (``fresh_reads``): a
+          metadata read started after it is as fresh as each one's own read, so it is made once.
+        - Received but not yet dispatched, a message is prefetch like the client's receiver queue: not
+          acknowledged, so a crash or a stop hands it to another replica."""
+        received: list[pulsar.Message] = []
         while not self.stopping.is_set():
             if not received:
                 try:
-                    msgs = await consumer.receive_batch()
+                    received = await consumer.receive_batch()
                 except Exception as e:
                     if self.stopping.is_set():
                         break
                     log.error("receive failed", error=f"{type(e).__name__}: {e}")
                     await asyncio.sleep(1)
                     continue
-                if msgs:
-                    self.metrics.batch_messages.observe(len(msgs))
-                received.extend(msgs)
+                if received:
+                    self.metrics.batch_messages.observe(len(received))
                 continue
-            while len(self._tasks) >= limit and not self.stopping.is_set():
+            while self._in_hand and not self.stopping.is_set():
                 self._room.clear()
                 await self._room.wait()
             if self.stopping.is_set():
                 # Received while draining: not ours to process any more; unacknowledged, they are
                 # redelivered to another consumer when this one closes.
                 break
-            token = received_at.set(loop.time())
-            try:
-                for _ in range(min(limit - len(self._tasks), len(received))):
-                    task = asyncio.create_task(self._process(consumer, pipeline, received.popleft()))
-                    self._tasks.add(task)
-                    task.add_done_callback(self._done)
-            finally:
-                received_at.reset(token)
+            self._in_hand = True
+            task = asyncio.create_task(self._process_batch(consumer, pipeline, received))
+            received = []
+            self._tasks.add(task)
+            task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         self._room.set()
 
-    async def _process(self, consumer: HandoffConsumer, pipeline: Pipeline, msg: pulsar.Message) -> None:
+    def _release(self, n: int) -> None:
+        self._busy -= n
+        self._room.set()
+
+    async def _process_batch(self, consumer: HandoffConsumer, pipeline: Pipeline, batch: list[pulsar.Message]) -> None:
+        """One received batch: its sweep, then a task for each message left, dispatched as room frees and
+        awaited here, so that a drain (which waits for, then cancels, the batches) covers them."""
+        limit = self.settings.worker.max_inflight
+        loop = asyncio.get_running_loop()
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            self.metrics.inflight.inc(len(batch))
+            try:
+                left, reads = await pipeline.sweep(batch)
+            finally:
+                self.metrics.inflight.dec(len(batch))
+            prefetched.set(reads)  # copied into each message's task below
+            waiting = collections.deque(left)
+            while waiting:
+                while self._busy >= limit and not self.stopping.is_set():
+                    self._room.clear()
+                    await self._room.wait()
+                if self.stopping.is_set():
+                    break  # undispatched, unacknowledged: handed to another consumer when this one closes
+                token = received_at.set(loop.time())
+                try:
+                    for _ in range(min(limit - self._busy, len(waiting))):
+                        msg, info = waiting.popleft()
+                        task = asyncio.create_task(self._process(consumer, pipeline, msg, info))
+                        self._busy += 1
+                        task.add_done_callback(lambda _: self._release(1))
+                        tasks.append(task)
+                finally:
+                    received_at.reset(token)
+            self._in_hand = False  # the next batch may be swept while these settle
+            self._room.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        except asyncio.CancelledError:
+            for task in tasks:  # cancelled while waiting for room: what it dispatched goes with it
+                task.cancel()
+            raise
+        finally:
+            if self._in_hand:
+                self._in_hand = False
+                self._room.set()
+
+    async def _process(
+        self,
+        consumer: HandoffConsumer,
+        pipeline: Pipeline,
+        msg: pulsar.Message,
+        decoded: PendingDeleteLedgerInfo | None = None,
+    ) -> None:
         self.metrics.inflight.inc()
         try:
-            await pipeline.handle(msg)
+            await pipeline.handle(msg, decoded)
         except asyncio.CancelledError:
             raise
         except Exception as e:

@@ -32,6 +32,7 @@ from worker.core.decision import Facts, Outcome, Result, Route, Rules, decide
 from worker.core.ledger_age import ledger_age
 from worker.core.live_set import LiveSet
 from worker.core.stored import Missing, Refused, Stored, StoredLedger
+from worker.daemon.ledger_turns import LedgerTurns
 from worker.daemon.rate_limit import TokenBucket
 from worker.errors import BackendError
 from worker.formats.message import InvalidMessage, LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
@@ -101,22 +102,7 @@ class Decider:
         self.metrics = metrics
         self.dry_run = dry_run
         self.now_ms = wall_clock_ms
-        # Per-ledger locks with their holder+waiter counts, dropped when the last user leaves.
-        self._locks: dict[tuple[str, int], tuple[asyncio.Lock, int]] = {}
-
-    @contextlib.asynccontextmanager
-    async def _ledger_lock(self, key: tuple[str, int]) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users <= 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
+        self._turns = LedgerTurns()
 
     async def decide(self, data: bytes) -> tuple[PendingDeleteLedgerInfo | None, Result]:
         # 1. Decode: garbage is a dead letter, never an exception in the receive loop.
@@ -131,8 +117,11 @@ class Decider:
         try:
             # Duplicates of one ledger are decided one after the other, so exactly one deletes it and
             # the others find it already gone.
-            async with self._ledger_lock(info.dedupe_key):
+            await self._turns.take(info.dedupe_key)
+            try:
                 return await self._decide(info)
+            finally:
+                self._turns.done(info.dedupe_key)
         except _Failed as e:
             return Result(Outcome.TRANSIENT, reason=str(e), stage=e.stage)
 

@@ -9,6 +9,7 @@ decision); this module adds step 6: every outcome maps, through one table, to a 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import time
 from collections.abc import Callable
@@ -16,14 +17,16 @@ from typing import Any
 
 import pulsar
 
+from worker.backends.zookeeper import Znode
 from worker.core.backoff import Backoff
 from worker.core.bounded_payload import head_text, summarize
 from worker.core.broker_marks import released_when_exhausted
-from worker.core.decision import Outcome, Result
+from worker.core.decision import Outcome, Result, settled_by_storage
 from worker.core.message_properties import first_seen_ms
+from worker.core.stored import Missing
 from worker.daemon.decider import Decider
 from worker.daemon.settlement import DeadLetterRefused, Settler, attempts_of, properties_of
-from worker.formats.message import LedgerType, PendingDeleteLedgerInfo
+from worker.formats.message import InvalidMessage, LedgerType, PendingDeleteLedgerInfo, decode
 from worker.logs import get_logger
 from worker.metrics import Metrics
 from worker.settings import WorkerSettings
@@ -78,28 +81,127 @@ class Pipeline:
         self.metrics = metrics
         self.backoff = Backoff(settings.backoff_initial_s, settings.backoff_max_s, settings.backoff_multiplier)
 
-    async def handle(self, msg: pulsar.Message) -> Result:
-        """Decide and settle one message. Whatever fails on the way (a decision that raises, a retry copy the
-        broker refuses, anything) ends in the DLQ; only a DLQ that refuses even a bounded copy raises
-        (:class:`DeadLetterRefused`, nothing acknowledged) and the daemon hands the message back."""
+    async def sweep(
+        self, msgs: list[pulsar.Message]
+    ) -> tuple[list[tuple[pulsar.Message, PendingDeleteLedgerInfo | None]], dict[int, Znode]]:
+        """Settle a batch's already-gone messages together, before any route is read.
+
+        Every BookKeeper ledger the batch names is read in one multiRead of BookKeeper's metadata store
+        (the store that says whether a ledger exists, whichever delete route is configured). A missing one
+        is already gone whatever its topic's state (``worker.core.decision.settled_by_storage``, the rule
+        ``decide`` applies first): acknowledged with the others, counted and logged as the per-message path
+        does, under route ``none``. This is the common case once phase 1 runs in the broker: the broker's
+        own delete usually succeeds, and the worker only confirms it.
+
+        Returns the messages left for :meth:`handle` (with their decoded record, or None: undecodable,
+        oversize, an offloaded copy, a failed read, a refused acknowledgement all go through the full path,
+        which reports them), and the znodes read for them (``worker.backends.prefetched_ledgers``). Never
+        raises but for cancellation: a failed sweep leaves the whole batch to the full path."""
+        left: list[tuple[pulsar.Message, PendingDeleteLedgerInfo | None]] = []
+        asked: list[tuple[pulsar.Message, PendingDeleteLedgerInfo]] = []
+        limit = self.settings.max_payload_bytes
+        for msg in msgs:
+            data = msg.data()
+            info = None
+            if len(data) <= limit:
+                with contextlib.suppress(InvalidMessage):
+                    info = decode(data)
+            if info is not None and info.ledger_type is LedgerType.LEDGER:
+                asked.append((msg, info))
+            else:
+                left.append((msg, info))
+        if not asked:
+            return left, {}
+        started = time.monotonic()
+        try:
+            answers = await self.decider.metadata.read_ledgers_metadata([info.ledger_id for _, info in asked])
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.debug("batch sweep read failed; its messages are decided one by one", error=f"{type(e).__name__}: {e}")
+            return [*left, *asked], {}
+        reads: dict[int, Znode] = {}
+        gone: list[tuple[pulsar.Message, PendingDeleteLedgerInfo]] = []
+        for (msg, info), answer in zip(asked, answers, strict=True):
+            if answer is None:
+                gone.append((msg, info))
+                continue
+            if isinstance(answer, BaseException):
+                self.metrics.storage_requests.labels("zookeeper", "read", "error").inc()
+            else:
+                reads[info.ledger_id] = answer
+            left.append((msg, info))
+        if not gone:
+            return left, reads
+        self.metrics.storage_requests.labels("zookeeper", "read", "not_found").inc(len(gone))
+        try:
+            failures = await self.settler.ack_many([msg for msg, _ in gone])
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            failures = [e] * len(gone)
+        res = settled_by_storage(Missing())
+        assert res is not None
+        # The metric updates are made once for the batch (its messages share every label); the log lines
+        # stay one per message.
+        processing = self.metrics.processing.labels(route=res.route.value, outcome=res.outcome.value)
+        elapsed = time.monotonic() - started
+        settled = 0
+        for (msg, info), failure in zip(gone, failures, strict=True):
+            if failure is not None:
+                left.append((msg, info))  # the full path acknowledges it again, or dead-letters it
+                continue
+            settled += 1
+            processing.observe(elapsed)
+            self._observe_end_to_end(msg)
+            log.info(
+                "ledger already gone",
+                msg_topic=msg.topic_name(),
+                message_id=str(msg.message_id()),
+                attempt=attempts_of(msg) + 1,
+                route=res.route.value,
+                outcome=res.outcome.value,
+                topic=head_text(info.topic_name),
+                ledger_id=info.ledger_id,
+                ledger_type=info.ledger_type.value,
+            )
+        if settled:
+            self.metrics.received.inc(settled)
+            self._count(gone[0][1], res, settled)  # every swept message is a BookKeeper LEDGER
+        return left, reads
+
+    async def handle(self, msg: pulsar.Message, decoded: PendingDeleteLedgerInfo | None = None) -> Result:
+        """Decide and settle one message (``decoded``: its record, when :meth:`sweep` decoded it already).
+        Whatever fails on the way (a decision that raises, a retry copy the broker refuses, anything) ends in
+        the DLQ; only a DLQ that refuses even a bounded copy raises (:class:`DeadLetterRefused`, nothing
+        acknowledged) and the daemon hands the message back."""
         started = time.monotonic()
         self.metrics.received.inc()
         attempt = attempts_of(msg) + 1
-        bound = log.bind(msg_topic=msg.topic_name(), message_id=str(msg.message_id()), attempt=attempt)
+        # The log line's context, bound once (each bind copies it): enough to trace the message if the
+        # decision itself fails, its outcome and ledger once decided.
+        context: dict[str, Any] = {
+            "msg_topic": msg.topic_name(),
+            "message_id": str(msg.message_id()),
+            "attempt": attempt,
+        }
         res: Result | None = None
         try:
             data = msg.data()
-            info, res = await self._decide(data)  # steps 1-5
-            bound = bound.bind(route=res.route.value, outcome=res.outcome.value)
+            info: PendingDeleteLedgerInfo | None
+            if decoded is not None:
+                info, res = decoded, await self.decider.decide_info(decoded)
+            else:
+                info, res = await self._decide(data)  # steps 1-5
+            context["route"], context["outcome"] = res.route.value, res.outcome.value
             if info is not None:
-                bound = bound.bind(
-                    topic=head_text(info.topic_name), ledger_id=info.ledger_id, ledger_type=info.ledger_type.value
-                )
-            await self._settle(msg, data, info, res, attempt, bound)  # step 6
+                context["topic"] = head_text(info.topic_name)
+                context["ledger_id"], context["ledger_type"] = info.ledger_id, info.ledger_type.value
+            await self._settle(msg, data, info, res, attempt, log.bind(**context))  # step 6
         except (asyncio.CancelledError, DeadLetterRefused):
             raise
         except Exception as e:
-            res = await self._dead_letter_unsettled(msg, res, e, bound)
+            res = await self._dead_letter_unsettled(msg, res, e, log.bind(**context))
         self.metrics.processing.labels(route=res.route.value, outcome=res.outcome.value).observe(
             time.monotonic() - started
         )
@@ -193,24 +295,26 @@ class Pipeline:
                         delay_s=round(delays[-1], 3),
                     )
 
-    def _count(self, info: PendingDeleteLedgerInfo | None, res: Result) -> None:
+    def _count(self, info: PendingDeleteLedgerInfo | None, res: Result, n: int = 1) -> None:
+        """Count ``n`` messages of ``info``'s ledger type that ended in ``res`` (more than one: the sweep's
+        already-gone messages, which free nothing)."""
         m = self.metrics
         match res.outcome:
             case Outcome.DELETED | Outcome.ALREADY_GONE:
                 assert info is not None
                 m.deleted.labels(
                     ledger_type=info.ledger_type.value, route=res.route.value, result=res.outcome.value
-                ).inc()
+                ).inc(n)
                 if res.freed_bytes:  # DELETED only (Result.freed_bytes): already gone freed nothing here
                     m.freed_bytes.labels(ledger_type=info.ledger_type.value, route=res.route.value).inc(res.freed_bytes)
                     if self.on_freed is not None:
                         self.on_freed(info.ledger_type, res.freed_bytes)
             case Outcome.REJECTED:
-                m.rejected.labels(reason=res.reason).inc()
+                m.rejected.labels(reason=res.reason).inc(n)
             case Outcome.IN_USE:
-                m.in_use.inc()
+                m.in_use.inc(n)
             case Outcome.TRANSIENT:
-                m.failed.labels(stage=res.stage or "unknown").inc()
+                m.failed.labels(stage=res.stage or "unknown").inc(n)
             case _:
                 pass
 

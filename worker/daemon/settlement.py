@@ -31,6 +31,8 @@ LAST_ERROR_CHARS = 1000
 class AsyncConsumer(Protocol):
     async def acknowledge(self, msg: Any) -> None: ...
 
+    async def acknowledge_many(self, msgs: list[Any]) -> list[BaseException | None]: ...
+
 
 class AsyncProducer(Protocol):
     async def send(self, content: Any, properties: dict[str, str] | None = ..., **kw: Any) -> Any: ...
@@ -108,6 +110,12 @@ class Settler:
     async def ack(self, msg: pulsar.Message) -> None:
         await self.consumer.acknowledge(msg)
         self.metrics.acked.inc()
+
+    async def ack_many(self, msgs: list[pulsar.Message]) -> list[BaseException | None]:
+        """Acknowledge final messages together: in order, None for each acknowledged, else its failure."""
+        failures = await self.consumer.acknowledge_many(msgs)
+        self.metrics.acked.inc(failures.count(None))
+        return failures
 
     async def retry(
         self,
