@@ -169,3 +169,20 @@ async def test_a_batch_cancelled_in_its_sweep_lets_the_next_one_in() -> None:
     with contextlib.suppress(asyncio.CancelledError):
         await task
     assert not d._in_hand and d._busy == 0 and metrics.inflight._value.get() == 0
+
+
+class SweepRaises(Gated):
+    async def sweep(self, msgs: list[str]) -> tuple[list[tuple[str, None]], dict[int, Any]]:
+        raise KeyError("a defect in the sweep")
+
+
+async def test_a_sweep_that_raises_hands_its_whole_batch_to_the_full_path() -> None:
+    # Nothing of the batch may stay parked, unacknowledged, until the consumer closes.
+    metrics = Metrics()
+    d = Daemon(Settings.model_validate({"worker": {"max_inflight": 4}}), metrics)
+    pipeline = SweepRaises()
+    d._in_hand = True
+    await d._process_batch(NackRecorder(), pipeline, ["m0", "m1", "m2"])  # type: ignore[arg-type]
+    assert pipeline.started == ["m0", "m1", "m2"]
+    assert metrics.failed.labels(stage="sweep")._value.get() == 1
+    assert not d._in_hand and d._busy == 0 and metrics.inflight._value.get() == 0

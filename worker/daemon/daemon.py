@@ -229,6 +229,14 @@ class Daemon:
             self.metrics.inflight.inc(len(batch))
             try:
                 left, reads = await pipeline.sweep(batch)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                # A defect in the sweep must not park its batch unacknowledged until this consumer closes:
+                # every message goes the full way (one it already acknowledged is found gone again).
+                self.metrics.failed.labels(stage="sweep").inc()
+                log.error("batch sweep failed; its messages are decided one by one", error=f"{type(e).__name__}: {e}")
+                left, reads = [(msg, None) for msg in batch], {}
             finally:
                 self.metrics.inflight.dec(len(batch))
             prefetched.set(reads)  # copied into each message's task below

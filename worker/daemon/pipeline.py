@@ -86,7 +86,7 @@ class Pipeline:
     ) -> tuple[list[tuple[pulsar.Message, PendingDeleteLedgerInfo | None]], dict[int, Znode]]:
         """Settle a batch's already-gone messages together, before any route is read.
 
-        Every BookKeeper ledger the batch names is read in one multiRead of BookKeeper's metadata store
+        Every BookKeeper ledger the batch names is read at once, in multiReads of BookKeeper's metadata store
         (the store that says whether a ledger exists, whichever delete route is configured). A missing one
         is already gone whatever its topic's state (``worker.core.decision.settled_by_storage``, the rule
         ``decide`` applies first): acknowledged with the others, counted and logged as the per-message path
@@ -96,7 +96,8 @@ class Pipeline:
         Returns the messages left for :meth:`handle` (with their decoded record, or None: undecodable,
         oversize, an offloaded copy, a failed read, a refused acknowledgement all go through the full path,
         which reports them), and the znodes read for them (``worker.backends.prefetched_ledgers``). Never
-        raises but for cancellation: a failed sweep leaves the whole batch to the full path."""
+        raises but for cancellation: a failed read leaves the whole batch to the full path (and the daemon sends
+        the whole batch that way should the sweep itself fail)."""
         left: list[tuple[pulsar.Message, PendingDeleteLedgerInfo | None]] = []
         asked: list[tuple[pulsar.Message, PendingDeleteLedgerInfo]] = []
         limit = self.settings.max_payload_bytes
