@@ -49,19 +49,24 @@ from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin
 from worker.daemon.daemon import batch_size
 from worker.formats.topic_name import TopicName
+from worker.settings import WorkerSettings
 
 C = int(os.environ.get("BENCH_CONCURRENCY", "16"))
 
 
 def raw_consume_ack(s: Stack, n: int, deadline_s: float) -> Row:
     """The fast path's ceiling: receive + acknowledge n messages with the plain client (the same receiver
-    queue as the worker's at ``max_inflight`` C: ``worker.daemon.daemon.batch_size``), nothing else."""
+    queue as the worker's at ``max_inflight`` C and the default ``receive_batch``:
+    ``worker.daemon.daemon.batch_size``), nothing else."""
     row = Row(f"raw-consume-ack-{n}", "raw pulsar-client receive + acknowledge", "raw", "-", "-", 1, n)
     topic = f"persistent://public/default/ldw-bench-consume-{uuid.uuid4().hex[:8]}"
     client = pulsar.Client(s.service_url, logger=quiet_logger())
     try:
         consumer = client.subscribe(
-            topic, "raw", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=batch_size(C)
+            topic,
+            "raw",
+            consumer_type=pulsar.ConsumerType.Shared,
+            receiver_queue_size=batch_size(C, WorkerSettings().receive_batch),
         )
         # The same form as the worker's backlog (``drain.backlog_form``): the same number of the same entries.
         payload = b"x" * 120  # about the size of an encoded pending deletion

@@ -57,30 +57,31 @@ class HandoffConsumer:
     async def acknowledge_many(self, msgs: list[pulsar.Message]) -> list[BaseException | None]:
         """Acknowledge every message, awaiting all the answers at once: in order, None for each one the
         client took, the failure for each one it refused."""
-        if not msgs:
-            return []
         handoff = self._loop_handoff()
         fut: asyncio.Future[None] = handoff.loop.create_future()
         answers: list[BaseException | None] = [None] * len(msgs)
-        waiting = [len(msgs)]
+        waiting = len(msgs)
 
-        def answered(answer: tuple[int, Any]) -> None:  # on the loop
-            i, result = answer
-            if result != _pulsar.Result.Ok:
-                answers[i] = pulsar_asyncio.PulsarException(result)
-            waiting[0] -= 1
-            if waiting[0] == 0 and not fut.done():
+        def answered(answer: tuple[int, BaseException | None]) -> None:  # on the loop
+            nonlocal waiting
+            i, failure = answer
+            answers[i] = failure
+            waiting -= 1
+            if waiting == 0 and not fut.done():
                 fut.set_result(None)
+
+        def on_ack(i: int) -> Any:  # on the client's thread
+            return lambda result: handoff.call(
+                answered, (i, None if result == _pulsar.Result.Ok else pulsar_asyncio.PulsarException(result))
+            )
 
         for i, msg in enumerate(msgs):
             try:
-                self._raw.acknowledge_async(msg._message, lambda result, i=i: handoff.call(answered, (i, result)))
+                self._raw.acknowledge_async(msg._message, on_ack(i))
             except Exception as e:  # refused outright (a closed consumer): no callback will come for it
-                answers[i] = e
-                waiting[0] -= 1
-        if waiting[0] == 0:
-            return answers
-        await fut
+                answered((i, e))
+        if waiting:
+            await fut
         return answers
 
     async def negative_acknowledge(self, msg: pulsar.Message) -> None:

@@ -16,6 +16,7 @@ import collections
 import contextlib
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pulsar
@@ -46,7 +47,7 @@ log = get_logger()
 BATCH_WAIT_MS = 20
 
 
-def batch_size(max_inflight: int, receive_batch: int = 128) -> int:
+def batch_size(max_inflight: int, receive_batch: int) -> int:
     """Messages received at once (``worker.receive_batch``, at least ``max_inflight``, at most 1,000): a
     batch is swept together, and its messages dispatched as room frees (``Daemon._receive_loop``). It is
     also the receiver queue's size: a batch receive waits for as many messages as it asks for, which a
@@ -106,6 +107,7 @@ class Daemon:
             with refused_as(s.pulsar, f"produce to {s.topics.dlq}"):
                 dlq_producer = await client.create_producer(s.topics.dlq, batching_enabled=False)
             stack.push_async_callback(dlq_producer.close)
+            batch = batch_size(s.worker.max_inflight, s.worker.receive_batch)
             with refused_as(s.pulsar, f"consume {s.topics.pending} and {s.topics.retry}"):
                 consumer = HandoffConsumer(
                     await client.subscribe(
@@ -114,11 +116,9 @@ class Daemon:
                         consumer_type=pulsar.ConsumerType.Shared,
                         # A bounded prefetch (one batch): what sits in our queue is invisible to the other
                         # replicas, and Pulsar's default of 1,000 would hide eight batches.
-                        receiver_queue_size=batch_size(s.worker.max_inflight, s.worker.receive_batch),
+                        receiver_queue_size=batch,
                         negative_ack_redelivery_delay_ms=int(s.worker.backoff_initial_s * 1000) or 1000,
-                        batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(
-                            batch_size(s.worker.max_inflight, s.worker.receive_batch), -1, BATCH_WAIT_MS
-                        ),
+                        batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(batch, -1, BATCH_WAIT_MS),
                     )
                 )
             bookie_gc = await stack.enter_async_context(
@@ -198,9 +198,7 @@ class Daemon:
                 if received:
                     self.metrics.batch_messages.observe(len(received))
                 continue
-            while self._in_hand and not self.stopping.is_set():
-                self._room.clear()
-                await self._room.wait()
+            await self._until(lambda: not self._in_hand)
             if self.stopping.is_set():
                 # Received while draining: not ours to process any more; unacknowledged, they are
                 # redelivered to another consumer when this one closes.
@@ -210,6 +208,13 @@ class Daemon:
             received = []
             self._tasks.add(task)
             task.add_done_callback(self._done)
+
+    async def _until(self, room: Callable[[], bool]) -> None:
+        """Wait until ``room()`` holds or a stop is requested: re-checked whenever a message or a batch
+        settles (``_room``)."""
+        while not room() and not self.stopping.is_set():
+            self._room.clear()
+            await self._room.wait()
 
     def _done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
@@ -242,9 +247,7 @@ class Daemon:
             prefetched.set(reads)  # copied into each message's task below
             waiting = collections.deque(left)
             while waiting:
-                while self._busy >= limit and not self.stopping.is_set():
-                    self._room.clear()
-                    await self._room.wait()
+                await self._until(lambda: self._busy < limit)
                 if self.stopping.is_set():
                     break  # undispatched, unacknowledged: handed to another consumer when this one closes
                 token = received_at.set(loop.time())

@@ -90,8 +90,8 @@ class Pipeline:
         (the store that says whether a ledger exists, whichever delete route is configured). A missing one
         is already gone whatever its topic's state (``worker.core.decision.settled_by_storage``, the rule
         ``decide`` applies first): acknowledged with the others, counted and logged as the per-message path
-        does, under route ``none``. This is the common case once phase 1 runs in the broker: the broker's
-        own delete usually succeeds, and the worker only confirms it.
+        does, under route ``none``. With phase 1 in the broker every deletion is queued, the ones the broker
+        then carries out itself included: for those the worker only confirms the ledger is gone.
 
         Returns the messages left for :meth:`handle` (with their decoded record, or None: undecodable,
         oversize, an offloaded copy, a failed read, a refused acknowledgement all go through the full path,
