@@ -153,3 +153,157 @@ def test_scan_reads_ledgers_from_bookkeepers_store_apart(
     assert r.returncode == 0, r.stderr[-3000:]
     report = json.loads(r.stdout.strip().splitlines()[-1])
     assert [d["ledger_id"] for d in report["orphans"]] == [lid]
+
+
+# ---- BookKeeper's store anchored to Pulsar's ---------------------------------------------------------
+#
+# A LAYOUT znode is all a decoy root needs to look like BookKeeper's store: one left by
+# initialize-cluster-metadata, another cluster's chroot on a shared ensemble, a root a migration left. Each
+# decoy below has one; a worker pointed at it used to start and then settle every BookKeeper deletion as
+# already gone (nothing is there), or, on another cluster's root, delete that cluster's ledger of the same id.
+
+
+def _decoy_root(stack: Stack, root: str, *, bookies: bool, anchor: tuple[int, bytes] | None) -> None:
+    """Make ``root`` a ledgers root of the stack's ZooKeeper: the real LAYOUT, the real bookies' registrations
+    (``bookies``), and at most one ledger: ``anchor`` = (id, the metadata bytes to store under that id)."""
+    from kazoo.client import KazooClient
+
+    from worker.formats.metadata_paths import parse_layout
+
+    zk = KazooClient(hosts=stack.zookeeper_hosts)
+    zk.start(30)
+    try:
+        layout, _ = zk.get("/ledgers/LAYOUT")
+        zk.create(f"{root}/LAYOUT", layout, makepath=True)
+        zk.ensure_path(f"{root}/available/readonly")
+        if bookies:
+            for b in zk.get_children("/ledgers/available"):
+                if b != "readonly":
+                    zk.create(f"{root}/available/{b}", zk.get(f"/ledgers/available/{b}")[0])
+        if anchor is not None:
+            lid, data = anchor
+            zk.create(parse_layout(layout)(lid, root), data, makepath=True)
+    finally:
+        zk.stop()
+        zk.close()
+
+
+async def _anchor_and_foreign(stack: Stack, pending: str, foreign_topic: str) -> tuple[int, bytes]:
+    """The current ledger the pending topic's partition 0 lists, and the metadata bytes of a ledger of
+    ``foreign_topic`` (another cluster's ledger that happens to carry that id)."""
+    [foreign] = create_ledgers(stack, 1, pulsar_ml_metadata(foreign_topic))
+    async with ZooKeeper(stack.zookeeper_hosts) as zk:
+        info = await zk.read_managed_ledger(TopicName.parse(pending).partition(0))
+        assert info is not None and info.ledger_ids, "the pending topic's partition 0 lists no ledger"
+        got = await zk.read_ledger_metadata(foreign)
+        assert got is not None
+        return max(info.ledger_ids), got[0]
+
+
+@pytest.mark.parametrize(
+    ("decoy", "via_chroot", "expected"),
+    [
+        ("layout-only", False, "no bookie is registered there"),
+        ("layout-and-bookies", True, "it has no ledger"),
+        ("another-clusters-ledger", False, "not the current ledger of"),
+    ],
+)
+async def test_a_decoy_ledgers_root_refuses_to_start(
+    stack: Stack,
+    unique: str,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+    decoy: str,
+    via_chroot: bool,
+    expected: str,
+) -> None:
+    """Every decoy has a LAYOUT; none holds the pending topic's current ledger naming that topic: the worker
+    refuses to start, naming the key that points at it, on both delete routes."""
+    name = f"decoy-{unique}"
+    pending = f"persistent://pulsar/system/__ledger_deletion-{name}"
+    # The worker's topology first (a worker on the real store makes it), so the anchor ledger exists.
+    good = WorkerHarness(stack, tmp_path, name)
+    harnesses.append(good)
+    good.start(timeout=120)
+    good.stop()
+    anchor = None
+    if decoy == "another-clusters-ledger":
+        anchor = await _anchor_and_foreign(stack, pending, f"persistent://public/default/elsewhere-{unique}")
+    chroot = f"/ldw-decoy-{unique}"
+    _decoy_root(stack, f"{chroot}/ledgers", bookies=decoy != "layout-only", anchor=anchor)
+    if via_chroot:
+        zk = {"bookkeeper_hosts": f"{stack.zookeeper_hosts}{chroot}", "ledgers_root": "/ledgers"}
+        key = f"zookeeper.bookkeeper_hosts {stack.zookeeper_hosts}{chroot} at zookeeper.ledgers_root /ledgers"
+    else:
+        zk = {"ledgers_root": f"{chroot}/ledgers"}
+        key = f"zookeeper.hosts {stack.zookeeper_hosts} at zookeeper.ledgers_root {chroot}/ledgers"
+    for route in ("zookeeper", "bookie-http"):
+        h = WorkerHarness(stack, tmp_path, name, zookeeper=zk, bookkeeper={"delete_via": route})
+        harnesses.append(h)
+        log = refused(h)
+        assert key in log and expected in log, log[-3000:]
+
+
+async def test_operator_commands_refuse_a_decoy_ledgers_root(
+    stack: Stack, unique: str, tmp_path: Path, harnesses: list[WorkerHarness]
+) -> None:
+    """scan and purge-topic prove BookKeeper's store too (by any topic's ledger when the worker's topics do
+    not exist yet): a decoy root is refused before a ledger of it is listed."""
+    from tests.integration.test_phase1 import cli
+
+    chroot = f"/ldw-decoy-ops-{unique}"
+    _decoy_root(stack, f"{chroot}/ledgers", bookies=True, anchor=None)
+    h = WorkerHarness(stack, tmp_path, f"decoy-ops-{unique}", zookeeper={"ledgers_root": f"{chroot}/ledgers"})
+    harnesses.append(h)
+    key = f"zookeeper.hosts {stack.zookeeper_hosts} at zookeeper.ledgers_root {chroot}/ledgers"
+    r = cli(h.config_path, "scan", "--dry-run", "--json", "--namespace", f"public/none-{unique}")
+    assert r.returncode == 2 and key in r.stderr and "it has no ledger" in r.stderr, (r.returncode, r.stderr[-3000:])
+    r = cli(h.config_path, "purge-topic", f"persistent://public/default/none-{unique}")
+    assert r.returncode != 0 and key in r.stderr, r.stderr[-3000:]
+
+
+async def test_the_real_store_is_proven_by_a_loaded_topics_current_ledger(
+    stack: Stack, unique: str, admin: PulsarAdmin
+) -> None:
+    """The proof itself, on the real store: the anchor is the newest ledger the topic lists, and an anchor
+    topic that lists none (no managed ledger) falls through to the next one."""
+    import pulsar
+
+    topic = TopicName.parse(f"persistent://public/default/anchor-{unique}")
+    client = pulsar.Client(stack.service_url)
+    try:
+        client.create_producer(str(topic)).send(b"x")  # loaded: its current ledger is listed
+        async with ZooKeeper(stack.zookeeper_hosts) as zk:
+            info = await zk.read_managed_ledger(topic)
+            assert info is not None and info.ledger_ids
+            missing = TopicName.parse(f"persistent://public/default/anchor-none-{unique}")
+            anchor = await zk.prove_bookkeeper_store([missing, topic])
+            assert anchor.topic == topic and anchor.ledger_id == max(info.ledger_ids)
+    finally:
+        client.close()
+
+
+async def test_the_nightly_replays_decider_refuses_a_decoy_ledgers_root(
+    stack: Stack, unique: str, tmp_path: Path, harnesses: list[WorkerHarness]
+) -> None:
+    """The replay decides the DLQ with ``open_decider(prove_pulsar_store=<the DLQ>)``: on a decoy root every
+    dead letter would be settled as already gone. It is refused before a row is decided."""
+    from worker.daemon.decider import open_decider
+    from worker.errors import StartupRefused
+    from worker.settings import load_settings
+
+    name = f"decoy-replay-{unique}"
+    good = WorkerHarness(stack, tmp_path, name)  # makes the topology (the DLQ included)
+    harnesses.append(good)
+    good.start(timeout=120)
+    good.stop()
+    real = load_settings(good.config_path)
+    chroot = f"/ldw-decoy-replay-{unique}"
+    _decoy_root(stack, f"{chroot}/ledgers", bookies=True, anchor=None)
+    h = WorkerHarness(stack, tmp_path, name, zookeeper={"ledgers_root": f"{chroot}/ledgers"})
+    settings = load_settings(h.config_path)
+    with pytest.raises(StartupRefused, match=rf"zookeeper\.ledgers_root {chroot}/ledgers: .*it has no ledger"):
+        async with open_decider(settings, prove_pulsar_store=TopicName.parse(settings.topics.dlq)):
+            pass
+    async with open_decider(real, prove_pulsar_store=TopicName.parse(real.topics.dlq)):
+        pass  # the real store: proven

@@ -81,10 +81,10 @@ async def test_a_server_without_multi_read_gets_single_reads_from_then_on() -> N
 
     zk.calls.call = call  # type: ignore[method-assign]
     zk.get = get  # type: ignore[method-assign]
-    assert await zk._read_together(["/a", "/missing"]) == [(b"/a", None), None]
+    assert await zk._read_once(["/a", "/missing"]) == [(b"/a", None), None]
     assert sent == ["multi_read_async", "get /a", "get /missing"] and not zk._multi_read
     sent.clear()
-    assert await zk._read_together(["/b", "/c"]) == [(b"/b", None), (b"/c", None)]
+    assert await zk._read_once(["/b", "/c"]) == [(b"/b", None), (b"/c", None)]
     assert sent == ["get /b", "get /c"]
 
 
@@ -99,5 +99,5 @@ async def test_any_other_failure_of_a_multi_read_fails_its_reads_and_keeps_multi
 
     zk.calls.call = call  # type: ignore[method-assign]
     with pytest.raises(BackendError, match="no answer"):
-        await zk._read_together(["/a", "/b"])
+        await zk._read_once(["/a", "/b"])
     assert zk._multi_read

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
@@ -43,7 +43,9 @@ from worker.backends.group_commit import GroupCommit
 from worker.backends.kazoo_calls import KazooCalls, run_blocking
 from worker.backends.kazoo_handler import kazoo_client
 from worker.backends.multi_read import multi_read_async
+from worker.core.store_anchor import Anchor, anchor_refusal
 from worker.errors import BackendError
+from worker.formats.ledger_metadata import LedgerMetadata, parse_serialized_metadata
 from worker.formats.managed_ledger_metadata import (
     ManagedCursorInfo,
     ManagedLedgerInfo,
@@ -58,7 +60,7 @@ from worker.formats.metadata_paths import (
     parse_layout,
 )
 from worker.formats.protobuf_wire import MetadataFormatError
-from worker.formats.topic_name import TopicName
+from worker.formats.topic_name import InvalidTopicName, TopicName
 from worker.settings import ZooKeeperSettings
 
 T = TypeVar("T")
@@ -88,6 +90,10 @@ class UnreadableManagedLedger(BackendError):
 
 class WrongMetadataStore(Exception):
     """A configured metadata store is not the one the config means; the message names the key."""
+
+
+class NoAnchor(WrongMetadataStore):
+    """BookKeeper's store cannot be proven yet: Pulsar's store lists no ledger to look for there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,13 +229,29 @@ class ZooKeeper:
         stat: ZnodeStat | None = await self.calls.call(self.client.exists_async, path)
         return stat
 
+    async def sync(self, path: str = "/") -> None:
+        """ZooKeeper's ``sync``: reads made after it returns see every write the leader had committed when it
+        started. A read is served by whichever server the session is connected to, which may lag the
+        leader, so an absence is proof only when read after a sync that started after the read that
+        found it missing (:meth:`exists_confirmed`)."""
+        await self.calls.call(self.client.sync_async, path)
+
+    async def exists_confirmed(self, path: str) -> ZnodeStat | None:
+        """:meth:`exists`, with an absence read again after a :meth:`sync`: None is then the leader's answer
+        as of a moment after this call began, not a lagging follower's."""
+        stat = await self.exists(path)
+        if stat is None:
+            await self.sync(path)
+            stat = await self.exists(path)
+        return stat
+
     # ---- managed ledgers and schemas (the metadata store's half of "gone") ------------------------
 
     async def managed_ledger_exists(self, ml_name: str) -> bool:
         """Shared by the messages of one batch that ask for the same topic (``fresh_reads``): a drained
         gone topic's proof is one read per batch, not one per message."""
         path = f"{MANAGED_LEDGERS_ROOT}/{ml_name}"
-        return await self._fresh_exists.read(path, lambda: self.exists(path)) is not None
+        return await self._fresh_exists.read(path, lambda: self.exists_confirmed(path)) is not None
 
     async def read_managed_ledger(self, topic: TopicName) -> ManagedLedgerInfo | None:
         """The topic's managed-ledger record (ledgers with their offload state), without its cursors;
@@ -273,6 +295,82 @@ class ZooKeeper:
                 f"{self.bookkeeper_key} {bk.hosts}: not BookKeeper's metadata store at zookeeper.ledgers_root "
                 f"{bk.ledgers_root or '/'} ({e}); point it at the bookies' metadataServiceUri"
             ) from e
+
+    async def prove_bookkeeper_store(self, anchors: Sequence[TopicName], *, any_topic: bool = False) -> Anchor:
+        """Prove ``bookkeeper_hosts`` + ``ledgers_root`` is the BookKeeper store Pulsar's topics write to
+        (``worker.core.store_anchor``): its LAYOUT names a known ledger manager, it has registered bookies,
+        and the newest ledger Pulsar's store lists for the first of ``anchors`` that lists one is there,
+        naming that topic. With ``any_topic`` (the operator commands, which may run before the worker made
+        its topics), any topic of Pulsar's store that lists a ledger anchors it when none of ``anchors``
+        does. Returns the anchor; raises :class:`WrongMetadataStore` naming the keys."""
+        await self.check_bookkeeper_store()
+        bk = self.bookkeeper
+        where = f"{self.bookkeeper_key} {bk.hosts} at zookeeper.ledgers_root {bk.ledgers_root or '/'}"
+        if not await self.registered_bookies():
+            raise WrongMetadataStore(
+                f"{where}: no bookie is registered there ({bk.ledgers_root}/available is empty): not the store "
+                "of a running BookKeeper cluster; point it at the bookies' metadataServiceUri"
+            )
+        # A trim may drop the anchor's ledger between the two reads: a refusal counts only when the topic
+        # still lists the same newest ledger afterwards.
+        anchor, why = None, None
+        for _ in range(3):
+            found = await self._anchor(anchors)
+            if found is None and any_topic:
+                found = await self._any_anchor()
+            if found is None:
+                names = ", ".join(str(t) for t in anchors) or "no topic"
+                raise NoAnchor(
+                    f"{where}: cannot be proven BookKeeper's store of this Pulsar cluster: Pulsar's metadata "
+                    f"store lists no ledger for {names}{' nor for any other topic' if any_topic else ''} to look "
+                    "for there"
+                )
+            if found == anchor:
+                break
+            anchor = found
+            why = anchor_refusal(anchor, await self._anchor_metadata(anchor, where))
+            if why is None:
+                return anchor
+        raise WrongMetadataStore(
+            f"{where}: not BookKeeper's store of this Pulsar cluster: {why}. Point it at the bookies' "
+            "metadataServiceUri (the brokers' bookkeeperMetadataServiceUri)"
+        )
+
+    async def _anchor_metadata(self, anchor: Anchor, where: str) -> LedgerMetadata | None:
+        got = await self.read_ledger_metadata(anchor.ledger_id)
+        if got is None:
+            return None
+        try:
+            return parse_serialized_metadata(anchor.ledger_id, got[0], int(got[1].ctime))
+        except MetadataFormatError as e:
+            raise WrongMetadataStore(f"{where}: ledger {anchor.ledger_id}'s metadata is unreadable: {e}") from e
+
+    async def _anchor(self, topics: Sequence[TopicName]) -> Anchor | None:
+        for topic in topics:
+            info = await self.read_managed_ledger(topic)
+            if info is not None and info.ledger_ids:
+                return Anchor(topic, max(info.ledger_ids))
+        return None
+
+    async def _any_anchor(self, max_topics: int = 200) -> Anchor | None:
+        """The first topic found under the managed-ledgers root (``tenant/ns/persistent/topic``) that lists
+        a ledger; at most ``max_topics`` read."""
+        read = 0
+        for tenant in sorted(await self.children(MANAGED_LEDGERS_ROOT) or []):
+            for ns in sorted(await self.children(f"{MANAGED_LEDGERS_ROOT}/{tenant}") or []):
+                base = f"{tenant}/{ns}/persistent"
+                for encoded in sorted(await self.children(f"{MANAGED_LEDGERS_ROOT}/{base}") or []):
+                    if read >= max_topics:
+                        return None
+                    read += 1
+                    try:
+                        topic = TopicName.from_managed_ledger_name(f"{base}/{encoded}")
+                        found = await self._anchor([topic])
+                    except (InvalidTopicName, UnreadableManagedLedger):
+                        continue
+                    if found is not None:
+                        return found
+        return None
 
     async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
         """Ledger ids the schema registry's locator (``/schemas/<schemaId>``) references; None when the
@@ -352,6 +450,23 @@ class ZooKeeper:
         return out
 
     async def _read_together(self, paths: list[str]) -> list[Znode | BaseException | None]:
+        """Read ``paths`` (on BookKeeper's store) at once; a missing one is read again after one
+        :meth:`sync`, so that every None is an absence the leader confirms, not a follower's lag (a ledger
+        made just before its deletion was queued may not have reached the server this session reads)."""
+        answers = await self._read_once(paths)
+        missing = [i for i, a in enumerate(answers) if a is None]
+        if not missing:
+            return answers
+        try:
+            await self.sync(self.ledgers_root or "/")
+            again = await self._read_once([paths[i] for i in missing])
+        except BackendError as e:
+            again = [e] * len(missing)  # absence not confirmed: a failed read, never an absence
+        for i, answer in zip(missing, again, strict=True):
+            answers[i] = answer
+        return answers
+
+    async def _read_once(self, paths: list[str]) -> list[Znode | BaseException | None]:
         if len(paths) > 1 and self._multi_read:
             try:
                 answers = await self.calls.call(multi_read_async, self.client, paths)
@@ -372,8 +487,9 @@ class ZooKeeper:
         return frozenset(writable | set(await bk.children(f"{available}/readonly") or []))
 
     async def ledger_metadata_version(self, ledger_id: int) -> int | None:
-        """The znode version of the ledger's metadata, or None when the ledger does not exist."""
-        stat = await self.bookkeeper.exists(await self.ledger_path(ledger_id))
+        """The znode version of the ledger's metadata, or None when the ledger does not exist (an absence
+        confirmed after a sync: it settles the bookie's ambiguous 500)."""
+        stat = await self.bookkeeper.exists_confirmed(await self.ledger_path(ledger_id))
         return None if stat is None else int(stat.version)
 
     async def ledger_metadata_exists(self, ledger_id: int) -> bool:

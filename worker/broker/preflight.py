@@ -10,17 +10,20 @@ HTTP endpoints that are not bookies of the cluster those stores describe.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 
 import aiohttp
 import pulsar
 import pulsar.asyncio as pulsar_asyncio
 
 from worker.backends.bookie_http import BookieClient, BookieNotInCluster
-from worker.backends.zookeeper import WrongMetadataStore, ZooKeeper
+from worker.backends.zookeeper import NoAnchor, WrongMetadataStore, ZooKeeper
 from worker.broker.admin import PulsarAdmin
+from worker.core.store_anchor import Anchor
 from worker.errors import BackendError, StartupRefused
 from worker.formats.topic_name import TopicName
 from worker.settings import PulsarSettings, TopicsSettings
@@ -116,7 +119,8 @@ async def check_pulsar_store(zk: ZooKeeper, pending: TopicName | None) -> None:
 async def prove_metadata_stores(zk: ZooKeeper, admin: PulsarAdmin, pending: TopicName) -> None:
     """For the operator commands (scan, purge-topic): both stores where the config says. The pending
     topic anchors Pulsar's store when it exists (the admin API says so); before the worker's topology
-    exists, only the managed-ledgers root can be asked for."""
+    exists, only the managed-ledgers root can be asked for. BookKeeper's is anchored to Pulsar's: by the
+    pending topic's current ledger, or any topic's when the pending topic lists none."""
     try:
         exists = await admin.partitions(pending) > 0 or str(pending) in await admin.list_topics(
             pending.namespace_name, include_system=True
@@ -126,7 +130,7 @@ async def prove_metadata_stores(zk: ZooKeeper, admin: PulsarAdmin, pending: Topi
             raise
         exists = False  # no such namespace, or a role that may not look: the weaker proof only
     await check_pulsar_store(zk, pending if exists else None)
-    await check_bookkeeper_store(zk)
+    await prove_bookkeeper_store(zk, pending_anchors(pending), any_topic=True)
 
 
 async def check_bookkeeper_store(zk: ZooKeeper) -> None:
@@ -135,6 +139,30 @@ async def check_bookkeeper_store(zk: ZooKeeper) -> None:
         await zk.check_bookkeeper_store()
     except WrongMetadataStore as e:
         raise StartupRefused(str(e)) from e
+
+
+def pending_anchors(pending: TopicName, *more: TopicName) -> list[TopicName]:
+    """The topics whose current ledger anchors BookKeeper's store: the pending topic's partition 0 (or the
+    topic itself, not partitioned), then ``more``."""
+    return [pending.partition(0), pending, *more]
+
+
+async def prove_bookkeeper_store(
+    zk: ZooKeeper, anchors: Sequence[TopicName], *, any_topic: bool = False, wait_s: float = 0.0
+) -> Anchor:
+    """BookKeeper's store holds the current ledger Pulsar's store lists for one of ``anchors``, naming it
+    (``worker.core.store_anchor``), and has registered bookies. ``wait_s``: how long to wait for an anchor
+    topic to list a ledger (one just made is being loaded). Refused naming the keys otherwise."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return await zk.prove_bookkeeper_store(anchors, any_topic=any_topic)
+        except NoAnchor as e:
+            if time.monotonic() >= deadline:
+                raise StartupRefused(str(e)) from e
+        except WrongMetadataStore as e:
+            raise StartupRefused(str(e)) from e
+        await asyncio.sleep(0.5)
 
 
 async def check_bookies(bookie: BookieClient, zk: ZooKeeper) -> None:

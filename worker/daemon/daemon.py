@@ -26,7 +26,14 @@ from worker.backends.prefetched_ledgers import prefetched
 from worker.broker.admin import PulsarAdmin
 from worker.broker.client import async_client, close_client
 from worker.broker.handoff_consumer import HandoffConsumer
-from worker.broker.preflight import check_admin, check_pulsar_store, check_queue_policies, refused_as
+from worker.broker.preflight import (
+    check_admin,
+    check_pulsar_store,
+    check_queue_policies,
+    pending_anchors,
+    prove_bookkeeper_store,
+    refused_as,
+)
 from worker.broker.topology import TopologyNotPermitted, ensure_topology
 from worker.daemon import http_server
 from worker.daemon.bookie_gc import open_bookie_gc
@@ -45,6 +52,9 @@ log = get_logger()
 # How long a batch receive waits for a batch to fill: the latency a message can gain when the queue is
 # nearly idle (under a backlog the batch is full at once), and how often an idle worker wakes.
 BATCH_WAIT_MS = 20
+# How long the start waits for the pending topic's first partition to list its current ledger (it is being
+# loaded for this worker's consumer) before BookKeeper's store counts as unproven.
+STORE_PROOF_WAIT_S = 30.0
 
 
 def batch_size(max_inflight: int, receive_batch: int) -> int:
@@ -121,6 +131,11 @@ class Daemon:
                         batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(batch, -1, BATCH_WAIT_MS),
                     )
                 )
+            # BookKeeper's store anchored to Pulsar's: the pending partitions this consumer keeps loaded each
+            # have a current ledger, which must be in that store, naming its topic.
+            await prove_bookkeeper_store(
+                decider.metadata, pending_anchors(TopicName.parse(s.topics.pending)), wait_s=STORE_PROOF_WAIT_S
+            )
             bookie_gc = await stack.enter_async_context(
                 open_bookie_gc(s.bookkeeper, decider.metadata.registered_bookies, self.metrics)
             )

@@ -25,7 +25,13 @@ from worker.backends.tiered_storage import TieredStorage
 from worker.backends.zookeeper import ZooKeeper
 from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
 from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound, open_admin
-from worker.broker.preflight import check_bookies, check_bookkeeper_store, check_pulsar_store
+from worker.broker.preflight import (
+    check_bookies,
+    check_bookkeeper_store,
+    check_pulsar_store,
+    pending_anchors,
+    prove_bookkeeper_store,
+)
 from worker.broker.snapshot_cache import SnapshotCache, snapshot_cache
 from worker.core.bucket_in_use import CursorRecord, cursor_znode_name
 from worker.core.decision import Facts, Outcome, Result, Route, Rules, decide
@@ -239,7 +245,8 @@ async def open_decider(
     usable ledgers root or a reachable bookie endpoint is not one of its bookies, and, with
     ``prove_pulsar_store`` (the topology must exist by then; the daemon proves it after making it),
     when Pulsar's store does not hold the pending topic's managed ledger (or that of the topic given: the
-    replay reads the DLQ, which must exist)."""
+    replay reads the DLQ, which must exist) or BookKeeper's store does not hold the current ledger Pulsar's
+    lists for it."""
     s = settings
     m = metrics or Metrics()
     if not s.zookeeper.hosts:
@@ -252,8 +259,12 @@ async def open_decider(
         # Fail at start, not on the first message, when a store is not where the config says.
         await check_bookkeeper_store(zk)
         if prove_pulsar_store is not False:
+            pending = TopicName.parse(s.topics.pending)
             anchor = prove_pulsar_store if isinstance(prove_pulsar_store, TopicName) else None
-            await check_pulsar_store(zk, anchor or TopicName.parse(s.topics.pending))
+            await check_pulsar_store(zk, anchor or pending)
+            # BookKeeper's store anchored to Pulsar's (the daemon does it itself once it consumes the pending
+            # topic, which then surely has a current ledger).
+            await prove_bookkeeper_store(zk, pending_anchors(pending, *([anchor] if anchor else [])), any_topic=True)
         ledgers: LedgerStore
         if s.bookkeeper.delete_via == "zookeeper":
             ledgers, ledger_stage = ZooKeeperLedgerStore(zk), "zookeeper"

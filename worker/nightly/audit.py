@@ -30,8 +30,9 @@ from worker.backends.ledger_listing import MetadataListing as _Listing
 from worker.backends.ledger_listing import ledger_subtrees, read_subtrees
 from worker.core.freed_bytes import human_bytes
 from worker.formats.ledger_metadata import LedgerMetadata
+from worker.formats.topic_name import TopicName
 from worker.nightly.audit_objects import audit_buckets
-from worker.nightly.spark import executor_settings, one_frame, settings_on_executor
+from worker.nightly.spark import executor_settings, on_driver, one_frame, settings_on_executor
 from worker.settings import Settings
 
 LEDGER_DECISION_SCHEMA = (
@@ -222,6 +223,21 @@ def audit_ledgers(
 # ---- offload buckets -----------------------------------------------------------------------------------
 
 
+async def prove_stores(settings: Settings, ledgers_root: str | None = None) -> None:
+    """The operator commands' proof of both metadata stores (``prove_metadata_stores``), for the ledgers
+    root the audit reads (``ledgers_root``, else ``zookeeper.ledgers_root``)."""
+    from worker.backends.zookeeper import optional_zookeeper
+    from worker.broker.admin import open_admin
+    from worker.broker.preflight import prove_metadata_stores
+
+    zs = settings.zookeeper
+    if ledgers_root is not None:
+        zs = zs.model_copy(update={"ledgers_root": ledgers_root})
+    async with open_admin(settings.pulsar) as admin, optional_zookeeper(zs) as zk:
+        assert zk is not None
+        await prove_metadata_stores(zk, admin, TopicName.parse(settings.topics.pending))
+
+
 def run_audit(
     spark: Any,
     settings: Settings,
@@ -247,6 +263,10 @@ def run_audit(
     def stamp(df: Any) -> Any:
         return df.withColumn("run_id", F.lit(run_id)).withColumn("run_date", F.lit(run_date))
 
+    # Both metadata stores proven on the driver before anything is read: a decoy ledgers root would report
+    # (and with --send queue) every ledger of another cluster, or none of ours.
+    if settings.zookeeper.hosts:
+        on_driver(prove_stores(settings, ledgers_root))
     # Planned first (lazy but for the targets' start check): a missing bucket stops the audit before the
     # ledgers' half runs, not after it.
     objs = None
