@@ -98,6 +98,89 @@ async def drop_ledgers_from_metadata(
     return sorted(ids)
 
 
+def with_offload_fields(
+    data: bytes, ids: Iterable[int], *, bookkeeper_deleted: bool = False, timestamp_ms: int | None = None
+) -> bytes:
+    """``data`` (a ManagedLedgerInfo) with the offload context of each LedgerInfo of ``ids`` marked
+    ``bookkeeperDeleted`` and/or given the offload time ``timestamp_ms``, every other byte as written: an
+    OffloadContext holding only those fields is appended to the LedgerInfo, which protobuf merges into the one
+    it has (a singular message field read twice; a scalar's last value wins)."""
+    from worker.formats.protobuf_wire import as_bytes, as_int, fields
+
+    marked = set(ids)
+    ctx = b""  # OffloadContext: bookkeeperDeleted is its field 4, timestamp its field 5 (varints)
+    if bookkeeper_deleted:
+        ctx += _varint(4 << 3) + _varint(1)
+    if timestamp_ms is not None:
+        ctx += _varint(5 << 3) + _varint(timestamp_ms)
+    flag = _length_delimited(5, ctx)  # LedgerInfo.offloadContext
+    out = bytearray()
+    for f in fields(data):
+        raw = data[f.start : f.end]
+        if f.number == 1:
+            info = as_bytes(f)
+            if next(as_int(g) for g in fields(info) if g.number == 1) in marked:
+                raw = _length_delimited(1, info + flag)
+        out += raw
+    return bytes(out)
+
+
+def _varint(v: int) -> bytes:
+    b = bytearray()
+    while True:
+        low, v = v & 0x7F, v >> 7
+        b.append(low | (0x80 if v else 0))
+        if not v:
+            return bytes(b)
+
+
+def _length_delimited(number: int, body: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(body)) + body
+
+
+async def edit_offload(
+    admin: PulsarAdmin,
+    zk_hosts: str,
+    topic: TopicName | str,
+    ids: Iterable[int],
+    *,
+    bookkeeper_deleted: bool = False,
+    timestamp_ms: int | None = None,
+) -> None:
+    """Edit the offload contexts of ``ids`` in the topic's metadata (:func:`with_offload_fields`) while it is
+    unloaded, then load it again. ``bookkeeper_deleted``: what a broker that died between its two steps leaves
+    of an offloaded ledger (the metadata marks the BookKeeper copy deleted, the broker's first step after its
+    offload deletion lag; BookKeeper still holds it). ``timestamp_ms``: an offload made that long ago."""
+    t = TopicName.parse(str(topic))
+    ids = set(ids)
+    path = managed_ledger_path(t)
+    async with ZooKeeper(zk_hosts) as zk:
+        for _ in range(ATTEMPTS):
+            await admin.unload(t)
+            got = await zk.get(path)
+            if got is None:
+                raise AssertionError(f"{t} has no managed-ledger znode at {path}")
+            data, stat = got
+            edited = with_offload_fields(data, ids, bookkeeper_deleted=bookkeeper_deleted, timestamp_ms=timestamp_ms)
+            try:
+                await zk.run(zk.client.set, path, edited, version=stat.version)
+            except BadVersionError:
+                continue
+            await admin.internal_stats(t)  # loaded again: the broker reads the edited record
+            after = await zk.get(path)
+            assert after is not None
+            info = parse_managed_ledger_info(after[0])
+            offloads = [ld.offload if (ld := info.ledger(i)) is not None else None for i in ids]
+            if all(
+                o is not None
+                and (o.bookkeeper_deleted or not bookkeeper_deleted)
+                and (timestamp_ms is None or o.timestamp == timestamp_ms)
+                for o in offloads
+            ):
+                return
+        raise AssertionError(f"{t}: the offloads of {sorted(ids)} not edited after {ATTEMPTS} attempts")
+
+
 async def _delete_recursive(zk: ZooKeeper, path: str) -> None:
     for _ in range(ATTEMPTS):
         try:

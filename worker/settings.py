@@ -273,9 +273,6 @@ class WorkerSettings(_Section):
     in_use_retry_s: float = Field(600.0, ge=0)
     min_ledger_age_s: float = Field(600.0, gt=0)
     snapshot_ttl_s: float = Field(60.0, ge=0)
-    # Must be at least the brokers' managedLedgerOffloadDeletionLagMs (Pulsar's default: 4 h), or the
-    # namespace's offloadDeletionLagMs where one is set: until then readers may still use the BK copy.
-    offload_deletion_lag_s: float = Field(14400.0, ge=0)
     snapshot_cache_size: int = Field(1024, ge=1)
     drain_timeout_s: float = Field(30.0, gt=0)
     send_delay_s: float = Field(60.0, ge=0)

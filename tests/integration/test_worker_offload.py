@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.orphans import drop_ledgers_from_metadata
+from testkit.orphans import drop_ledgers_from_metadata, edit_offload
 from tests.conftest import Stack
 from tests.integration.helpers import count_from_earliest, eventually, ml_ledger_ids, produce
 from tests.integration.worker_harness import WorkerHarness
@@ -133,9 +133,8 @@ async def test_offloaded_ledger_in_use_then_deleted_and_forgeries_rejected(
         assert exists(s3, stack.s3_bucket, key)
 
 
-async def test_bookkeeper_copy_of_an_offloaded_ledger_is_reclaimed_after_the_lag(
+async def test_bookkeeper_copy_of_an_offloaded_ledger_is_reclaimed_once_the_broker_marked_it_deleted(
     stack: Stack,
-    test_namespace: str,
     unique: str,
     admin: PulsarAdmin,
     bookie: BookieClient,
@@ -143,12 +142,32 @@ async def test_bookkeeper_copy_of_an_offloaded_ledger_is_reclaimed_after_the_lag
     tmp_path: Path,  # type: ignore[no-untyped-def]
     harnesses: list[WorkerHarness],
 ) -> None:
-    """Pulsar deletes the BookKeeper copy of an offloaded ledger after managedLedgerOffloadDeletionLagMs,
-    and sometimes fails to: that copy is a leak. Here the broker keeps its default lag (4 h, so it never
-    deletes the copy during the test: the leak as the worker meets it), and the worker is told a 1 s lag.
-    The worker reclaims the BookKeeper copy while the topic still lists the ledger; the offloaded copy is
-    never touched, and the topic reads back every message (from tiered storage)."""
-    topic = f"persistent://{test_namespace}/offbk-{unique}"
+    """The broker deletes the BookKeeper copy of an offloaded ledger in two steps: it marks the copy
+    ``bookkeeperDeleted`` in the topic's metadata once the topic's own offload deletion lag passed (its
+    namespace's ``offloadDeletionLagMs``, else the broker's 4 h), then deletes it; a broker that dies between
+    them leaves a copy nothing reads. Until the mark, the copy may still be read: here the namespace's lag is
+    48 h and the offload is dated 5 h ago, past the broker's default lag (a worker with a lag of its own
+    deleted this copy). The worker keeps it; once the broker's mark is there, it reclaims it while the topic
+    still lists the ledger; the offloaded copy is never touched, and the topic reads back every message (from
+    tiered storage)."""
+    import time
+
+    ns = f"public/offbk-{unique}"
+    await admin.ensure_namespace(ns)
+    await admin.set_retention(ns, -1, -1)
+    # The namespace's own offload policies, the broker's but for a 48 h lag (a lag alone, without the
+    # driver's settings, leaves the namespace without an offloader on 4.0.8).
+    broker = await admin.broker_runtime_config()
+    policies = {
+        "offloadersDirectory": broker["offloadersDirectory"],
+        "managedLedgerOffloadDriver": "aws-s3",
+        "s3ManagedLedgerOffloadBucket": stack.s3_bucket,
+        "s3ManagedLedgerOffloadRegion": "us-east-1",
+        "s3ManagedLedgerOffloadServiceEndpoint": stack.s3_endpoint,
+        "managedLedgerOffloadDeletionLagInMillis": 48 * 3_600_000,
+    }
+    await admin.set_namespace_policy(ns, "offloadPolicies", policies)
+    topic = f"persistent://{ns}/offbk-{unique}"
     t = TopicName.parse(topic)
     produce(stack.service_url, topic, 16)
     offloaded = await offload_topic(admin, t)
@@ -156,8 +175,9 @@ async def test_bookkeeper_copy_of_an_offloaded_ledger_is_reclaimed_after_the_lag
     ctxs = await offload_contexts(stack, t)
     for lid in offloaded:
         assert await bookie.get_metadata(lid) is not None, "the broker deleted the copy itself: no leak to test"
+    await edit_offload(admin, stack.zookeeper_hosts, t, offloaded, timestamp_ms=int(time.time() * 1000) - 5 * 3_600_000)
 
-    # With the default lag (as the broker's), the BookKeeper copy is still in use.
+    # Offloaded long ago, within its namespace's lag, not marked by the broker: in use, until attempts run out.
     strict = WorkerHarness(stack, tmp_path, f"offbk-strict-{unique}", worker={"max_attempts": 2, "in_use_retry_s": 0.5})
     harnesses.append(strict)
     strict.start()
@@ -166,11 +186,13 @@ async def test_bookkeeper_copy_of_an_offloaded_ledger_is_reclaimed_after_the_lag
     async def parked() -> bool:
         return strict.metric("ledger_deletion_dlq_total", reason="in_use") == 1
 
-    await eventually(parked, timeout=60, what="the copy judged in use within the lag")
+    await eventually(parked, timeout=60, what="the copy judged in use until the broker marks it deleted")
     assert await bookie.get_metadata(offloaded[0]) is not None
     strict.stop()
 
-    w = WorkerHarness(stack, tmp_path, f"offbk-{unique}", worker={"offload_deletion_lag_s": 1})
+    # The broker's first step, without its second (a crash in between).
+    await edit_offload(admin, stack.zookeeper_hosts, t, offloaded, bookkeeper_deleted=True)
+    w = WorkerHarness(stack, tmp_path, f"offbk-{unique}")
     harnesses.append(w)
     w.start()
     for lid in offloaded:
@@ -179,7 +201,7 @@ async def test_bookkeeper_copy_of_an_offloaded_ledger_is_reclaimed_after_the_lag
     async def reclaimed() -> bool:
         return all([await bookie.get_metadata(lid) is None for lid in offloaded])
 
-    await eventually(reclaimed, timeout=90, what="every BookKeeper copy of an offloaded ledger reclaimed")
+    await eventually(reclaimed, timeout=90, what="every BookKeeper copy the broker marked deleted reclaimed")
     assert w.metric("ledger_deletion_deleted_total", ledger_type="LEDGER", route="owner", result="deleted") == len(
         offloaded
     )

@@ -26,7 +26,8 @@ from worker.formats.topic_name import TopicName
 from worker.settings import WorkerSettings
 
 NOW = 1_800_000_000_000
-RULES = Rules(min_ledger_age_ms=600_000, offload_deletion_lag_ms=14_400_000)
+RULES = Rules(min_ledger_age_ms=600_000)
+DAY_MS = 86_400_000
 TOPIC = "persistent://t/ns/x"
 T = TopicName.parse(TOPIC)
 ML = T.managed_ledger_name
@@ -131,29 +132,27 @@ def test_an_open_ledger_of_a_gone_topic_is_deleted() -> None:
         assert res.outcome is Outcome.DELETED
 
 
-def test_the_bookkeeper_copy_of_an_offloaded_ledger_is_reclaimed_after_the_lag() -> None:
+def test_the_bookkeeper_copy_of_an_offloaded_ledger_is_reclaimed_once_the_broker_marked_it_deleted() -> None:
     # Defect: a LEDGER message for a ledger its topic lists as offloaded was "in use" forever.
     i = ledger_info(LedgerComponent.MANAGED_LEDGER)
     snap = live({7, 8}, offloaded=frozenset({7}))
-    done_long_ago = OffloadInfo(U1.int >> 64, 0, complete=True, timestamp=NOW - RULES.offload_deletion_lag_ms)
-    assert (
-        decide(i, Facts(snap, stored(ML_CM), offload=done_long_ago), now_ms=NOW, rules=RULES).outcome is Outcome.DELETED
-    )
     deleted_flag = OffloadInfo(1, 2, complete=True, bookkeeper_deleted=True, timestamp=NOW)
     assert (
         decide(i, Facts(snap, stored(ML_CM), offload=deleted_flag), now_ms=NOW, rules=RULES).outcome is Outcome.DELETED
     )
     for still_needed in (
         None,  # the topic records no offload
-        OffloadInfo(1, 2, complete=False, timestamp=NOW - 10 * RULES.offload_deletion_lag_ms),  # not complete
-        OffloadInfo(1, 2, complete=True, timestamp=NOW - RULES.offload_deletion_lag_ms + 1),  # within the lag
+        OffloadInfo(1, 2, complete=False, bookkeeper_deleted=True, timestamp=NOW - DAY_MS),  # not complete
+        # Complete long ago, not marked: a namespace with a longer lag, or bookkeeper-first reads, still
+        # read this copy (a lag of the worker's own used to delete it).
+        OffloadInfo(1, 2, complete=True, timestamp=NOW - 30 * DAY_MS),
         OffloadInfo(1, 2, complete=True, timestamp=None),
     ):
         res = decide(i, Facts(snap, stored(ML_CM), offload=still_needed), now_ms=NOW, rules=RULES)
         assert res.outcome is Outcome.IN_USE, still_needed
     # Only a managed-ledger ledger listed as offloaded qualifies: the current ledger never does.
     assert (
-        decide(i, Facts(live({7, 8}), stored(ML_CM), offload=done_long_ago), now_ms=NOW, rules=RULES).outcome
+        decide(i, Facts(live({7, 8}), stored(ML_CM), offload=deleted_flag), now_ms=NOW, rules=RULES).outcome
         is Outcome.IN_USE
     )
 
@@ -240,7 +239,7 @@ def bookkeeper_cases(draw: st.DrawFn) -> tuple[PendingDeleteLedgerInfo, Facts]:
             draw(st.sampled_from(CUSTOMS)),
             lid=lid,
             state=draw(st.sampled_from(["CLOSED", "OPEN", "IN_RECOVERY"])),
-            ctime=draw(st.none() | st.integers(min_value=NOW - 10 * RULES.offload_deletion_lag_ms, max_value=NOW)),
+            ctime=draw(st.none() | st.integers(min_value=NOW - 10 * DAY_MS, max_value=NOW)),
         )
     offload = draw(
         st.none()
@@ -250,7 +249,7 @@ def bookkeeper_cases(draw: st.DrawFn) -> tuple[PendingDeleteLedgerInfo, Facts]:
             st.integers(-(2**63), 2**63 - 1),
             st.booleans(),
             st.booleans(),
-            st.none() | st.integers(min_value=NOW - 2 * RULES.offload_deletion_lag_ms, max_value=NOW),
+            st.none() | st.integers(min_value=NOW - 2 * DAY_MS, max_value=NOW),
         )
     )
     bucket_props = st.dictionaries(
@@ -293,14 +292,12 @@ def test_bookkeeper_decisions_are_safe(case: tuple[PendingDeleteLedgerInfo, Fact
     if not isinstance(facts.live, TopicGone):
         snap = facts.live
         if snap.references(info.ledger_id):
-            # The one exception: the BookKeeper copy of a listed ledger whose offload is complete and old.
+            # The one exception: the BookKeeper copy of a listed ledger whose offload is complete and whose
+            # copy the broker marked deleted.
             o = facts.offload
             assert info.ledger_component is LedgerComponent.MANAGED_LEDGER
             assert info.ledger_id in snap.offloaded_ledgers and info.ledger_id in snap.ml_ledgers
-            assert o is not None and o.complete
-            assert o.bookkeeper_deleted or (
-                o.timestamp is not None and NOW - o.timestamp >= RULES.offload_deletion_lag_ms
-            )
+            assert o is not None and o.complete and o.bookkeeper_deleted
 
 
 # ---- step 6 in one table ---------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from worker.operations.scanner import Scanner
 from worker.operations.scanner import Verdict as ScanVerdict
 
 NOW = 1_800_000_000_000
-RULES = Rules(min_ledger_age_ms=600_000, offload_deletion_lag_ms=14_400_000)
+RULES = Rules(min_ledger_age_ms=600_000)
 TOPIC = "persistent://t/ns/x-partition-1"
 T = TopicName.parse(TOPIC)
 KEY = "#pulsar.internal.delayed.bucket_10_14"

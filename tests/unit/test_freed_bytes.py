@@ -17,7 +17,7 @@ from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, 
 from worker.formats.topic_name import TopicName
 
 NOW = 1_800_000_000_000
-RULES = Rules(min_ledger_age_ms=600_000, offload_deletion_lag_ms=14_400_000)
+RULES = Rules(min_ledger_age_ms=600_000)
 TOPIC = "persistent://t/ns/x"
 ML = TopicName.parse(TOPIC).managed_ledger_name
 CM = {"application": "pulsar", "component": "managed-ledger", "pulsar/managed-ledger": ML}

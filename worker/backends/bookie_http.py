@@ -137,6 +137,10 @@ class BookieClient:
         # (endpoint, operation, outcome): outcome is the HTTP status, or "unreachable" / "error".
         self._on_request = on_request
 
+    def any_verified(self) -> bool:
+        """Whether one endpoint at least is proven a bookie of our cluster (every one, without a store)."""
+        return any(ep.verified for ep in self.endpoints)
+
     def _note(self, ep: BookieEndpoint, operation: str, outcome: str) -> None:
         if self._on_request is not None:
             self._on_request(ep.url, operation, outcome)

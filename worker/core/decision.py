@@ -78,13 +78,10 @@ class Facts:
 @dataclass(frozen=True, slots=True)
 class Rules:
     min_ledger_age_ms: int
-    # Pulsar deletes the BookKeeper copy of an offloaded ledger this long after the offload completed
-    # (``managedLedgerOffloadDeletionLagMs``); past it, that copy is garbage the broker failed to remove.
-    offload_deletion_lag_ms: int
 
     @classmethod
     def of(cls, s: WorkerSettings) -> Rules:
-        return cls(int(s.min_ledger_age_s * 1000), int(s.offload_deletion_lag_s * 1000))
+        return cls(int(s.min_ledger_age_s * 1000))
 
 
 def settled_by_storage(stored: Stored, route: Route = Route.NONE) -> Result | None:
@@ -124,7 +121,7 @@ def decide(info: PendingDeleteLedgerInfo, facts: Facts, *, now_ms: int, rules: R
         )
         if v.verdict is Verdict.REJECTED:
             return Result(Outcome.REJECTED, route, v.reason)
-        hold = _bookkeeper_copy_hold(info, live, facts.offload, now_ms, rules) if isinstance(live, LiveSet) else None
+        hold = _bookkeeper_copy_hold(info, live, facts.offload) if isinstance(live, LiveSet) else None
         if hold is not None:
             return Result(Outcome.IN_USE, route, hold.value)
         held = _schema_held(info, facts)
@@ -149,17 +146,15 @@ def decide(info: PendingDeleteLedgerInfo, facts: Facts, *, now_ms: int, rules: R
     return Result(Outcome.DELETED, route, freed_bytes=freed_bytes(stored))
 
 
-def _bookkeeper_copy_hold(
-    info: PendingDeleteLedgerInfo, live: LiveSet, offload: OffloadInfo | None, now_ms: int, rules: Rules
-) -> Hold | None:
+def _bookkeeper_copy_hold(info: PendingDeleteLedgerInfo, live: LiveSet, offload: OffloadInfo | None) -> Hold | None:
     """Why the topic keeps the BookKeeper copy (the compaction holds say so in their own words), or None."""
     hold = ledger_hold(live, info.ledger_component, info.ledger_id)
-    # A listed ledger whose offload completed long enough ago is read from tiered storage: its BookKeeper
-    # copy is Pulsar's to delete, and when Pulsar failed to, it is a leak this worker closes.
+    # A listed ledger whose BookKeeper copy the broker marked deleted after its offload is read from tiered
+    # storage: that copy is Pulsar's to delete, and when Pulsar failed to, it is a leak this worker closes.
     released = (
         info.ledger_component is LedgerComponent.MANAGED_LEDGER
         and info.ledger_id in live.offloaded_ledgers
-        and bookkeeper_copy_released(offload, now_ms=now_ms, deletion_lag_ms=rules.offload_deletion_lag_ms)
+        and bookkeeper_copy_released(offload)
     )
     return None if released else hold
 

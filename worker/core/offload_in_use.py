@@ -7,10 +7,13 @@ A ledger Pulsar offloaded has two copies, and its topic's ``ManagedLedgerInfo`` 
   records another uuid for it: then U is a failed earlier attempt (the offloader retries under a fresh
   uuid), garbage. Without a recorded uuid (no offload context read, or none written yet: an offload is
   running) the listed copy is in use, whatever its uuid;
-- the BookKeeper copy of a listed ledger is released once the offload completed and either the broker
-  marked it deleted (``bookkeeperDeleted``) or the deletion lag (``managedLedgerOffloadDeletionLagMs``)
-  has passed since the offload: readers then read tiered storage, and a BookKeeper copy left behind is a
-  leak (Pulsar's own deletion failed).
+- the BookKeeper copy of a listed ledger is released once the offload completed and the broker marked
+  it deleted (``bookkeeperDeleted``): only then do readers read tiered storage whatever the topic's read
+  priority (``managedLedgerDataReadPriority``: bookkeeper-first reads the BookKeeper copy while it is not
+  so marked), and a BookKeeper copy left behind is a leak (the broker wrote the mark, then failed to
+  delete). The broker sets the mark after the topic's own effective lag (its namespace's or topic's
+  ``offloadDeletionLagMs``, else ``managedLedgerOffloadDeletionLagMs``), which this worker cannot see
+  whole: a lag of its own would delete copies that a namespace with a longer lag still reads.
 """
 
 from __future__ import annotations
@@ -43,10 +46,7 @@ def offloaded_copy_use(
     return OffloadedCopyUse.OTHER_ATTEMPT
 
 
-def bookkeeper_copy_released(offload: OffloadInfo | None, *, now_ms: int, deletion_lag_ms: int) -> bool:
-    """Whether the BookKeeper copy of a listed, offloaded ledger is no longer read (tiered storage is)."""
-    if offload is None or not offload.complete:
-        return False
-    if offload.bookkeeper_deleted:
-        return True
-    return offload.timestamp is not None and now_ms - offload.timestamp >= deletion_lag_ms
+def bookkeeper_copy_released(offload: OffloadInfo | None) -> bool:
+    """Whether the BookKeeper copy of a listed, offloaded ledger is no longer read (tiered storage is):
+    its offload completed and the broker marked the copy deleted."""
+    return offload is not None and offload.complete and offload.bookkeeper_deleted

@@ -85,6 +85,10 @@ def _stage(name: str) -> Iterator[None]:
         raise _Failed(name, e) from e
 
 
+def _proven() -> bool:
+    return True
+
+
 class Decider:
     def __init__(
         self,
@@ -98,8 +102,13 @@ class Decider:
         metrics: Metrics,
         dry_run: bool = False,
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        storage_proven: Callable[[], bool] = _proven,
     ) -> None:
         self.admin = admin
+        # Whether the delete route's storage is proven ours: on the bookie route, once one bookie endpoint
+        # was proven a bookie of the anchored store's cluster. Until then no batch is swept: each message
+        # goes the full way, where the bookie client proves an endpoint before its first call.
+        self.storage_proven = storage_proven
         self.snapshots = snapshots
         self.copies = copies
         self.metadata = metadata
@@ -266,6 +275,7 @@ async def open_decider(
             # topic, which then surely has a current ledger).
             await prove_bookkeeper_store(zk, pending_anchors(pending, *([anchor] if anchor else [])), any_topic=True)
         ledgers: LedgerStore
+        storage_proven: Callable[[], bool] = _proven  # the ZooKeeper route: the anchored store itself
         if s.bookkeeper.delete_via == "zookeeper":
             ledgers, ledger_stage = ZooKeeperLedgerStore(zk), "zookeeper"
         else:
@@ -280,6 +290,7 @@ async def open_decider(
             )
             await check_bookies(bookie, zk)
             ledgers, ledger_stage = BookieLedgerStore(bookie), "bookkeeper"
+            storage_proven = bookie.any_verified
         backend = "zookeeper" if ledger_stage == "zookeeper" else "bookie"
         ledgers = CountedLedgerStore(ledgers, lambda op, outcome: m.storage_requests.labels(backend, op, outcome).inc())
         tiered = await stack.enter_async_context(TieredStorage(s.offload, m))
@@ -300,4 +311,5 @@ async def open_decider(
             settings=s.worker,
             metrics=m,
             dry_run=dry_run,
+            storage_proven=storage_proven,
         )

@@ -98,6 +98,8 @@ class Pipeline:
         which reports them), and the znodes read for them (``worker.backends.prefetched_ledgers``). Never
         raises but for cancellation: a failed read leaves the whole batch to the full path (and the daemon sends
         the whole batch that way should the sweep itself fail)."""
+        if not self.decider.storage_proven():
+            return [(msg, None) for msg in msgs], {}
         left: list[tuple[pulsar.Message, PendingDeleteLedgerInfo | None]] = []
         asked: list[tuple[pulsar.Message, PendingDeleteLedgerInfo]] = []
         limit = self.settings.max_payload_bytes
