@@ -258,6 +258,29 @@ def build() -> dash_b.Dashboard:
     d = d.with_panel(
         _ts("Processing latency by route", _quantiles("ledger_deletion_processing_seconds", "route"), unit="s")
     )
+    d = d.with_panel(
+        _ts(
+            "Pace: delete rate allowed and the metadata store's answer",
+            [
+                ("sum(" + _w("ledger_deletion_pace_deletes_per_second") + ")", "deletes/s allowed"),
+                (_rate("ledger_deletion_deleted_total", extra='result="deleted"'), "deleted/s"),
+                ("max(" + _w("ledger_deletion_pace_latency_ratio") + ")", "p90 / idle p90 (worst kind)"),
+                (_rate("ledger_deletion_pace_decreases_total"), "halvings/s"),
+            ],
+            description=(
+                "The worker's delete rate follows BookKeeper's metadata store: it halves whenever the p90 of its own"
+                " calls to the store is over worker.pace_latency_factor x the store's idle p90, and creeps back"
+                " up to worker.deletes_per_second while it is not."
+            ),
+        )
+    )
+    d = d.with_panel(
+        _ts(
+            "Metadata store calls (this worker's)",
+            _quantiles("ledger_deletion_metadata_call_seconds", "kind"),
+            unit="s",
+        )
+    )
     d = d.with_panel(_ts("In flight per replica", [(f"{_w('ledger_deletion_inflight')}", "{{instance}}")], width=8))
 
     d = d.with_row(dash_b.Row("Queue topics"))

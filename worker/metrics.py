@@ -70,6 +70,29 @@ class Metrics:
         self.storage_requests = Counter(
             f"{p}storage_requests", "Storage backend requests", ["backend", "operation", "outcome"], registry=r
         )
+        # The pace (worker.core.pace): the delete rate the metadata store's health allows now, and why.
+        self.pace_rate = Gauge(
+            f"{p}pace_deletes_per_second",
+            "Storage deletes per second this worker allows itself now (the pace; worker.deletes_per_second when off)",
+            registry=r,
+        )
+        self.pace_latency_ratio = Gauge(
+            f"{p}pace_latency_ratio",
+            "Last interval's worst p90 of this worker's metadata-store calls, over the store's idle p90 (by kind)",
+            registry=r,
+        )
+        self.pace_decreases = Counter(
+            f"{p}pace_decreases",
+            "Times the pace halved the delete rate: the metadata store answered slowly",
+            registry=r,
+        )
+        self.metadata_calls = Histogram(
+            f"{p}metadata_call_seconds",
+            "This worker's calls to BookKeeper's metadata store, by kind (read, write)",
+            ["kind"],
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
+            registry=r,
+        )
         # Per bookie (bookkeeper.http_url + http_urls): how the calls spread, and which bookie fails.
         self.bookie_http_requests = Counter(
             f"{p}bookie_http_requests",

@@ -261,6 +261,15 @@ class WorkerSettings(_Section):
     # against. docs/operations.md explains the number.
     deletes_per_second: float = Field(500.0, gt=0)
     delete_burst: int = Field(100, ge=1)
+    # The pace (worker.core.pace): below deletes_per_second, the delete rate follows the latency of this
+    # worker's own calls to BookKeeper's metadata store, halving whenever an interval's p90 is over
+    # pace_latency_factor x the store's idle level, creeping back up while it is not; never below
+    # pace_floor_per_second (nor above deletes_per_second, which wins over the floor). false: a fixed
+    # deletes_per_second. docs/operations.md: "what the worker does when ZooKeeper is slow".
+    pace: bool = True
+    pace_floor_per_second: float = Field(5.0, gt=0)
+    pace_latency_factor: float = Field(2.0, gt=1)
+    pace_interval_s: float = Field(1.0, gt=0)
     max_attempts: int = Field(10, ge=1)
     # The largest pending-deletion payload the worker accepts. A larger one is dead-lettered as `invalid`,
     # undecoded, as a bounded copy (its size, SHA-256 and first KiB): its retry or DLQ copy (the payload plus
@@ -277,6 +286,29 @@ class WorkerSettings(_Section):
     drain_timeout_s: float = Field(30.0, gt=0)
     send_delay_s: float = Field(60.0, ge=0)
     stats_poll_interval_s: float = Field(15.0, gt=0)
+    # The brokers' extension signs what it queues with this key (its ledgerDeletionMarkKeyFile): a signed
+    # message whose ledger its topic still lists as a closed ledger (or as its cursor's ledger) when attempts
+    # run out is released, not dead-lettered (worker.core.broker_marks). Unset: nothing is released. A secret:
+    # mount it from the same Kubernetes Secret as the brokers'.
+    broker_mark_key_file: Path | None = None
+    _broker_mark_key: bytes | None = PrivateAttr(default=None)
+
+    @property
+    def broker_mark_key(self) -> bytes | None:
+        return self._broker_mark_key
+
+    @model_validator(mode="after")
+    def _mark_key(self) -> WorkerSettings:
+        f = self.broker_mark_key_file
+        if f is not None:
+            try:
+                key = f.read_bytes().rstrip()
+            except OSError as e:
+                raise ValueError(f"broker_mark_key_file {f}: cannot read it ({e.strerror or e})") from e
+            if not key:
+                raise ValueError(f"broker_mark_key_file {f} is empty")
+            self._broker_mark_key = key
+        return self
 
     @model_validator(mode="after")
     def _backoff(self) -> WorkerSettings:

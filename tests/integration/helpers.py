@@ -27,6 +27,8 @@ class TcpProxy:
         import threading
 
         self.target = (target_host, target_port)
+        # Added before every chunk the server sends back: a slow server, as its clients see it.
+        self.delay_s = 0.0
         self._lsock = socket.socket()
         self._lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._lsock.bind(("127.0.0.1", 0))
@@ -85,13 +87,16 @@ class TcpProxy:
                 continue
             with self._lock:
                 self._conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            for a, b, answers in ((client, upstream, False), (upstream, client, True)):
+                threading.Thread(target=self._pipe, args=(a, b, answers), daemon=True).start()
 
-    @staticmethod
-    def _pipe(src: Any, dst: Any) -> None:
+    def _pipe(self, src: Any, dst: Any, answers: bool) -> None:
+        import time
+
         try:
             while data := src.recv(65536):
+                if answers and self.delay_s:
+                    time.sleep(self.delay_s)
                 dst.sendall(data)
         except OSError:
             pass

@@ -31,8 +31,8 @@ from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
 from worker.broker.client import PendingDeleteSchema
 from worker.core.decision import Outcome
+from worker.core.settle_choice import SETTLE
 from worker.daemon.decider import open_decider
-from worker.daemon.pipeline import SETTLE
 from worker.formats.message import (
     _PARSED,
     LedgerComponent,

@@ -392,28 +392,44 @@ async def test_a_broker_queued_ledger_still_listed_is_released_not_dead_lettered
 ) -> None:
     """The broker extension queues a ledger before the metadata write that drops it; when that write fails
     the ledger stays listed. Its message must not end in the DLQ as noise (the broker queues the ledger
-    again when it really drops it), while the same message from anyone else still does."""
+    again when it really drops it). What makes it the broker's is the extension's signature under the key
+    the brokers and the worker share, not a property: the informational ``source`` property alone, and a
+    signature under another key, are dead-lettered as before. (The extension's own signed messages, from a
+    metadata write that really failed: tests/extension/test_broker_marks.py.)"""
+    from worker.core.broker_marks import MARK_PROPERTY, signature
+    from worker.formats.message import encode
+
     topic = f"persistent://{test_namespace}/kept-{unique}"
     produce(stack.service_url, topic, 12)
     live = ml_ledger_ids(await admin.internal_stats(TopicName.parse(topic)))[0]
+    key = tmp_path / "broker-mark.key"
+    key.write_bytes(b"the-brokers-secret\n")
     w = new_worker(
         harnesses,
         stack,
         tmp_path,
         f"kept-{unique}",
-        worker={"max_attempts": 2, "in_use_retry_s": 0.5, "min_ledger_age_s": 8},
+        worker={
+            "max_attempts": 2,
+            "in_use_retry_s": 0.5,
+            "min_ledger_age_s": 8,
+            "broker_mark_key_file": str(key),
+        },
     ).start()
-    w.send(ml_info(topic, live), properties={"source": "broker-extension", "broker": "127.0.0.1:8080"})
-    w.send(ml_info(topic, live))  # the same claim from a scanner: dead-lettered as before
+    raw = encode(ml_info(topic, live))
+    w.send(ml_info(topic, live), properties={MARK_PROPERTY: signature(b"the-brokers-secret", raw)})
+    forged = {"source": "broker-extension", "broker": "127.0.0.1:8080"}
+    w.send(ml_info(topic, live), properties=forged)
+    w.send(ml_info(topic, live), properties={MARK_PROPERTY: signature(b"another-key", raw)})
 
     async def settled() -> bool:
         released = "still listed by its topic: released" in w.log_text()
-        return released and w.metric("ledger_deletion_dlq_total", reason="in_use") >= 1
+        return released and w.metric("ledger_deletion_dlq_total", reason="in_use") >= 2
 
-    await eventually(settled, timeout=60, what="one message released, the other dead-lettered")
+    await eventually(settled, timeout=60, what="one message released, the two others dead-lettered")
     assert await bookie.get_metadata(live) is not None, "a listed ledger must never be deleted"
     assert w.metric("ledger_deletion_deleted_total") == 0
     dead = w.read_dlq()
-    assert len(dead) == 1 and dead[0].properties()["reason"] == "in_use"
-    assert "source" not in dead[0].properties()
-    assert w.metric("ledger_deletion_dlq_total", reason="in_use") == 1
+    assert len(dead) == 2 and {d.properties()["reason"] for d in dead} == {"in_use"}
+    assert w.log_text().count("still listed by its topic: released") == 1
+    assert w.metric("ledger_deletion_dlq_total", reason="in_use") == 2

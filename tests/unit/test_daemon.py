@@ -5,11 +5,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 from worker.daemon.daemon import Daemon
 from worker.metrics import Metrics
 from worker.settings import Settings
+
+
+@dataclass(frozen=True)
+class Env:
+    """What the daemon hands a pipeline for one message (``worker.daemon.envelope.Envelope``'s role)."""
+
+    message: str
+    record: Any = None
+
+
+class Reads:
+    """A pipeline's first step: each received message read once."""
+
+    def read(self, msgs: list[str]) -> list[Env]:
+        return [Env(m) for m in msgs]
 
 
 class NackRecorder:
@@ -20,8 +36,8 @@ class NackRecorder:
         self.nacked.append(msg)
 
 
-class SettleFails:
-    async def handle(self, msg: Any, decoded: Any = None) -> None:
+class SettleFails(Reads):
+    async def handle(self, env: Env) -> None:
         raise TimeoutError("retry producer: send timed out")
 
 
@@ -33,7 +49,7 @@ async def test_a_message_that_cannot_be_settled_is_negative_acknowledged_and_cou
     consumer = NackRecorder()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # "coroutine ... was never awaited" would be a RuntimeWarning
-        await d._process(consumer, SettleFails(), "msg-1")  # type: ignore[arg-type]
+        await d._process(consumer, SettleFails(), Env("msg-1"))  # type: ignore[arg-type]
     assert consumer.nacked == ["msg-1"]
     assert metrics.failed.labels(stage="settle")._value.get() == 1
     assert metrics.inflight._value.get() == 0
@@ -53,7 +69,7 @@ class BatchSource:
         return batch
 
 
-class Gated:
+class Gated(Reads):
     """A pipeline whose messages with a gate settle only once it opens; the others at once. Its sweep
     settles nothing."""
 
@@ -61,12 +77,12 @@ class Gated:
         self.gates: dict[str, asyncio.Event] = {}
         self.started: list[str] = []
 
-    async def sweep(self, msgs: list[str]) -> tuple[list[tuple[str, None]], dict[int, Any]]:
-        return [(m, None) for m in msgs], {}
+    async def sweep(self, envs: list[Env]) -> tuple[list[Env], dict[int, Any]]:
+        return envs, {}
 
-    async def handle(self, msg: str, decoded: Any = None) -> None:
-        self.started.append(msg)
-        gate = self.gates.get(msg)
+    async def handle(self, env: Env) -> None:
+        self.started.append(env.message)
+        gate = self.gates.get(env.message)
         if gate is not None:
             await gate.wait()
 
@@ -108,7 +124,7 @@ async def test_the_next_batch_is_received_ahead_and_dispatched_as_room_frees() -
     assert d._busy == 0 and not d._in_hand
 
 
-class SweepsEven:
+class SweepsEven(Reads):
     """A pipeline whose sweep settles the even-numbered messages and leaves the others with a record; the
     ones left wait for a gate."""
 
@@ -117,12 +133,12 @@ class SweepsEven:
         self.handled: list[tuple[str, Any]] = []
         self.sweeps: list[list[str]] = []
 
-    async def sweep(self, msgs: list[str]) -> tuple[list[tuple[str, str]], dict[int, Any]]:
-        self.sweeps.append(list(msgs))
-        return [(m, f"record of {m}") for m in msgs if int(m[1:]) % 2], {}
+    async def sweep(self, envs: list[Env]) -> tuple[list[Env], dict[int, Any]]:
+        self.sweeps.append([e.message for e in envs])
+        return [Env(e.message, f"record of {e.message}") for e in envs if int(e.message[1:]) % 2], {}
 
-    async def handle(self, msg: str, decoded: Any = None) -> None:
-        self.handled.append((msg, decoded))
+    async def handle(self, env: Env) -> None:
+        self.handled.append((env.message, env.record))
         await self.gate.wait()
 
 
@@ -146,12 +162,12 @@ async def test_a_sweep_needs_no_room_and_hands_the_rest_their_records() -> None:
     assert d._busy == 0 and not d._in_hand
 
 
-class SweepBlocks:
-    async def sweep(self, msgs: list[str]) -> tuple[list[tuple[str, None]], dict[int, Any]]:
+class SweepBlocks(Reads):
+    async def sweep(self, envs: list[Env]) -> tuple[list[Env], dict[int, Any]]:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
-    async def handle(self, msg: str, decoded: Any = None) -> None:
+    async def handle(self, env: Env) -> None:
         raise AssertionError("a cancelled sweep hands nothing on")
 
 
@@ -172,7 +188,7 @@ async def test_a_batch_cancelled_in_its_sweep_lets_the_next_one_in() -> None:
 
 
 class SweepRaises(Gated):
-    async def sweep(self, msgs: list[str]) -> tuple[list[tuple[str, None]], dict[int, Any]]:
+    async def sweep(self, envs: list[Env]) -> tuple[list[Env], dict[int, Any]]:
         raise KeyError("a defect in the sweep")
 
 

@@ -11,13 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worker.broker.snapshot_cache import LiveSet
-from worker.core.backoff import Backoff
 from worker.core.bucket_in_use import BUCKET_KEY_PREFIX, CursorRecord, bucket_ledgers
-from worker.core.decision import FINAL, Facts, Outcome, Result, Route, Rules, decide
+from worker.core.decision import Facts, Outcome, Result, Route, Rules, decide
 from worker.core.live_set import TopicGone
 from worker.core.stored import Missing, Refused, StoredLedger, StoredObjects
 from worker.core.verification import Verdict, verify_bookkeeper
-from worker.daemon.pipeline import SETTLE, Action, retry_delay
 from worker.errors import BackendError
 from worker.formats.ledger_metadata import LedgerMetadata
 from worker.formats.managed_ledger_metadata import OffloadInfo
@@ -298,25 +296,6 @@ def test_bookkeeper_decisions_are_safe(case: tuple[PendingDeleteLedgerInfo, Fact
             assert info.ledger_component is LedgerComponent.MANAGED_LEDGER
             assert info.ledger_id in snap.offloaded_ledgers and info.ledger_id in snap.ml_ledgers
             assert o is not None and o.complete and o.bookkeeper_deleted
-
-
-# ---- step 6 in one table ---------------------------------------------------------------------------------
-
-
-def test_every_outcome_the_daemon_can_meet_has_a_settle_action() -> None:
-    assert set(SETTLE) == set(Outcome) - {Outcome.WOULD_DELETE}  # the daemon never runs dry
-    assert {o for o, a in SETTLE.items() if a is not Action.RETRY} == FINAL
-    # Rejections leave a trace in the DLQ instead of a bare ack.
-    assert SETTLE[Outcome.REJECTED] is Action.DEAD_LETTER
-
-
-def test_retry_delays() -> None:
-    s = WorkerSettings(min_ledger_age_s=20, snapshot_ttl_s=10, in_use_retry_s=600, backoff_initial_s=60)
-    b = Backoff(60, 3600, 2, jitter=0)
-    assert retry_delay(Outcome.IN_USE, 1, s, b) == 600
-    assert retry_delay(Outcome.TOO_YOUNG, 1, s, b) == 10
-    assert retry_delay(Outcome.TRANSIENT, 1, s, b) == 60
-    assert retry_delay(Outcome.TRANSIENT, 3, s, b) == 240
 
 
 # ---- the Decider's I/O discipline, on scripted collaborators -------------------------------------------------

@@ -1,4 +1,5 @@
-"""Step 6: attempt counting, successor properties, and the order send-then-ack."""
+"""``worker.daemon.settlement``: step 6's I/O. Successor properties, and the order send-then-ack: nothing is
+acknowledged before its successor is durable. (Which action a message gets: ``test_settle_choice.py``.)"""
 
 from __future__ import annotations
 
@@ -7,66 +8,14 @@ from typing import Any
 
 import pytest
 
-from worker.core.message_properties import MAX_ATTEMPT_COUNT, attempts_so_far, first_seen_ms
-from worker.daemon.settlement import DeadLetterRefused, Settler, attempts_of, successor_properties
+from tests.unit.conftest import MakeEnvelope
+from worker.daemon.settlement import DeadLetterRefused, Settler, successor_properties
 from worker.formats import message as m
 from worker.metrics import Metrics
 
 
-@pytest.mark.parametrize(
-    ("props", "expected"),
-    [
-        ({}, 0),
-        ({m.RECONSUMETIMES: "0"}, 0),
-        ({m.RECONSUMETIMES: "3"}, 3),
-        ({m.RECONSUMETIMES: " 4 "}, 4),
-        ({m.RECONSUMETIMES: "-2"}, 0),
-        ({m.RECONSUMETIMES: ""}, 0),
-        ({m.RECONSUMETIMES: "abc"}, 0),
-        ({m.RECONSUMETIMES: "1.5"}, 0),
-        ({m.RECONSUMETIMES: "0x10"}, 0),
-        ({m.RECONSUMETIMES: "100000"}, 100_000),
-        # A count beyond a Java int (beyond int()'s digit limit, too) is a huge count, not garbage: clamped,
-        # so the message is exhausted and dead-lettered instead of starting its retries over.
-        ({m.RECONSUMETIMES: "9" * 5000}, MAX_ATTEMPT_COUNT),
-        ({m.RECONSUMETIMES: "99999999999"}, MAX_ATTEMPT_COUNT),
-        ({m.RECONSUMETIMES: "0" * 10_000 + "7"}, 7),
-        ({m.RECONSUMETIMES: "-" + "9" * 5000}, 0),
-        ({m.RECONSUMETIMES: "\u0663"}, 0),  # a non-ASCII digit is not a count
-        ({m.RECONSUMETIMES: "\x00"}, 0),
-        ({"reconsumetimes": "5"}, 0),  # the property name is exact
-        ({"other": "7"}, 0),
-    ],
-)
-def test_attempts_so_far(props: dict[str, str], expected: int) -> None:
-    assert attempts_so_far(props) == expected
-
-
-class FakeMessage:
-    def __init__(self, props: dict[str, str], *, publish_ts: int = 1_000, data: bytes = b"payload") -> None:
-        self._props = props
-        self._ts = publish_ts
-        self._data = data
-
-    def properties(self) -> dict[str, str]:
-        return self._props
-
-    def topic_name(self) -> str:
-        return "persistent://pulsar/system/__ledger_deletion-partition-1"
-
-    def message_id(self) -> str:
-        return "(5,6,1,-1)"
-
-    def publish_timestamp(self) -> int:
-        return self._ts
-
-    def data(self) -> bytes:
-        return self._data
-
-
-def test_successor_properties_first_failure() -> None:
-    msg = FakeMessage({"custom": "kept"})
-    p = successor_properties(msg, reason="in_use", error="referenced", attempts=1, now_ms=9_999)  # type: ignore[arg-type]
+def test_successor_properties_first_failure(make_envelope: MakeEnvelope) -> None:
+    p = successor_properties(make_envelope({"custom": "kept"}), reason="in_use", error="referenced")
     assert p == {
         "custom": "kept",
         m.REAL_TOPIC: "persistent://pulsar/system/__ledger_deletion-partition-1",
@@ -78,7 +27,7 @@ def test_successor_properties_first_failure() -> None:
     }
 
 
-def test_successor_properties_keep_the_origin_of_a_retry_copy() -> None:
+def test_successor_properties_keep_the_origin_of_a_retry_copy(make_envelope: MakeEnvelope) -> None:
     original = {
         m.REAL_TOPIC: "persistent://pulsar/system/__ledger_deletion-partition-0",
         m.ORIGIN_MESSAGE_ID: "(1,2,0,-1)",
@@ -87,30 +36,29 @@ def test_successor_properties_keep_the_origin_of_a_retry_copy() -> None:
         m.REASON: "in_use",
         m.LAST_ERROR: "old",
     }
-    msg = FakeMessage(dict(original), publish_ts=2_000)
-    p = successor_properties(msg, reason="transient", error="bookie down", attempts=4, now_ms=9_999)  # type: ignore[arg-type]
+    env = make_envelope(dict(original), publish_ts=2_000)
+    p = successor_properties(env, reason="transient", error="bookie down")
     assert p[m.REAL_TOPIC] == original[m.REAL_TOPIC]
     assert p[m.ORIGIN_MESSAGE_ID] == "(1,2,0,-1)"
     assert p[m.FIRST_SEEN_MS] == "500"
     assert p[m.RECONSUMETIMES] == "4"
     assert p[m.REASON] == "transient"
     assert p[m.LAST_ERROR] == "bookie down"
-    assert msg.properties() == original  # the received message is not modified
+    assert dict(env.properties) == original  # the received message is not modified
 
 
-def test_successor_properties_without_publish_time_use_now() -> None:
-    msg = FakeMessage({}, publish_ts=0)
-    p = successor_properties(msg, reason="r", error="e", attempts=1, now_ms=9_999)  # type: ignore[arg-type]
+def test_successor_properties_without_publish_time_use_receipt(make_envelope: MakeEnvelope) -> None:
+    p = successor_properties(make_envelope(publish_ts=0), reason="r", error="e")
     assert p[m.FIRST_SEEN_MS] == "9999"
 
 
-def test_successor_properties_truncate_the_error() -> None:
-    p = successor_properties(FakeMessage({}), reason="r", error="x" * 5000, attempts=1, now_ms=1)  # type: ignore[arg-type]
+def test_successor_properties_truncate_the_error(make_envelope: MakeEnvelope) -> None:
+    p = successor_properties(make_envelope(), reason="r", error="x" * 5000)
     assert p[m.LAST_ERROR] == "x" * 1000
 
 
-def test_successor_properties_are_all_strings() -> None:
-    p = successor_properties(FakeMessage({}), reason="r", error="e", attempts=2, now_ms=1)  # type: ignore[arg-type]
+def test_successor_properties_are_all_strings(make_envelope: MakeEnvelope) -> None:
+    p = successor_properties(make_envelope(), reason="r", error="e")
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in p.items())
 
 
@@ -129,6 +77,11 @@ class FakeConsumer:
     async def acknowledge(self, msg: Any) -> None:
         self.log.events.append(("ack", msg, None))
 
+    async def acknowledge_many(self, msgs: list[Any]) -> list[BaseException | None]:
+        for msg in msgs:
+            await self.acknowledge(msg)
+        return [None] * len(msgs)
+
 
 class FakeProducer:
     def __init__(self, name: str, log: Log, fail: bool = False) -> None:
@@ -140,129 +93,6 @@ class FakeProducer:
         if self.fail:
             raise RuntimeError("send failed")
         self.log.events.append((self.name, content, (properties, kw)))
-
-
-def settler(log: Log, *, max_attempts: int = 10, fail: bool = False) -> Settler:
-    return Settler(
-        FakeConsumer(log),
-        FakeProducer("retry", log, fail),
-        FakeProducer("dlq", log, fail),
-        Metrics(),
-        max_attempts=max_attempts,
-    )
-
-
-async def test_retry_sends_then_acks() -> None:
-    log = Log()
-    msg = FakeMessage({m.RECONSUMETIMES: "2"})
-    assert await settler(log).retry(msg, reason="in_use", error="e", delay_after=lambda _: 30) == "retry"  # type: ignore[arg-type]
-    assert [e[0] for e in log.events] == ["retry", "ack"]
-    _, content, (props, kw) = log.events[0]
-    assert content == b"payload"
-    assert props[m.RECONSUMETIMES] == "3"
-    assert kw["deliver_after"].total_seconds() == 30
-
-
-async def test_retry_dead_letters_when_attempts_are_exhausted() -> None:
-    log = Log()
-    msg = FakeMessage({m.RECONSUMETIMES: "9"})
-    where = await settler(log, max_attempts=10).retry(msg, reason="transient", error="e", delay_after=lambda _: 1)  # type: ignore[arg-type]
-    assert where == "dlq"
-    assert [e[0] for e in log.events] == ["dlq", "ack"]
-    props = log.events[0][2][0]
-    assert props[m.REASON] == "transient"
-    assert "attempts exhausted (10)" in props[m.LAST_ERROR]
-
-
-async def test_nothing_is_acked_when_the_successor_send_fails() -> None:
-    log = Log()
-    s = settler(log, fail=True)
-    with pytest.raises(RuntimeError):
-        await s.retry(FakeMessage({}), reason="r", error="e", delay_after=lambda _: 1)  # type: ignore[arg-type]
-    with pytest.raises(DeadLetterRefused):
-        await s.dead_letter(FakeMessage({}), reason="invalid", error="e")  # type: ignore[arg-type]
-    assert log.events == []
-
-
-async def test_garbage_attempt_count_still_progresses() -> None:
-    log = Log()
-    await settler(log).retry(FakeMessage({m.RECONSUMETIMES: "junk"}), reason="r", error="e", delay_after=lambda _: 1)  # type: ignore[arg-type]
-    assert log.events[0][2][0][m.RECONSUMETIMES] == "1"
-
-
-# ---- poison messages: every number read from a property is clamped, every message reaches an end ---------------
-
-
-class RedeliveredMessage(FakeMessage):
-    def __init__(self, props: dict[str, str], redeliveries: int, **kw: Any) -> None:
-        super().__init__(props, **kw)
-        self._redeliveries = redeliveries
-
-    def redelivery_count(self) -> int:
-        return self._redeliveries
-
-
-def test_attempts_of_adds_redeliveries_and_stays_clamped() -> None:
-    assert attempts_of(RedeliveredMessage({m.RECONSUMETIMES: "3"}, 2)) == 5  # type: ignore[arg-type]
-    assert attempts_of(RedeliveredMessage({m.RECONSUMETIMES: "9" * 50}, 2**31 - 1)) == MAX_ATTEMPT_COUNT  # type: ignore[arg-type]
-
-
-class UnreadableProperties(FakeMessage):
-    def properties(self) -> dict[str, str]:
-        raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
-
-
-def test_unreadable_properties_count_as_none() -> None:
-    # A C++ producer can send property bytes that are not UTF-8; the Python client raises reading them.
-    assert attempts_of(UnreadableProperties({})) == 0  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        (None, 1_000),  # absent: the publish time
-        ("500", 500),
-        ("9" * 400, 9_999),  # in the future (and beyond a float): now
-        ("9" * 5000, 9_999),
-        ("-5", 1_000),  # not a time: the publish time
-        ("0", 1_000),
-        ("soon", 1_000),
-    ],
-)
-def test_first_seen_is_clamped(value: str | None, expected: int) -> None:
-    props = {} if value is None else {m.FIRST_SEEN_MS: value}
-    assert first_seen_ms(props, publish_ms=1_000, now_ms=9_999) == expected
-    p = successor_properties(FakeMessage(props), reason="r", error="e", attempts=1, now_ms=9_999)  # type: ignore[arg-type]
-    assert p[m.FIRST_SEEN_MS] == str(expected)
-
-
-def test_first_seen_without_publish_time_is_now() -> None:
-    assert first_seen_ms({m.FIRST_SEEN_MS: "junk"}, publish_ms=0, now_ms=9_999) == 9_999
-
-
-async def test_exhaustion_is_decided_before_the_delay_is_asked_for() -> None:
-    log = Log()
-
-    def no_delay(attempts: int) -> float:
-        raise AssertionError(f"delay asked for an exhausted message (attempt {attempts})")
-
-    msg = FakeMessage({m.RECONSUMETIMES: "100000"})
-    assert await settler(log).retry(msg, reason="transient", error="e", delay_after=no_delay) == "dlq"  # type: ignore[arg-type]
-    assert [e[0] for e in log.events] == ["dlq", "ack"]
-    assert log.events[0][2][0][m.RECONSUMETIMES] == "100001"
-
-
-async def test_the_delay_is_asked_for_with_the_attempt_number() -> None:
-    log = Log()
-    asked: list[int] = []
-    await settler(log).retry(
-        FakeMessage({m.RECONSUMETIMES: "4"}),  # type: ignore[arg-type]
-        reason="transient",
-        error="e",
-        delay_after=lambda a: asked.append(a) or 2.5,
-    )
-    assert asked == [5]
-    assert log.events[0][2][1]["deliver_after"].total_seconds() == 2.5
 
 
 class SizeLimitedProducer(FakeProducer):
@@ -282,24 +112,47 @@ class SizeLimitedProducer(FakeProducer):
         return await super().send(content, properties, **kw)
 
 
-def bounded_settler(log: Log, dlq: FakeProducer, *, max_payload_bytes: int = 65_536) -> Settler:
+def settler(
+    log: Log, *, fail: bool = False, dlq: FakeProducer | None = None, max_payload_bytes: int = 65_536
+) -> Settler:
     return Settler(
         FakeConsumer(log),
-        FakeProducer("retry", log),
-        dlq,
+        FakeProducer("retry", log, fail),
+        dlq or FakeProducer("dlq", log, fail),
         Metrics(),
-        max_attempts=10,
         max_payload_bytes=max_payload_bytes,
     )
 
 
-async def test_a_dead_letter_too_big_to_publish_whole_is_published_bounded() -> None:
+async def test_retry_sends_then_acks(make_envelope: MakeEnvelope) -> None:
+    log = Log()
+    env = make_envelope({m.RECONSUMETIMES: "2"})
+    await settler(log).retry(env, reason="in_use", error="e", delay_s=30)
+    assert [e[0] for e in log.events] == ["retry", "ack"]
+    _, content, (props, kw) = log.events[0]
+    assert content == b"payload"
+    assert props[m.RECONSUMETIMES] == "3"
+    assert kw["deliver_after"].total_seconds() == 30
+    assert log.events[1][1] is env.message
+
+
+async def test_nothing_is_acked_when_the_successor_send_fails(make_envelope: MakeEnvelope) -> None:
+    log = Log()
+    s = settler(log, fail=True)
+    with pytest.raises(RuntimeError):
+        await s.retry(make_envelope(), reason="r", error="e", delay_s=1)
+    with pytest.raises(DeadLetterRefused):
+        await s.dead_letter(make_envelope(), reason="invalid", error="e")
+    assert log.events == []
+
+
+async def test_a_dead_letter_too_big_to_publish_whole_is_published_bounded(make_envelope: MakeEnvelope) -> None:
     # The payload is fine, but a 200 kB property makes the DLQ copy too big for the broker.
     log = Log()
     dlq = SizeLimitedProducer("dlq", log, limit=100_000)
     payload = b"p" * 5_000
-    msg = FakeMessage({"huge": "h" * 200_000, "small": "kept"}, data=payload)
-    await bounded_settler(log, dlq).dead_letter(msg, reason="invalid", error="bad")  # type: ignore[arg-type]
+    env = make_envelope({"huge": "h" * 200_000, "small": "kept"}, data=payload)
+    await settler(log, dlq=dlq).dead_letter(env, reason="invalid", error="bad")
     assert dlq.refused == 1
     assert [e[0] for e in log.events] == ["dlq", "ack"]
     _, content, (props, _) = log.events[0]
@@ -312,12 +165,12 @@ async def test_a_dead_letter_too_big_to_publish_whole_is_published_bounded() -> 
     assert props[m.REASON] == "invalid" and props[m.LAST_ERROR] == "bad"
 
 
-async def test_a_payload_over_the_limit_is_dead_lettered_as_size_digest_and_head() -> None:
+async def test_a_payload_over_the_limit_is_dead_lettered_as_size_digest_and_head(make_envelope: MakeEnvelope) -> None:
     log = Log()
     dlq = SizeLimitedProducer("dlq", log, limit=5_242_880)
     payload = bytes(range(256)) * 40  # 10 240 bytes
-    msg = FakeMessage({}, data=payload)
-    await bounded_settler(log, dlq, max_payload_bytes=2048).dead_letter(msg, reason="invalid", error="too big")  # type: ignore[arg-type]
+    env = make_envelope(data=payload, max_payload_bytes=2048)
+    await settler(log, dlq=dlq, max_payload_bytes=2048).dead_letter(env, reason="invalid", error="too big")
     assert dlq.refused == 0  # never tried whole
     _, content, (props, _) = log.events[0]
     assert content == payload[:1024]
@@ -327,39 +180,18 @@ async def test_a_payload_over_the_limit_is_dead_lettered_as_size_digest_and_head
     assert [e[0] for e in log.events] == ["dlq", "ack"]
 
 
-async def test_a_dlq_that_refuses_even_the_bounded_copy_leaves_the_message_unacknowledged() -> None:
+async def test_a_dlq_that_refuses_even_the_bounded_copy_leaves_the_message_unacknowledged(
+    make_envelope: MakeEnvelope,
+) -> None:
     log = Log()
-    s = bounded_settler(log, SizeLimitedProducer("dlq", log, limit=10))
+    s = settler(log, dlq=SizeLimitedProducer("dlq", log, limit=10))
     with pytest.raises(DeadLetterRefused):
-        await s.dead_letter(FakeMessage({}, data=b"x" * 100), reason="invalid", error="e")  # type: ignore[arg-type]
+        await s.dead_letter(make_envelope(data=b"x" * 100), reason="invalid", error="e")
     assert log.events == []
 
 
-@pytest.mark.parametrize(
-    ("props", "in_use", "where", "events"),
-    [
-        # The broker extension's message whose ledger is still listed: acknowledged, no dead letter.
-        ({m.RECONSUMETIMES: "9", "source": "broker-extension"}, True, "released", ["ack"]),
-        # Anything else at exhaustion is a dead letter: another outcome, or a message from anyone else.
-        ({m.RECONSUMETIMES: "9", "source": "broker-extension"}, False, "dlq", ["dlq", "ack"]),
-        ({m.RECONSUMETIMES: "9", "source": "scanner"}, True, "dlq", ["dlq", "ack"]),
-        ({m.RECONSUMETIMES: "9"}, True, "dlq", ["dlq", "ack"]),
-        # Before exhaustion a broker message is retried like any other.
-        ({m.RECONSUMETIMES: "2", "source": "broker-extension"}, True, "retry", ["retry", "ack"]),
-    ],
-)
-async def test_a_broker_queued_ledger_still_listed_is_released_not_dead_lettered(
-    props: dict[str, str], in_use: bool, where: str, events: list[str]
-) -> None:
-    from worker.core.broker_marks import released_when_exhausted
-
+async def test_ack_many_acknowledges_each_and_counts(make_envelope: MakeEnvelope) -> None:
     log = Log()
-    got = await settler(log).retry(
-        FakeMessage(props),  # type: ignore[arg-type]
-        reason="in_use",
-        error="referenced by its topic",
-        delay_after=lambda a: 1.0,
-        release_when_exhausted=released_when_exhausted(props, in_use=in_use),
-    )
-    assert got == where
-    assert [e[0] for e in log.events] == events
+    envs = [make_envelope(message_id=f"({i},0,-1,-1)") for i in range(3)]
+    assert await settler(log).ack_many(envs) == [None, None, None]
+    assert [e[1] for e in log.events] == [env.message for env in envs]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -16,6 +17,7 @@ from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, N
 from kazoo.handlers.threading import KazooTimeoutError
 
 from worker.backends.loop_handoff import LoopHandoff
+from worker.backends.store_latency import StoreLatency, kind_of
 from worker.errors import BackendError
 
 T = TypeVar("T")
@@ -34,6 +36,8 @@ class KazooCalls:
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
         self._handoff: LoopHandoff | None = None
+        # Every answered call's latency, by kind: the pace's signal (``worker.core.pace``).
+        self.latency = StoreLatency()
 
     async def call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
@@ -52,17 +56,34 @@ class KazooCalls:
                 fut.set_result(result.value)
 
         timer = loop.call_later(self.timeout_s, _expire, fut)
+        # The answer's time is taken on kazoo's thread, when it arrives: a busy event loop must not read as
+        # a slow store.
+        answered: list[float] = []
+
+        def on_answer(result: Any) -> None:  # on kazoo's thread
+            answered.append(time.monotonic())
+            handoff.call(settle, result)
+
+        started = time.monotonic()
         try:
-            method(*args, **kwargs).rawlink(functools.partial(handoff.call, settle))
-            return await fut
+            method(*args, **kwargs).rawlink(on_answer)
+            result = await fut
         except ANSWERS:
+            self._took(method, started, answered)
             raise
         except TimeoutError as e:
+            self._took(method, started, [started + self.timeout_s])  # at least that slow
             raise BackendError("zookeeper", f"no answer within {self.timeout_s}s") from e
         except (KazooTimeoutError, KazooException) as e:
             raise BackendError("zookeeper", f"{type(e).__name__}: {e}") from e
         finally:
             timer.cancel()
+        self._took(method, started, answered)
+        return result
+
+    def _took(self, method: Callable[..., Any], started: float, answered: list[float]) -> None:
+        if answered:
+            self.latency.record(kind_of(getattr(method, "__name__", "")), answered[0] - started)
 
 
 async def run_blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -37,6 +37,14 @@ class Outcome(enum.StrEnum):
 FINAL = frozenset({Outcome.DELETED, Outcome.ALREADY_GONE, Outcome.REJECTED, Outcome.INVALID})
 
 
+class Listing(enum.StrEnum):
+    """How the topic's owner lists an in-use ledger, where that listing is one the broker drops again, and
+    queues again with the extension (``worker.core.broker_marks``)."""
+
+    CLOSED_LEDGER = "closed_ledger"  # a closed ledger of its managed ledger
+    CURSOR_LEDGER = "cursor_ledger"  # the current ledger of the cursor the message names
+
+
 class Route(enum.StrEnum):
     OWNER = "owner"
     DIRECT = "direct"
@@ -53,6 +61,8 @@ class Result:
     # not record them. The one source of every per-deletion byte count (the freed-bytes counter, the
     # nightly replay's report): an already-gone ledger freed nothing here, whoever deleted it.
     freed_bytes: int | None = None
+    # IN_USE only: the listing that keeps the ledger, when it is one the broker drops again (None otherwise).
+    listed: Listing | None = None
 
     @property
     def final(self) -> bool:
@@ -123,7 +133,9 @@ def decide(info: PendingDeleteLedgerInfo, facts: Facts, *, now_ms: int, rules: R
             return Result(Outcome.REJECTED, route, v.reason)
         hold = _bookkeeper_copy_hold(info, live, facts.offload) if isinstance(live, LiveSet) else None
         if hold is not None:
-            return Result(Outcome.IN_USE, route, hold.value)
+            assert isinstance(live, LiveSet)
+            listed = _listing(info, live, stored.metadata.state) if hold is Hold.REFERENCED else None
+            return Result(Outcome.IN_USE, route, hold.value, listed=listed)
         held = _schema_held(info, facts)
         if held is not None:
             return Result(Outcome.IN_USE, route, held)
@@ -157,6 +169,15 @@ def _bookkeeper_copy_hold(info: PendingDeleteLedgerInfo, live: LiveSet, offload:
         and bookkeeper_copy_released(offload)
     )
     return None if released else hold
+
+
+def _listing(info: PendingDeleteLedgerInfo, live: LiveSet, state: str) -> Listing | None:
+    if info.ledger_component is LedgerComponent.MANAGED_LEDGER:
+        closed = state.upper() == "CLOSED"
+        return Listing.CLOSED_LEDGER if closed and info.ledger_id in live.ml_ledgers else None
+    if info.ledger_component is LedgerComponent.MANAGED_CURSOR and info.cursor_name is not None:
+        return Listing.CURSOR_LEDGER if live.cursor_ledgers.get(info.cursor_name) == info.ledger_id else None
+    return None
 
 
 def _offloaded_copy_in_use(info: PendingDeleteLedgerInfo, live: LiveSet, offload: OffloadInfo | None) -> bool:

@@ -35,13 +35,14 @@ from worker.broker.preflight import (
     refused_as,
 )
 from worker.broker.topology import TopologyNotPermitted, ensure_topology
+from worker.core.pace import Pace, PaceRules
 from worker.daemon import http_server
 from worker.daemon.bookie_gc import open_bookie_gc
-from worker.daemon.decider import open_decider
+from worker.daemon.decider import Decider, open_decider
+from worker.daemon.envelope import Envelope
 from worker.daemon.pipeline import Pipeline
 from worker.daemon.settlement import Settler
 from worker.errors import StartupRefused
-from worker.formats.message import PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
 from worker.logs import configure, get_logger
 from worker.metrics import Metrics, oldest_backlog_age_s
@@ -55,6 +56,8 @@ BATCH_WAIT_MS = 20
 # How long the start waits for the pending topic's first partition to list its current ledger (it is being
 # loaded for this worker's consumer) before BookKeeper's store counts as unproven.
 STORE_PROOF_WAIT_S = 30.0
+# Probe reads of BookKeeper's store per pace interval (worker.core.pace): its minimum evidence.
+PACE_PROBES = 5
 
 
 def batch_size(max_inflight: int, receive_batch: int) -> int:
@@ -146,7 +149,6 @@ class Daemon:
                     retry_producer,
                     dlq_producer,
                     self.metrics,
-                    max_attempts=s.worker.max_attempts,
                     max_payload_bytes=s.worker.max_payload_bytes,
                 ),
                 settings=s.worker,
@@ -160,6 +162,7 @@ class Daemon:
                     loop.add_signal_handler(sig, self.request_stop)
 
             poller = asyncio.create_task(self._poll_topic_stats(admin))
+            pacer = asyncio.create_task(self._pace(decider))
             self.ready = True
             self.metrics.ready.set(1)
             log.info(
@@ -179,9 +182,10 @@ class Daemon:
             # message it had prefetched is unacknowledged and goes back to the subscription.
             await consumer.close()
             await asyncio.wait([receiver], timeout=10)
-            poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await poller
+            for background in (poller, pacer):
+                background.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await background
             log.info("worker stopped")
         return 0
 
@@ -247,8 +251,9 @@ class Daemon:
         tasks: list[asyncio.Task[None]] = []
         try:
             self.metrics.inflight.inc(len(batch))
+            envs = pipeline.read(batch)
             try:
-                left, reads = await pipeline.sweep(batch)
+                left, reads = await pipeline.sweep(envs)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -256,7 +261,7 @@ class Daemon:
                 # every message goes the full way (one it already acknowledged is found gone again).
                 self.metrics.failed.labels(stage="sweep").inc()
                 log.error("batch sweep failed; its messages are decided one by one", error=f"{type(e).__name__}: {e}")
-                left, reads = [(msg, None) for msg in batch], {}
+                left, reads = envs, {}
             finally:
                 self.metrics.inflight.dec(len(batch))
             prefetched.set(reads)  # copied into each message's task below
@@ -268,8 +273,7 @@ class Daemon:
                 token = received_at.set(loop.time())
                 try:
                     for _ in range(min(limit - self._busy, len(waiting))):
-                        msg, info = waiting.popleft()
-                        task = asyncio.create_task(self._process(consumer, pipeline, msg, info))
+                        task = asyncio.create_task(self._process(consumer, pipeline, waiting.popleft()))
                         self._busy += 1
                         task.add_done_callback(lambda _: self._release(1))
                         tasks.append(task)
@@ -287,16 +291,10 @@ class Daemon:
                 self._in_hand = False
                 self._room.set()
 
-    async def _process(
-        self,
-        consumer: HandoffConsumer,
-        pipeline: Pipeline,
-        msg: pulsar.Message,
-        decoded: PendingDeleteLedgerInfo | None = None,
-    ) -> None:
+    async def _process(self, consumer: HandoffConsumer, pipeline: Pipeline, env: Envelope) -> None:
         self.metrics.inflight.inc()
         try:
-            await pipeline.handle(msg, decoded)
+            await pipeline.handle(env)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -304,11 +302,11 @@ class Daemon:
             # delivery must not loop). This is what is left: the DLQ refused even a bounded copy (the broker
             # or the DLQ topic is unavailable), or a bug outside the settle path. Nothing was acknowledged:
             # ask for redelivery rather than leave the message parked in this consumer; the redelivery counts
-            # as an attempt (``attempts_of``), and the DLQ takes it once it is back.
+            # as an attempt (``Envelope.attempt``), and the DLQ takes it once it is back.
             self.metrics.failed.labels(stage="settle").inc()
             log.error("message not settled; negative-acknowledged", error=f"{type(e).__name__}: {e}")
             try:
-                await consumer.negative_acknowledge(msg)
+                await consumer.negative_acknowledge(env.message)
             except Exception as nack_error:
                 # Nothing more can be done here: closing this consumer hands the message to another.
                 log.error("negative acknowledge failed", error=f"{type(nack_error).__name__}: {nack_error}")
@@ -326,6 +324,47 @@ class Daemon:
         if pending:
             await asyncio.wait(pending, timeout=5)
             log.warning("drain deadline passed; unsettled messages handed back", count=len(pending))
+
+    async def _pace(self, decider: Decider) -> None:
+        """Every ``pace_interval_s``: the latency of this worker's calls to BookKeeper's metadata store sets
+        the storage delete rate (``worker.core.pace``), within ``deletes_per_second``."""
+        w = self.settings.worker
+        self.metrics.pace_rate.set(w.deletes_per_second)
+        latency = decider.metadata.bookkeeper.calls.latency
+        floor = min(w.pace_floor_per_second, w.deletes_per_second)
+        pace = Pace(PaceRules(w.deletes_per_second, floor, w.pace_latency_factor))
+        if w.pace:
+            decider.limiter.set_rate(pace.rate)
+            self.metrics.pace_rate.set(pace.rate)
+        store = decider.metadata.bookkeeper
+        while True:
+            # A few probe reads an interval, so that the store's answer is known even when this worker makes
+            # few calls of its own (a low rate must not hold itself low for lack of evidence).
+            for _ in range(PACE_PROBES):
+                await asyncio.sleep(w.pace_interval_s / PACE_PROBES)
+                if w.pace:
+                    with contextlib.suppress(Exception):  # a failed probe is a timeout the latency records
+                        await store.exists(store.ledgers_root or "/")
+            samples = latency.drain()
+            for kind, seconds in samples.items():
+                observe = self.metrics.metadata_calls.labels(kind=kind).observe
+                for s in seconds:
+                    observe(s)
+            if not w.pace:
+                continue
+            before = pace.decreases
+            rate = pace.update(samples)
+            decider.limiter.set_rate(rate)
+            self.metrics.pace_rate.set(rate)
+            if pace.last_ratio is not None:
+                self.metrics.pace_latency_ratio.set(pace.last_ratio)
+            if pace.decreases > before:
+                self.metrics.pace_decreases.inc()
+                log.info(
+                    "metadata store slow: delete rate halved",
+                    deletes_per_second=round(rate, 1),
+                    latency_ratio=round(pace.last_ratio or 0.0, 2),
+                )
 
     async def _poll_topic_stats(self, admin: PulsarAdmin) -> None:
         t = self.settings.topics

@@ -2,65 +2,34 @@
 
 1. decode  2. route  3. in use?  4. verify storage identity  5. delete  6. settle
 
-Steps 1-5 are the decision core (``worker.daemon.decider``: facts gathered in one I/O step, then a pure
-decision); this module adds step 6: every outcome maps, through one table, to a settle action.
+Each message is read once into an :class:`~worker.daemon.envelope.Envelope` (step 1 with it). Steps 2-5 are the
+decision core (``worker.daemon.decider``: facts gathered in one I/O step, then a pure decision); step 6 is a pure
+choice (``worker.core.settle_choice``) carried out by the ``Settler``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import enum
 import time
 from collections.abc import Callable
 from typing import Any
-
-import pulsar
 
 from worker.backends.zookeeper import Znode
 from worker.core.backoff import Backoff
 from worker.core.bounded_payload import head_text, summarize
 from worker.core.broker_marks import released_when_exhausted
 from worker.core.decision import Outcome, Result, settled_by_storage
-from worker.core.message_properties import first_seen_ms
+from worker.core.settle_choice import Action, Choice, RetryPolicy, choose
 from worker.core.stored import Missing
 from worker.daemon.decider import Decider
-from worker.daemon.settlement import DeadLetterRefused, Settler, attempts_of, properties_of
-from worker.formats.message import InvalidMessage, LedgerType, PendingDeleteLedgerInfo, decode
+from worker.daemon.envelope import Envelope
+from worker.daemon.settlement import DeadLetterRefused, Settler
+from worker.formats.message import LedgerType, PendingDeleteLedgerInfo
 from worker.logs import get_logger
 from worker.metrics import Metrics
 from worker.settings import WorkerSettings
 
 log = get_logger()
-
-
-class Action(enum.Enum):
-    ACK = "ack"  # final success: acknowledge
-    DEAD_LETTER = "dead_letter"  # final, but an operator must see it: the DLQ with its reason, then ack
-    RETRY = "retry"  # not now: a delayed copy on the retry topic (the DLQ once attempts run out), then ack
-
-
-# Step 6 in one table. Rejections are dead-lettered, not acked: a systematic misread (a naming bug, a
-# format change) must leave a trace the nightly replay reports, instead of silently dropping deletions.
-SETTLE: dict[Outcome, Action] = {
-    Outcome.DELETED: Action.ACK,
-    Outcome.ALREADY_GONE: Action.ACK,
-    Outcome.REJECTED: Action.DEAD_LETTER,
-    Outcome.INVALID: Action.DEAD_LETTER,
-    Outcome.IN_USE: Action.RETRY,
-    Outcome.TOO_YOUNG: Action.RETRY,
-    Outcome.TRANSIENT: Action.RETRY,
-}
-
-
-def retry_delay(outcome: Outcome, attempt: int, s: WorkerSettings, backoff: Backoff) -> float:
-    """How long a RETRY waits: in use -> ``in_use_retry_s``; too young -> half the minimum age (it will be
-    old enough after at most two more looks); a failure -> exponential backoff."""
-    if outcome is Outcome.IN_USE:
-        return s.in_use_retry_s
-    if outcome is Outcome.TOO_YOUNG:
-        return s.min_ledger_age_s / 2
-    return backoff.delay(attempt)
 
 
 class Pipeline:
@@ -79,40 +48,45 @@ class Pipeline:
         self.settler = settler
         self.settings = settings
         self.metrics = metrics
-        self.backoff = Backoff(settings.backoff_initial_s, settings.backoff_max_s, settings.backoff_multiplier)
+        self.retry_policy = RetryPolicy(
+            settings.in_use_retry_s,
+            settings.min_ledger_age_s,
+            Backoff(settings.backoff_initial_s, settings.backoff_max_s, settings.backoff_multiplier),
+        )
+        self.mark_key = settings.broker_mark_key
 
-    async def sweep(
-        self, msgs: list[pulsar.Message]
-    ) -> tuple[list[tuple[pulsar.Message, PendingDeleteLedgerInfo | None]], dict[int, Znode]]:
+    def read(self, msgs: list[Any]) -> list[Envelope]:
+        """Each received message read once (never raises)."""
+        now_ms = int(time.time() * 1000)
+        limit = self.settings.max_payload_bytes
+        return [Envelope.read(msg, max_payload_bytes=limit, mark_key=self.mark_key, now_ms=now_ms) for msg in msgs]
+
+    async def sweep(self, envs: list[Envelope]) -> tuple[list[Envelope], dict[int, Znode]]:
         """Settle a batch's already-gone messages together, before any route is read.
 
         Every BookKeeper ledger the batch names is read at once, in multiReads of BookKeeper's metadata store
-        (the store that says whether a ledger exists, whichever delete route is configured). A missing one
-        is already gone whatever its topic's state (``worker.core.decision.settled_by_storage``, the rule
-        ``decide`` applies first): acknowledged with the others, counted and logged as the per-message path
-        does, under route ``none``. With phase 1 in the broker every deletion is queued, the ones the broker
-        then carries out itself included: for those the worker only confirms the ledger is gone.
+        (the store that says whether a ledger exists, whichever delete route is configured; an absence is
+        read again after a sync). A missing one is already gone whatever its topic's state
+        (``worker.core.decision.settled_by_storage``, the rule ``decide`` applies first): acknowledged with
+        the others, counted and logged as the per-message path does, under route ``none``. With phase 1 in
+        the broker every deletion is queued, the ones the broker then carries out itself included: for those
+        the worker only confirms the ledger is gone. No batch is swept before the delete route's storage is
+        proven ours (``Decider.storage_proven``).
 
-        Returns the messages left for :meth:`handle` (with their decoded record, or None: undecodable,
-        oversize, an offloaded copy, a failed read, a refused acknowledgement all go through the full path,
-        which reports them), and the znodes read for them (``worker.backends.prefetched_ledgers``). Never
-        raises but for cancellation: a failed read leaves the whole batch to the full path (and the daemon sends
-        the whole batch that way should the sweep itself fail)."""
+        Returns the messages left for :meth:`handle` (invalid ones, offloaded copies, failed reads, refused
+        acknowledgements all go the full path, which reports them), and the znodes read for them
+        (``worker.backends.prefetched_ledgers``). Never raises but for cancellation: a failed read leaves the
+        whole batch to the full path (and the daemon sends the whole batch that way should the sweep itself
+        fail)."""
         if not self.decider.storage_proven():
-            return [(msg, None) for msg in msgs], {}
-        left: list[tuple[pulsar.Message, PendingDeleteLedgerInfo | None]] = []
-        asked: list[tuple[pulsar.Message, PendingDeleteLedgerInfo]] = []
-        limit = self.settings.max_payload_bytes
-        for msg in msgs:
-            data = msg.data()
-            info = None
-            if len(data) <= limit:
-                with contextlib.suppress(InvalidMessage):
-                    info = decode(data)
-            if info is not None and info.ledger_type is LedgerType.LEDGER:
-                asked.append((msg, info))
+            return list(envs), {}
+        left: list[Envelope] = []
+        asked: list[tuple[Envelope, PendingDeleteLedgerInfo]] = []
+        for env in envs:
+            if env.record is not None and env.record.ledger_type is LedgerType.LEDGER:
+                asked.append((env, env.record))
             else:
-                left.append((msg, info))
+                left.append(env)
         if not asked:
             return left, {}
         started = time.monotonic()
@@ -122,23 +96,23 @@ class Pipeline:
             raise
         except Exception as e:
             log.debug("batch sweep read failed; its messages are decided one by one", error=f"{type(e).__name__}: {e}")
-            return [*left, *asked], {}
+            return [*left, *(env for env, _ in asked)], {}
         reads: dict[int, Znode] = {}
-        gone: list[tuple[pulsar.Message, PendingDeleteLedgerInfo]] = []
-        for (msg, info), answer in zip(asked, answers, strict=True):
+        gone: list[tuple[Envelope, PendingDeleteLedgerInfo]] = []
+        for (env, info), answer in zip(asked, answers, strict=True):
             if answer is None:
-                gone.append((msg, info))
+                gone.append((env, info))
                 continue
             if isinstance(answer, BaseException):
                 self.metrics.storage_requests.labels("zookeeper", "read", "error").inc()
             else:
                 reads[info.ledger_id] = answer
-            left.append((msg, info))
+            left.append(env)
         if not gone:
             return left, reads
         self.metrics.storage_requests.labels("zookeeper", "read", "not_found").inc(len(gone))
         try:
-            failures = await self.settler.ack_many([msg for msg, _ in gone])
+            failures = await self.settler.ack_many([env for env, _ in gone])
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -150,18 +124,18 @@ class Pipeline:
         processing = self.metrics.processing.labels(route=res.route.value, outcome=res.outcome.value)
         elapsed = time.monotonic() - started
         settled = 0
-        for (msg, info), failure in zip(gone, failures, strict=True):
+        for (env, info), failure in zip(gone, failures, strict=True):
             if failure is not None:
-                left.append((msg, info))  # the full path acknowledges it again, or dead-letters it
+                left.append(env)  # the full path acknowledges it again, or dead-letters it
                 continue
             settled += 1
             processing.observe(elapsed)
-            self._observe_end_to_end(msg)
+            self._observe_end_to_end(env)
             log.info(
                 "ledger already gone",
-                msg_topic=msg.topic_name(),
-                message_id=str(msg.message_id()),
-                attempt=attempts_of(msg) + 1,
+                msg_topic=env.topic,
+                message_id=env.message_id,
+                attempt=env.attempt,
                 route=res.route.value,
                 outcome=res.outcome.value,
                 topic=head_text(info.topic_name),
@@ -173,53 +147,37 @@ class Pipeline:
             self._count(gone[0][1], res, settled)  # every swept message is a BookKeeper LEDGER
         return left, reads
 
-    async def handle(self, msg: pulsar.Message, decoded: PendingDeleteLedgerInfo | None = None) -> Result:
-        """Decide and settle one message (``decoded``: its record, when :meth:`sweep` decoded it already).
-        Whatever fails on the way (a decision that raises, a retry copy the broker refuses, anything) ends in
-        the DLQ; only a DLQ that refuses even a bounded copy raises (:class:`DeadLetterRefused`, nothing
-        acknowledged) and the daemon hands the message back."""
+    async def handle(self, env: Envelope) -> Result:
+        """Decide and settle one message. Whatever fails on the way (a decision that raises, a retry copy the
+        broker refuses, anything) ends in the DLQ; only a DLQ that refuses even a bounded copy raises
+        (:class:`DeadLetterRefused`, nothing acknowledged) and the daemon hands the message back."""
         started = time.monotonic()
         self.metrics.received.inc()
-        attempt = attempts_of(msg) + 1
         # The log line's context, bound once (each bind copies it): enough to trace the message if the
         # decision itself fails, its outcome and ledger once decided.
-        context: dict[str, Any] = {
-            "msg_topic": msg.topic_name(),
-            "message_id": str(msg.message_id()),
-            "attempt": attempt,
-        }
+        context: dict[str, Any] = {"msg_topic": env.topic, "message_id": env.message_id, "attempt": env.attempt}
+        info = env.record
+        if info is not None:
+            context["topic"] = head_text(info.topic_name)
+            context["ledger_id"], context["ledger_type"] = info.ledger_id, info.ledger_type.value
         res: Result | None = None
         try:
-            data = msg.data()
-            info: PendingDeleteLedgerInfo | None
-            if decoded is not None:
-                info, res = decoded, await self.decider.decide_info(decoded)
+            if info is None:
+                res = Result(Outcome.INVALID, reason=env.invalid or "undecodable", stage="decode")  # step 1
             else:
-                info, res = await self._decide(data)  # steps 1-5
+                res = await self.decider.decide_info(info)  # steps 2-5
             context["route"], context["outcome"] = res.route.value, res.outcome.value
-            if info is not None:
-                context["topic"] = head_text(info.topic_name)
-                context["ledger_id"], context["ledger_type"] = info.ledger_id, info.ledger_type.value
-            await self._settle(msg, data, info, res, attempt, log.bind(**context))  # step 6
+            await self._settle(env, res, log.bind(**context))  # step 6
         except (asyncio.CancelledError, DeadLetterRefused):
             raise
         except Exception as e:
-            res = await self._dead_letter_unsettled(msg, res, e, log.bind(**context))
+            res = await self._dead_letter_unsettled(env, res, e, log.bind(**context))
         self.metrics.processing.labels(route=res.route.value, outcome=res.outcome.value).observe(
             time.monotonic() - started
         )
         return res
 
-    async def _decide(self, data: bytes) -> tuple[PendingDeleteLedgerInfo | None, Result]:
-        limit = self.settings.max_payload_bytes
-        if len(data) > limit:
-            # Not even decoded: no genuine pending deletion comes near the limit, and its retry or DLQ copy
-            # (the payload plus properties) could not be published under the broker's maxMessageSize.
-            reason = f"payload of {len(data)} bytes is over worker.max_payload_bytes ({limit})"
-            return None, Result(Outcome.INVALID, reason=reason, stage="decode")
-        return await self.decider.decide(data)
-
-    async def _dead_letter_unsettled(self, msg: pulsar.Message, res: Result | None, e: Exception, bound: Any) -> Result:
+    async def _dead_letter_unsettled(self, env: Envelope, res: Result | None, e: Exception, bound: Any) -> Result:
         """The last resort for a message whose settle failed: the DLQ, under its outcome (``transient`` when
         there was none), with the failure as its last error. Never a nack: a failure that repeats on every
         delivery would loop forever."""
@@ -227,76 +185,61 @@ class Pipeline:
         self.metrics.failed.labels(stage="settle").inc()
         bound.error("message not settled: dead-lettering it", error=head_text(error))
         outcome = res.outcome if res is not None else Outcome.TRANSIENT
-        await self.settler.dead_letter(msg, reason=outcome.value, error=f"not settled: {error}")
+        await self.settler.dead_letter(env, reason=outcome.value, error=f"not settled: {error}")
         return res if res is not None else Result(Outcome.TRANSIENT, reason=error, stage="settle")
 
-    async def _settle(
-        self,
-        msg: pulsar.Message,
-        data: bytes,
-        info: PendingDeleteLedgerInfo | None,
-        res: Result,
-        attempt: int,
-        bound: Any,
-    ) -> None:
-        self._count(info, res)
-        match SETTLE[res.outcome]:
+    def choice(self, env: Envelope, res: Result) -> Choice:
+        """Step 6 for ``env`` ending in ``res`` (``worker.core.settle_choice``)."""
+        return choose(
+            res.outcome,
+            attempt=env.attempt,
+            max_attempts=self.settings.max_attempts,
+            released=released_when_exhausted(marked=env.broker_mark, listed=res.listed is not None),
+            policy=self.retry_policy,
+        )
+
+    async def _settle(self, env: Envelope, res: Result, bound: Any) -> None:
+        self._count(env.record, res)
+        choice = self.choice(env, res)
+        reason = res.outcome.value
+        match choice.action:
             case Action.ACK:
-                await self.settler.ack(msg)
-                self._observe_end_to_end(msg)
+                await self.settler.ack(env)
+                self._observe_end_to_end(env)
                 bound.info("ledger deleted" if res.outcome is Outcome.DELETED else "ledger already gone")
+            case Action.RELEASE:
+                await self.settler.ack(env)
+                bound.info(
+                    "attempts exhausted, still listed by its topic: released (the broker queues it again when it"
+                    " drops it)",
+                    reason=reason,
+                    listed=res.listed.value if res.listed is not None else None,
+                    error=head_text(res.reason),
+                )
+            case Action.RETRY:
+                await self.settler.retry(env, reason=reason, error=res.reason, delay_s=choice.delay_s)
+                bound.info(
+                    "retry scheduled", reason=reason, error=head_text(res.reason), delay_s=round(choice.delay_s, 3)
+                )
+            case Action.DEAD_LETTER if choice.exhausted:
+                error = f"attempts exhausted ({env.attempt}): {res.reason}"
+                await self.settler.dead_letter(env, reason=reason, error=error)
+                bound.warning("attempts exhausted: dead-lettered", reason=reason, error=head_text(res.reason))
             case Action.DEAD_LETTER:
-                await self.settler.dead_letter(msg, reason=res.outcome.value, error=res.reason)
+                await self.settler.dead_letter(env, reason=reason, error=res.reason)
                 if res.outcome is Outcome.REJECTED:
                     # A forged message is a security event an operator must be able to trace, but its log
                     # line is bounded: size and digest (they match the dead letter), and the record's first KiB.
-                    s = summarize(data)
+                    s = summarize(env.data)
+                    head = head_text(env.record.to_json()) if env.record is not None else None
                     bound.warning(
                         "deletion rejected: storage identity not proven; dead-lettered",
                         reason=head_text(res.reason),
-                        payload={
-                            "size": s.size,
-                            "sha256": s.sha256,
-                            "head": head_text(info.to_json()) if info is not None else None,
-                        },
+                        payload={"size": s.size, "sha256": s.sha256, "head": head},
                     )
                 else:
                     # The reason can quote the payload (a bad topic name): bounded like the payload.
                     bound.warning("undecodable message dead-lettered", reason=head_text(res.reason))
-            case Action.RETRY:
-                delays: list[float] = []
-
-                def delay_after(n: int) -> float:
-                    delays.append(retry_delay(res.outcome, n, self.settings, self.backoff))
-                    return delays[-1]
-
-                where = await self.settler.retry(
-                    msg,
-                    reason=res.outcome.value,
-                    error=res.reason,
-                    delay_after=delay_after,
-                    release_when_exhausted=released_when_exhausted(
-                        properties_of(msg), in_use=res.outcome is Outcome.IN_USE
-                    ),
-                )
-                if where == "released":
-                    bound.info(
-                        "attempts exhausted, still listed by its topic: released (the broker queues it again when"
-                        " it drops it)",
-                        reason=res.outcome.value,
-                        error=head_text(res.reason),
-                    )
-                elif where == "dlq":
-                    bound.warning(
-                        "attempts exhausted: dead-lettered", reason=res.outcome.value, error=head_text(res.reason)
-                    )
-                else:
-                    bound.info(
-                        "retry scheduled",
-                        reason=res.outcome.value,
-                        error=head_text(res.reason),
-                        delay_s=round(delays[-1], 3),
-                    )
 
     def _count(self, info: PendingDeleteLedgerInfo | None, res: Result, n: int = 1) -> None:
         """Count ``n`` messages of ``info``'s ledger type that ended in ``res`` (more than one: the sweep's
@@ -321,11 +264,6 @@ class Pipeline:
             case _:
                 pass
 
-    def _observe_end_to_end(self, msg: pulsar.Message) -> None:
+    def _observe_end_to_end(self, env: Envelope) -> None:
         now_ms = int(time.time() * 1000)
-        try:
-            publish_ms = int(msg.publish_timestamp() or 0)
-        except (TypeError, ValueError):
-            publish_ms = 0
-        start_ms = first_seen_ms(properties_of(msg), publish_ms=publish_ms, now_ms=now_ms)
-        self.metrics.end_to_end.observe(max(0.0, (now_ms - start_ms) / 1000))
+        self.metrics.end_to_end.observe(max(0.0, (now_ms - env.first_seen_ms) / 1000))

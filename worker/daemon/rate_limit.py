@@ -27,6 +27,13 @@ class TokenBucket:
         self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
         self._last = now
 
+    def set_rate(self, rate: float) -> None:
+        """A new rate from now on (the tokens gathered so far at the old one are kept)."""
+        if rate <= 0:
+            raise ValueError("rate must be > 0")
+        self._refill()
+        self.rate = rate
+
     def try_acquire(self) -> float:
         """Take a token if one is there (returns 0.0), else return the wait until one will be."""
         self._refill()

@@ -1,23 +1,20 @@
-"""Step 6, settle: every message ends acknowledged, and nothing is acknowledged before its successor
-(retry copy or dead letter) is durable. Every step is safe to repeat after a crash: a crash between the
-successor's send and the ack only produces a duplicate, and deletion is idempotent.
+"""Step 6, settle, its I/O: every message ends acknowledged, and nothing is acknowledged before its
+successor (retry copy or dead letter) is durable. Every step is safe to repeat after a crash: a crash between
+the successor's send and the ack only produces a duplicate, and deletion is idempotent. Which action a
+message gets is decided apart, purely (``worker.core.settle_choice``).
 
-A message's properties are untrusted input like its payload: every number read from them is clamped, and a
-message whose dead letter cannot be published whole is dead-lettered bounded (``worker.core.bounded_payload``)
-rather than handed back to be redelivered forever.
+A message whose dead letter cannot be published whole is dead-lettered bounded
+(``worker.core.bounded_payload``) rather than handed back to be redelivered forever.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, Protocol
 
-import pulsar
-
 from worker.core.bounded_payload import bounded_properties, summarize
-from worker.core.message_properties import MAX_ATTEMPT_COUNT, attempts_so_far, first_seen_ms
+from worker.daemon.envelope import Envelope
 from worker.formats import message as m
 from worker.logs import get_logger
 from worker.metrics import Metrics
@@ -42,34 +39,15 @@ class DeadLetterRefused(Exception):
     """The DLQ took neither the dead letter nor its bounded copy: nothing was acknowledged."""
 
 
-def properties_of(msg: pulsar.Message) -> dict[str, str]:
-    """The message's properties; none when they cannot be read (bytes that are not UTF-8 raise)."""
-    try:
-        return dict(msg.properties())
-    except Exception:
-        return {}
-
-
-def attempts_of(msg: pulsar.Message) -> int:
-    """Attempts before this delivery: the retry chain's count plus the broker's redeliveries of this very
-    message (a worker that died or could not settle it). Every failure counts, so nothing loops forever."""
-    try:
-        redelivered = min(MAX_ATTEMPT_COUNT, max(0, int(msg.redelivery_count())))
-    except (AttributeError, TypeError, ValueError, OverflowError):
-        redelivered = 0
-    return min(MAX_ATTEMPT_COUNT, attempts_so_far(properties_of(msg)) + redelivered)
-
-
-def successor_properties(msg: pulsar.Message, *, reason: str, error: str, attempts: int, now_ms: int) -> dict[str, str]:
-    props = properties_of(msg)
-    try:
-        publish_ms = int(msg.publish_timestamp() or 0)
-    except (AttributeError, TypeError, ValueError):
-        publish_ms = 0
-    props.setdefault(m.REAL_TOPIC, msg.topic_name())
-    props.setdefault(m.ORIGIN_MESSAGE_ID, str(msg.message_id()))
-    props[m.FIRST_SEEN_MS] = str(first_seen_ms(props, publish_ms=publish_ms, now_ms=now_ms))
-    props[m.RECONSUMETIMES] = str(min(MAX_ATTEMPT_COUNT, attempts))
+def successor_properties(env: Envelope, *, reason: str, error: str) -> dict[str, str]:
+    """The properties of ``env``'s retry or dead-letter copy: its own, with where it first came from (kept
+    from an earlier copy), when the first copy was published, this attempt's count, the reason and the
+    error."""
+    props = dict(env.properties)
+    props.setdefault(m.REAL_TOPIC, env.topic)
+    props.setdefault(m.ORIGIN_MESSAGE_ID, env.message_id)
+    props[m.FIRST_SEEN_MS] = str(env.first_seen_ms)
+    props[m.RECONSUMETIMES] = str(env.attempt)
     props[m.REASON] = reason
     props[m.LAST_ERROR] = error[:LAST_ERROR_CHARS]
     return props
@@ -97,74 +75,50 @@ class Settler:
         dlq_producer: AsyncProducer,
         metrics: Metrics,
         *,
-        max_attempts: int,
         max_payload_bytes: int = 65_536,
     ) -> None:
         self.consumer = consumer
         self.retry_producer = retry_producer
         self.dlq_producer = dlq_producer
         self.metrics = metrics
-        self.max_attempts = max_attempts
         self.max_payload_bytes = max_payload_bytes
 
-    async def ack(self, msg: pulsar.Message) -> None:
-        await self.consumer.acknowledge(msg)
+    async def ack(self, env: Envelope) -> None:
+        await self.consumer.acknowledge(env.message)
         self.metrics.acked.inc()
 
-    async def ack_many(self, msgs: list[pulsar.Message]) -> list[BaseException | None]:
+    async def ack_many(self, envs: list[Envelope]) -> list[BaseException | None]:
         """Acknowledge final messages together: in order, None for each acknowledged, else its failure."""
-        failures = await self.consumer.acknowledge_many(msgs)
+        failures = await self.consumer.acknowledge_many([env.message for env in envs])
         self.metrics.acked.inc(failures.count(None))
         return failures
 
-    async def retry(
-        self,
-        msg: pulsar.Message,
-        *,
-        reason: str,
-        error: str,
-        delay_after: Callable[[int], float],
-        release_when_exhausted: bool = False,
-    ) -> str:
-        """Re-publish with the delay ``delay_after(attempt)``, then ack; or, once attempts are exhausted,
-        dead-letter (or only acknowledge, with ``release_when_exhausted``: ``worker.core.broker_marks``).
-        Exhaustion is decided first: nothing about the delay may keep a message from its DLQ.
-        Returns ``"retry"``, ``"dlq"`` or ``"released"``."""
-        attempts = attempts_of(msg) + 1
-        if attempts >= self.max_attempts and release_when_exhausted:
-            await self.ack(msg)
-            return "released"
-        if attempts >= self.max_attempts:
-            await self.dead_letter(msg, reason=reason, error=f"attempts exhausted ({attempts}): {error}")
-            return "dlq"
-        delay_s = delay_after(attempts)
-        props = successor_properties(msg, reason=reason, error=error, attempts=attempts, now_ms=_now_ms())
-        await self.retry_producer.send(msg.data(), props, deliver_after=timedelta(seconds=delay_s))
+    async def retry(self, env: Envelope, *, reason: str, error: str, delay_s: float) -> None:
+        """Re-publish on the retry topic, delivered after ``delay_s``; then acknowledge."""
+        props = successor_properties(env, reason=reason, error=error)
+        await self.retry_producer.send(env.data, props, deliver_after=timedelta(seconds=delay_s))
         self.metrics.retried.inc()
-        await self.ack(msg)
-        return "retry"
+        await self.ack(env)
 
-    async def dead_letter(self, msg: pulsar.Message, *, reason: str, error: str) -> None:
+    async def dead_letter(self, env: Envelope, *, reason: str, error: str) -> None:
         """Publish to the DLQ, then ack. A payload over ``max_payload_bytes`` goes as a bounded copy; so does
         any message the DLQ refuses whole (too big with its properties, a property it cannot take).
         Raises :class:`DeadLetterRefused`, nothing acknowledged, when the DLQ refuses the bounded copy too."""
-        attempts = attempts_of(msg) + 1
-        props = successor_properties(msg, reason=reason, error=error, attempts=attempts, now_ms=_now_ms())
-        data = msg.data()
-        if len(data) <= self.max_payload_bytes:
+        props = successor_properties(env, reason=reason, error=error)
+        if len(env.data) <= self.max_payload_bytes:
             try:
-                await self.dlq_producer.send(data, props)
+                await self.dlq_producer.send(env.data, props)
             except Exception as e:
                 log.warning(
                     "dead letter refused whole; publishing a bounded copy",
-                    message_id=str(msg.message_id()),
+                    message_id=env.message_id,
                     error=f"{type(e).__name__}: {e}"[:LAST_ERROR_CHARS],
                 )
-                await self._send_bounded(data, props)
+                await self._send_bounded(env.data, props)
         else:
-            await self._send_bounded(data, props)
+            await self._send_bounded(env.data, props)
         self.metrics.dlq.labels(reason=reason).inc()
-        await self.ack(msg)
+        await self.ack(env)
 
     async def _send_bounded(self, data: bytes, props: Mapping[str, str]) -> None:
         payload, bounded = bounded_copy(data, props, max_payload_bytes=self.max_payload_bytes)
@@ -172,7 +126,3 @@ class Settler:
             await self.dlq_producer.send(payload, bounded)
         except Exception as e:
             raise DeadLetterRefused(f"the DLQ refused the bounded copy too: {type(e).__name__}: {e}") from e
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from worker.core.decision import Outcome, Result, Route
+from tests.unit.conftest import FakeMessage
+from worker.core.decision import Listing, Outcome, Result, Route
 from worker.daemon import pipeline as pipeline_mod
 from worker.daemon.pipeline import Pipeline
 from worker.daemon.settlement import DeadLetterRefused, Settler
@@ -22,31 +23,6 @@ from worker.formats import message as m
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode
 from worker.metrics import Metrics
 from worker.settings import WorkerSettings
-
-
-class Msg:
-    def __init__(self, props: dict[str, str] | None = None, data: bytes = b"payload", redeliveries: int = 0) -> None:
-        self._props = props or {}
-        self._data = data
-        self._redeliveries = redeliveries
-
-    def properties(self) -> dict[str, str]:
-        return self._props
-
-    def data(self) -> bytes:
-        return self._data
-
-    def topic_name(self) -> str:
-        return "persistent://pulsar/system/__ledger_deletion"
-
-    def message_id(self) -> str:
-        return "(1,2,-1,-1)"
-
-    def publish_timestamp(self) -> int:
-        return 1_000
-
-    def redelivery_count(self) -> int:
-        return self._redeliveries
 
 
 class Events:
@@ -65,6 +41,10 @@ class Consumer:
     async def acknowledge(self, msg: Any) -> None:
         self.ev.acked.append(msg)
 
+    async def acknowledge_many(self, msgs: list[Any]) -> list[BaseException | None]:
+        self.ev.acked.extend(msgs)
+        return [None] * len(msgs)
+
 
 class Producer:
     def __init__(self, name: str, ev: Events, fail: BaseException | None = None) -> None:
@@ -81,19 +61,22 @@ class Producer:
 class Decider:
     """Returns one scripted decision (or raises it)."""
 
-    def __init__(self, result: Result | BaseException, info: PendingDeleteLedgerInfo | None = None) -> None:
+    def __init__(self, result: Result | BaseException) -> None:
         self.result = result
-        self.info = info
-        self.seen: list[bytes] = []
+        self.seen: list[PendingDeleteLedgerInfo] = []
 
-    async def decide(self, data: bytes) -> tuple[PendingDeleteLedgerInfo | None, Result]:
-        self.seen.append(data)
+    def storage_proven(self) -> bool:
+        return True
+
+    async def decide_info(self, info: PendingDeleteLedgerInfo) -> Result:
+        self.seen.append(info)
         if isinstance(self.result, BaseException):
             raise self.result
-        return self.info, self.result
+        return self.result
 
 
 INFO = PendingDeleteLedgerInfo("persistent://t/ns/topic", LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, 7)
+RAW = encode(INFO)
 
 
 def make(
@@ -111,7 +94,6 @@ def make(
         Producer("retry", ev, retry_fail),
         Producer("dlq", ev, dlq_fail),
         metrics,
-        max_attempts=s.max_attempts,
         max_payload_bytes=s.max_payload_bytes,
     )
     return Pipeline(decider=decider, settler=settler, settings=s, metrics=metrics)  # type: ignore[arg-type]
@@ -120,27 +102,36 @@ def make(
 TRANSIENT = Result(Outcome.TRANSIENT, Route.OWNER, "bookie down", stage="bookkeeper")
 
 
+def Msg(props: dict[str, str] | None = None, data: bytes = RAW, **kw: Any) -> FakeMessage:
+    return FakeMessage(props or {}, data=data, **kw)
+
+
+async def handle(p: Pipeline, msg: FakeMessage) -> Result:
+    """What the daemon does with a received message: read it once, then handle it."""
+    return await p.handle(p.read([msg])[0])
+
+
 @pytest.mark.parametrize("count", ["1100", "5000", "100000", "9" * 5000])
 async def test_an_absurd_attempt_count_is_dead_lettered_not_looped(count: str) -> None:
     # Defect: the backoff delay was computed before the attempts check, and 60 * 2.0 ** 4999 raises
     # OverflowError: handle() raised, the daemon nacked, and the redelivered copy raised again, forever.
     ev = Events()
     msg = Msg({m.RECONSUMETIMES: count})
-    res = await make(Decider(TRANSIENT, INFO), ev).handle(msg)  # type: ignore[arg-type]
+    res = await handle(make(Decider(TRANSIENT), ev), msg)
     assert res.outcome is Outcome.TRANSIENT
     assert ev.names() == ["dlq"]
     props = ev.sent[0][2]
     assert props[m.REASON] == "transient"
     assert "attempts exhausted" in props[m.LAST_ERROR]
-    assert ev.acked == [msg]
+    assert [a for a in ev.acked] == [msg]
 
 
 async def test_a_payload_over_the_limit_is_invalid_and_dead_lettered_bounded() -> None:
     ev = Events()
-    decider = Decider(TRANSIENT, INFO)
+    decider = Decider(TRANSIENT)
     payload = b"\x00" * 200_000
     msg = Msg(data=payload)
-    res = await make(decider, ev).handle(msg)  # type: ignore[arg-type]
+    res = await handle(make(decider, ev), msg)
     assert res.outcome is Outcome.INVALID
     assert "max_payload_bytes" in res.reason
     assert decider.seen == []  # not even decoded
@@ -151,46 +142,46 @@ async def test_a_payload_over_the_limit_is_invalid_and_dead_lettered_bounded() -
     assert props[m.PAYLOAD_SHA256] == hashlib.sha256(payload).hexdigest()
     assert props[m.PAYLOAD_TRUNCATED] == "true"
     assert props[m.REASON] == "invalid"
-    assert ev.acked == [msg]
+    assert [a for a in ev.acked] == [msg]
 
 
 async def test_the_payload_limit_is_a_setting() -> None:
     ev = Events()
-    res = await make(Decider(TRANSIENT, INFO), ev, max_payload_bytes=2048).handle(Msg(data=b"x" * 2049))  # type: ignore[arg-type]
-    assert res.outcome is Outcome.INVALID
+    res = await handle(make(Decider(TRANSIENT), ev, max_payload_bytes=2048), Msg(data=RAW + b"\x00" * 2049))
+    assert res.outcome is Outcome.INVALID and "max_payload_bytes (2048)" in res.reason
     ev2 = Events()
-    res2 = await make(Decider(TRANSIENT, INFO), ev2, max_payload_bytes=2048).handle(Msg(data=b"x" * 2048))  # type: ignore[arg-type]
+    res2 = await handle(make(Decider(TRANSIENT), ev2, max_payload_bytes=2048), Msg())
     assert res2.outcome is Outcome.TRANSIENT and ev2.names() == ["retry"]
 
 
 async def test_a_retry_that_cannot_be_published_ends_in_the_dlq() -> None:
     ev = Events()
     msg = Msg()
-    res = await make(Decider(TRANSIENT, INFO), ev, retry_fail=RuntimeError("Pulsar error: MessageTooBig")).handle(msg)  # type: ignore[arg-type]
+    res = await handle(make(Decider(TRANSIENT), ev, retry_fail=RuntimeError("Pulsar error: MessageTooBig")), msg)
     assert res.outcome is Outcome.TRANSIENT
     assert ev.names() == ["dlq"]
     props = ev.sent[0][2]
     assert props[m.REASON] == "transient"
     assert "MessageTooBig" in props[m.LAST_ERROR]
-    assert ev.acked == [msg]
+    assert [a for a in ev.acked] == [msg]
 
 
 async def test_a_decision_that_raises_ends_in_the_dlq() -> None:
     ev = Events()
     msg = Msg()
-    res = await make(Decider(KeyError("surprise")), ev).handle(msg)  # type: ignore[arg-type]
+    res = await handle(make(Decider(KeyError("surprise")), ev), msg)
     assert res.outcome is Outcome.TRANSIENT and res.stage == "settle"
     assert ev.names() == ["dlq"]
     assert "surprise" in ev.sent[0][2][m.LAST_ERROR]
-    assert ev.acked == [msg]
+    assert [a for a in ev.acked] == [msg]
 
 
 async def test_only_a_dlq_that_refuses_everything_hands_the_message_back() -> None:
     # Nothing else can be done without losing it: the daemon negative-acknowledges (tests/unit/test_daemon.py).
     ev = Events()
-    p = make(Decider(TRANSIENT, INFO), ev, retry_fail=TimeoutError("retry"), dlq_fail=TimeoutError("dlq"))
+    p = make(Decider(TRANSIENT), ev, retry_fail=TimeoutError("retry"), dlq_fail=TimeoutError("dlq"))
     with pytest.raises(DeadLetterRefused):
-        await p.handle(Msg())  # type: ignore[arg-type]
+        await handle(p, Msg())
     assert ev.acked == []
 
 
@@ -198,9 +189,9 @@ async def test_a_first_seen_time_beyond_a_float_does_not_fail_the_ack() -> None:
     # Defect: the end-to-end metric computed now - int(first_seen_ms) in floats: OverflowError after the ack.
     ev = Events()
     msg = Msg({m.FIRST_SEEN_MS: "9" * 400})
-    res = await make(Decider(Result(Outcome.DELETED, Route.OWNER), INFO), ev).handle(msg)  # type: ignore[arg-type]
+    res = await handle(make(Decider(Result(Outcome.DELETED, Route.OWNER)), ev), msg)
     assert res.outcome is Outcome.DELETED
-    assert ev.acked == [msg] and ev.sent == []
+    assert [a for a in ev.acked] == [msg] and ev.sent == []
 
 
 class RecordingLog:
@@ -240,9 +231,7 @@ async def test_a_rejected_payload_is_logged_bounded(monkeypatch: pytest.MonkeyPa
     )
     raw = encode(info)
     ev = Events()
-    await make(Decider(Result(Outcome.REJECTED, Route.DIRECT, "not this topic's ledger"), info), ev).handle(
-        Msg(data=raw)  # type: ignore[arg-type]
-    )
+    await handle(make(Decider(Result(Outcome.REJECTED, Route.DIRECT, "not this topic's ledger")), ev), Msg(data=raw))
     [(level, _event, fields)] = [r for r in rec.records if "rejected" in r[1]]
     assert level == "warning"
     payload = fields["payload"]
@@ -261,3 +250,67 @@ def test_the_payload_limit_stays_below_the_brokers_message_size(value: int) -> N
     # under Pulsar's default maxMessageSize (5 MiB).
     with pytest.raises(ValueError, match="max_payload_bytes"):
         WorkerSettings(max_payload_bytes=value)
+
+
+# ---- the brokers' own deletions, released when their ledger is still listed --------------------------------------
+
+KEY = b"the-brokers-key"
+
+
+def marked(props: dict[str, str], data: bytes = RAW) -> dict[str, str]:
+    from worker.core.broker_marks import MARK_PROPERTY, signature
+
+    return {**props, MARK_PROPERTY: signature(KEY, data)}
+
+
+@pytest.mark.parametrize(
+    ("props", "listed", "sent", "released"),
+    [
+        # Signed by the brokers, its ledger still a closed ledger of its topic: acknowledged, no dead letter.
+        (marked({m.RECONSUMETIMES: "9"}), Listing.CLOSED_LEDGER, [], True),
+        (marked({m.RECONSUMETIMES: "9"}), Listing.CURSOR_LEDGER, [], True),
+        # Held by anything else (an open ledger, a compaction, a live bucket): a dead letter.
+        (marked({m.RECONSUMETIMES: "9"}), None, ["dlq"], False),
+        # The extension's informational property is no mark: anyone can set it.
+        ({m.RECONSUMETIMES: "9", "source": "broker-extension"}, Listing.CLOSED_LEDGER, ["dlq"], False),
+        # Before exhaustion a broker message is retried like any other.
+        (marked({m.RECONSUMETIMES: "2"}), Listing.CLOSED_LEDGER, ["retry"], False),
+    ],
+)
+async def test_a_broker_queued_ledger_still_listed_is_released_not_dead_lettered(
+    props: dict[str, str], listed: Listing | None, sent: list[str], released: bool
+) -> None:
+    ev = Events()
+    p = make(Decider(Result(Outcome.IN_USE, Route.OWNER, "referenced by its topic", listed=listed)), ev)
+    p.mark_key = KEY
+    msg = Msg(props)
+    res = await handle(p, msg)
+    assert res.outcome is Outcome.IN_USE
+    assert ev.names() == sent and ev.acked == [msg]
+    assert (p.metrics.dlq.labels(reason="in_use")._value.get() == 1) is (sent == ["dlq"])
+    assert (not sent) is released  # released: acknowledged with no successor at all
+
+
+async def test_a_retry_copy_keeps_the_brokers_mark() -> None:
+    # The payload and the properties travel with the copy: the mark verifies on the next attempt too.
+    ev = Events()
+    p = make(Decider(Result(Outcome.IN_USE, Route.OWNER, "referenced", listed=Listing.CLOSED_LEDGER)), ev)
+    p.mark_key = KEY
+    await handle(p, Msg(marked({})))
+    [(_, data, props, _)] = ev.sent
+    assert p.read([Msg(props, data=data)])[0].broker_mark
+
+
+async def test_no_batch_is_swept_before_the_storage_is_proven() -> None:
+    class Unproven(Decider):
+        def storage_proven(self) -> bool:
+            return False
+
+        @property
+        def metadata(self) -> Any:
+            raise AssertionError("the sweep read BookKeeper's store before its storage was proven")
+
+    p = make(Unproven(TRANSIENT), Events())
+    envs = p.read([Msg(), Msg()])
+    left, reads = await p.sweep(envs)
+    assert left == envs and reads == {}
