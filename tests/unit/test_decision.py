@@ -147,7 +147,10 @@ def test_an_open_data_or_cursor_ledger_nothing_names_is_recovered_first(
     ("facts", "why"),
     [
         # The cursor's current ledger, or the topic's: named by the owner's memory.
-        (Facts(live({1, 9}, cursors={"sub": 7}), stored(CURSOR_CM, state="OPEN", ctime=OLD), recorded=False), "referenced"),
+        (
+            Facts(live({1, 9}, cursors={"sub": 7}), stored(CURSOR_CM, state="OPEN", ctime=OLD), recorded=False),
+            "referenced",
+        ),
         # Named by the cursor's znode (a topic not loaded, a cursor recovering): its owner may write it.
         (Facts(live({1, 9}), stored(CURSOR_CM, state="OPEN", ctime=OLD), recorded=True), "stored record names"),
         # The stored record was not read: no proof nothing names it.
