@@ -139,7 +139,7 @@ def decide(info: PendingDeleteLedgerInfo, facts: Facts, *, now_ms: int, rules: R
             return Result(Outcome.IN_USE, route, held)
         if v.verdict is Verdict.OPEN:
             # Not held by its live topic (returned above): recovered first when nothing else may write it.
-            why_kept = recovery_hold(
+            kept = recovery_hold(
                 info.ledger_component,
                 named=False,
                 recorded=facts.recorded,
@@ -147,9 +147,9 @@ def decide(info: PendingDeleteLedgerInfo, facts: Facts, *, now_ms: int, rules: R
                 now_ms=now_ms,
                 min_age_ms=rules.min_ledger_age_ms,
             )
-            if why_kept is None:
+            if kept is None:
                 return Result(Outcome.RECOVER, route, f"{open_kind(info.ledger_component)} nothing names")
-            return Result(Outcome.IN_USE, route, f"{v.reason}: {why_kept}")
+            return Result(Outcome.TOO_YOUNG if kept.too_young else Outcome.IN_USE, route, f"{v.reason}: {kept.reason}")
         if v.verdict is Verdict.TOO_YOUNG:
             return Result(Outcome.TOO_YOUNG, route, v.reason)
         return Result(Outcome.DELETED, route, freed_bytes=freed_bytes(stored))

@@ -29,6 +29,8 @@ scanner, the nightly audit.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from worker.core.ledger_age import ledger_age
 from worker.formats.message import LedgerComponent
 
@@ -55,6 +57,15 @@ def open_kind(component: LedgerComponent) -> str:
     return _KIND[component]
 
 
+@dataclass(frozen=True, slots=True)
+class OpenHold:
+    """Why an open ledger of a live topic is kept. ``too_young``: only its age keeps it (it may be being
+    created), so it is looked at again once old enough."""
+
+    reason: str
+    too_young: bool = False
+
+
 def recovery_hold(
     component: LedgerComponent,
     *,
@@ -63,7 +74,7 @@ def recovery_hold(
     ctime_ms: int | None,
     now_ms: float,
     min_age_ms: float,
-) -> str | None:
+) -> OpenHold | None:
     """Why an OPEN (or IN_RECOVERY) ledger of a live topic may not be recovered, or None: recover it.
 
     ``named``: the owner's live state holds it (``worker.core.live_set.ledger_hold``); ``recorded``: the
@@ -77,16 +88,16 @@ def recovery_hold(
             LedgerComponent.SCHEMA_STORAGE: "the schema registry may be writing it",
             LedgerComponent.DELAYED_INDEX_BUCKET: "its subscription's delayed-delivery tracker may be writing it",
         }[component]
-        return f"{kind} of a live topic: {why}"
+        return OpenHold(f"{kind} of a live topic: {why}")
     if named:
-        return f"{kind} its topic names"
+        return OpenHold(f"{kind} its topic names")
     if recorded is None:
-        return f"{kind}: its topic's stored record was not read"
+        return OpenHold(f"{kind}: its topic's stored record was not read")
     if recorded:
-        return f"{kind} its topic's stored record names"
+        return OpenHold(f"{kind} its topic's stored record names")
     age = ledger_age(ctime_ms, now_ms=now_ms, min_age_ms=min_age_ms)
     if not age.known:
-        return f"{kind} without a creation time: it may be being created"
+        return OpenHold(f"{kind} without a creation time: it may be being created", too_young=True)
     if not age.old_enough:
-        return f"{kind} younger than the minimum age: it may be being created"
+        return OpenHold(f"{kind} younger than the minimum age: it may be being created", too_young=True)
     return None
