@@ -52,6 +52,12 @@ def may_be_written(state: str, *, topic_exists: bool) -> bool:
     return topic_exists and state.upper() != "CLOSED"
 
 
+def znode_name(name: str) -> bool:
+    """Whether a cursor's name (its znode's name in the metadata store) can name a znode. One that cannot
+    (".", "a/b") is never read, so its record is unknown, which holds the ledger."""
+    return name not in ("", ".", "..") and "/" not in name
+
+
 def open_kind(component: LedgerComponent) -> str:
     """What an open ledger of ``component`` is, in the words reports and logs use."""
     return _KIND[component]

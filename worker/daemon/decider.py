@@ -38,7 +38,7 @@ from worker.core.bucket_in_use import CursorRecord, cursor_znode_name
 from worker.core.decision import Facts, Outcome, Result, Route, Rules, decide
 from worker.core.ledger_age import ledger_age
 from worker.core.live_set import LiveSet, ledger_hold
-from worker.core.open_ledger import RECOVERABLE
+from worker.core.open_ledger import RECOVERABLE, znode_name
 from worker.core.stored import Missing, Refused, Stored, StoredLedger
 from worker.daemon.ledger_turns import LedgerTurns
 from worker.daemon.rate_limit import TokenBucket
@@ -233,8 +233,7 @@ class Decider:
             named_by: str | None = None
             if info.ledger_component is LedgerComponent.MANAGED_CURSOR:
                 named_by = info.cursor_name or ""
-            # A cursor's name is its znode's: one that names no znode (".", "a/b") is not read, which holds it.
-            if named_by is None or (named_by not in ("", ".", "..") and "/" not in named_by):
+            if named_by is None or znode_name(named_by):
                 with _stage("zookeeper"):
                     recorded = await self.metadata.records_ledger(info.topic, info.ledger_id, named_by)
         return Facts(live, stored, schema_registry, offload, bucket_cursor=bucket_cursor, recorded=recorded)
