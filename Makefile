@@ -7,7 +7,7 @@ CONFIG ?= config/worker.example.yaml
 # standalone (the default stack) or cluster (ZooKeeper, two bookies, two brokers: deploy/local/stack.sh)
 PROFILE ?= standalone
 
-.PHONY: venv ops-tools dashboards broker-extension leak-demo reclaim-demo stack-up stack-down stack-status test test-cluster chaos unit integration lint run demo bench bench-bookies bench-extension clean
+.PHONY: venv protos ops-tools dashboards broker-extension leak-demo reclaim-demo stack-up stack-down stack-status test test-cluster chaos unit integration lint run demo bench bench-bookies bench-extension clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -16,6 +16,12 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 venv: $(VENV)/.installed
+
+# worker/formats/*_pb2.py(i) from the .proto files in worker/formats/proto (grpcio-tools' protoc and
+# mypy-protobuf, the test extra); tests/unit/test_bookkeeper_formats.py fails when they differ.
+protos: venv
+	cd worker/formats/proto && PATH="$(abspath $(VENV))/bin:$$PATH" $(abspath $(PY)) -m grpc_tools.protoc \
+	  -I. --python_out=.. --mypy_out=.. *.proto
 
 # Debian's Prometheus, promtool and Pushgateway for the alert-rule and scrape tests; installed only when missing.
 ops-tools:

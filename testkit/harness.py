@@ -220,37 +220,105 @@ class WorkerHarness:
         self.close_client()
 
 
-def create_ledgers(
-    stack: Stack, count: int, custom: dict[str, str], entries: int = 3, *, leave_open: bool = False
-) -> list[int]:
-    """Real BookKeeper ledgers with the given custom metadata, made with BookKeeper's own Java client
-    (one JVM for all of them: a JVM start costs seconds). ``leave_open``: never closed (state OPEN)."""
+def _java(program: str, *args: str) -> list[str]:
+    """A Java program of tests/integration/java run on the Pulsar distribution's jars (BookKeeper's client)."""
     lib = Path(os.environ.get("STACK_CACHE") or REPO / "deploy" / "local" / ".cache")
     # The distribution of the stack under test (PULSAR_VERSION), else the newest one unpacked.
     dists = sorted(lib.glob(f"apache-pulsar-{os.environ.get('PULSAR_VERSION') or '*'}/lib")) or sorted(
         lib.glob("apache-pulsar-*/lib")
     )
     assert dists, "the Pulsar distribution is not unpacked (make stack-up)"
-    env = {**os.environ, "LEAVE_OPEN": "1" if leave_open else "0"}
+    return ["java", "-cp", f"{dists[-1]}/*", str(REPO / "tests" / "integration" / "java" / program), *args]
+
+
+def _create_ledger_cmd(stack: Stack, count: int, entries: int, custom: dict[str, str]) -> list[str]:
+    return _java(
+        "CreateLedger.java", stack.zookeeper_hosts, str(count), str(entries), *(f"{k}={v}" for k, v in custom.items())
+    )
+
+
+def recover_with_bookkeeper(
+    stack: Stack, ledger_ids: list[int], *, digest: str = "CRC32C", password: str = ""
+) -> dict[int, tuple[int, int]]:
+    """BookKeeper's own recovery open of each ledger (RecoverLedger.java): ledger id -> (last entry id, length)."""
+    env = {**os.environ, "DIGEST": digest, "PASSWORD": password}
+    cmd = _java("RecoverLedger.java", stack.zookeeper_hosts, *map(str, ledger_ids))
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    got = {}
+    for line in out.stdout.splitlines():
+        if line.startswith("RECOVERED="):
+            lid, last, length = map(int, line.split("=", 1)[1].split(","))
+            got[lid] = (last, length)
+    assert set(got) == set(ledger_ids), (
+        f"RecoverLedger failed ({out.returncode}): {out.stdout[-2000:]} {out.stderr[-2000:]}"
+    )
+    return got
+
+
+def create_ledgers(
+    stack: Stack,
+    count: int,
+    custom: dict[str, str],
+    entries: int = 3,
+    *,
+    leave_open: bool = False,
+    digest: str = "CRC32C",
+    password: str = "",
+) -> list[int]:
+    """Real BookKeeper ledgers with the given custom metadata, made with BookKeeper's own Java client
+    (one JVM for all of them: a JVM start costs seconds). ``leave_open``: never closed (state OPEN).
+    ``digest`` (CRC32C, CRC32, MAC, DUMMY) and ``password``: BookKeeper's, as a ledger's writer chooses them."""
+    env = {**os.environ, "LEAVE_OPEN": "1" if leave_open else "0", "DIGEST": digest, "PASSWORD": password}
     ids: list[int] = []
     # One more run for what a failed run did not make: on 2 loaded cores a bookie client has failed once in
     # hundreds of runs. Ledgers it did make are printed before the failure, so none is made twice.
     for _ in range(2):
-        cmd = [
-            "java",
-            "-cp",
-            f"{dists[-1]}/*",
-            str(REPO / "tests" / "integration" / "java" / "CreateLedger.java"),
-            stack.zookeeper_hosts,
-            str(count - len(ids)),
-            str(entries),
-            *(f"{k}={v}" for k, v in custom.items()),
-        ]
+        cmd = _create_ledger_cmd(stack, count - len(ids), entries, custom)
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
         ids += [int(line.split("=", 1)[1]) for line in out.stdout.splitlines() if line.startswith("LEDGER_ID=")]
         if len(ids) == count:
             return ids
     raise AssertionError(f"CreateLedger failed ({out.returncode}): {out.stdout[-2000:]} {out.stderr[-2000:]}")
+
+
+class LedgerWriter:
+    """A live BookKeeper writer (BookKeeper's own Java client, CreateLedger.java with KEEP_WRITING): it keeps
+    adding to its open ledger every 50 ms until an add fails, as a broker writing its current ledger does."""
+
+    def __init__(self, stack: Stack, custom: dict[str, str], *, entries: int = 3, seconds: int = 120) -> None:
+        env = {**os.environ, "KEEP_WRITING": str(seconds)}
+        cmd = _create_ledger_cmd(stack, 1, entries, custom)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        self.lines: list[str] = []
+        self.ledger_id = int(self._until("LEDGER_ID="))
+
+    def _until(self, prefix: str, *stops: str) -> str:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.strip())
+            if line.startswith((prefix, *stops)):
+                return line.strip().split("=", 1)[-1]
+        raise AssertionError(f"the writer ended before {prefix}: {self.lines[-20:]}")
+
+    def added(self) -> list[int]:
+        return [int(line.split("=", 1)[1]) for line in self.lines if line.startswith("ADDED=")]
+
+    def wait_until_added(self, n: int) -> None:
+        """Until the writer confirmed ``n`` more adds."""
+        while len(self.added()) < n:
+            self._until("ADDED=")
+
+    def failure(self) -> str:
+        """The exception that ended the writer's adds (waits for it; WRITER_DONE: none did)."""
+        self._until("ADD_FAILED=", "WRITER_DONE")
+        return self.lines[-1]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 def ml_info(topic: str, ledger_id: int) -> PendingDeleteLedgerInfo:

@@ -41,6 +41,8 @@ QUEUE_TOPICS = 'topic=~".*/__ledger_deletion.*"'
 BOOKIE_ENTRY_LOGS = "bookie_ACTIVE_ENTRY_LOG_SPACE_BYTES"
 BOOKIE_RECLAIMED_DELETION = "bookie_RECLAIMED_DELETION_SPACE_BYTES"
 BOOKIE_RECLAIMED_COMPACTION = "bookie_RECLAIMED_COMPACTION_SPACE_BYTES"
+# The audit's open data and cursor ledgers nothing names (worker.nightly.metrics.ORPHAN_CLASSES).
+OPEN_ORPHANS = 'class="bookkeeper_open"'
 
 
 def _w(metric: str, extra: str = "") -> str:
@@ -107,8 +109,8 @@ def _quantiles(metric: str, by: str = "") -> list[tuple[str, str]]:
     ]
 
 
-def _nightly(metric: str, job: str) -> str:
-    return f'{metric}{{job="{job}"}}'
+def _nightly(metric: str, job: str, extra: str = "") -> str:
+    return f'{metric}{{job="{job}"{"," + extra if extra else ""}}}'
 
 
 def build() -> dash_b.Dashboard:
@@ -282,6 +284,28 @@ def build() -> dash_b.Dashboard:
         )
     )
     d = d.with_panel(_ts("In flight per replica", [(f"{_w('ledger_deletion_inflight')}", "{{instance}}")], width=8))
+    d = d.with_panel(
+        _ts(
+            "Open ledgers nothing names: found and recovered",
+            [
+                (
+                    f"sum({_nightly(nm.AUDIT_ORPHANS, nm.JOB_AUDIT, OPEN_ORPHANS)})",
+                    "found by the last audit",
+                ),
+                (
+                    f"sum by (component) (increase({_w('ledger_deletion_recovered_total')}[1d]))",
+                    "recovered by the worker in the last day ({{component}})",
+                ),
+            ],
+            description=(
+                "Open data and cursor ledgers of live topics that neither the topic's owner nor its stored record "
+                "names, older than the minimum age: what a broker that died between a cursor switch and its delete "
+                "of the old ledger leaves (Pulsar 4.0 deletes it without closing it). The audit counts them "
+                "(orphan class bookkeeper_open); the worker fences and closes each (recovered) before its delete."
+            ),
+            width=8,
+        )
+    )
 
     d = d.with_row(dash_b.Row("Queue topics"))
     d = d.with_panel(

@@ -36,6 +36,14 @@ class Metrics:
             ["ledger_type", "route"],
             registry=r,
         )
+        # worker.core.open_ledger: open data and cursor ledgers nothing named, fenced and closed by this worker
+        # before their delete (as BookKeeper's recovery open does).
+        self.recovered = Counter(
+            f"{p}recovered",
+            "Open ledgers nothing named, recovered (fenced and closed) by this worker before their delete",
+            ["component"],
+            registry=r,
+        )
         self.failed = Counter(f"{p}failed", "Attempts that failed, by pipeline stage", ["stage"], registry=r)
         self.in_use = Counter(f"{p}in_use", "Messages whose ledger the owner still references", registry=r)
         self.rejected = Counter(

@@ -123,6 +123,11 @@ class BookKeeperSettings(_Section):
     # ledger's metadata znode (needs zookeeper.hosts).
     delete_via: Literal["bookie-http", "zookeeper"] = "bookie-http"
     request_timeout_s: float = Field(30.0, gt=0)
+    # An open data or cursor ledger of a live topic that nothing names, older than worker.min_ledger_age_s,
+    # is recovered (fenced through the bookies of its last ensemble, closed in BookKeeper's metadata store)
+    # and then deleted (docs/design.md, "Open ledgers nothing names"). false: such ledgers are kept, as
+    # every open ledger of a live topic. The bookies must take BookKeeper's protocol without authentication.
+    recover_open_ledgers: bool = True
     # Opt-in: once the BookKeeper ledgers this worker deleted add up to this many bytes (their metadata
     # length) since the last request, ask every bookie above (http_url, http_urls) for one garbage
     # collection (PUT /api/v1/bookie/gc), at most once per gc_min_interval_s. null or 0: never; the

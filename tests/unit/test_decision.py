@@ -109,12 +109,83 @@ def test_an_open_ledger_is_never_deleted() -> None:
     res = decide(
         ledger_info(LedgerComponent.COMPACTED_LEDGER), Facts(live({1, 2, 9}, compacted=5), md), now_ms=NOW, rules=RULES
     )
-    assert res.outcome is Outcome.IN_USE and res.reason == "ledger_open"
+    assert res.outcome is Outcome.IN_USE and res.reason.startswith("ledger_open: open compacted ledger")
     in_recovery = stored(ML_CM, state="IN_RECOVERY")
     res = decide(
         ledger_info(LedgerComponent.MANAGED_LEDGER), Facts(live({1, 2, 9}), in_recovery), now_ms=NOW, rules=RULES
     )
     assert res.outcome is Outcome.IN_USE
+
+
+CURSOR_CM = {**ML_CM, "pulsar/cursor": "sub"}
+OLD, YOUNG = NOW - RULES.min_ledger_age_ms, NOW - RULES.min_ledger_age_ms + 1
+
+
+@pytest.mark.parametrize("state", ["OPEN", "IN_RECOVERY"])
+@pytest.mark.parametrize(
+    ("component", "cm"), [(LedgerComponent.MANAGED_CURSOR, CURSOR_CM), (LedgerComponent.MANAGED_LEDGER, ML_CM)]
+)
+def test_an_open_data_or_cursor_ledger_nothing_names_is_recovered_first(
+    state: str, component: LedgerComponent, cm: dict[str, str]
+) -> None:
+    # Pulsar 4.0 deletes a cursor's old ledger without closing it: a crash after the switch leaves an OPEN
+    # ledger no cursor names, kept as "ledger_open" for as long as its topic lived. Nothing named by the
+    # owner's memory nor by the stored record, old enough: recover it, then decide again.
+    res = decide(
+        ledger_info(component),
+        Facts(live({1, 9}, cursors={"sub": 8}), stored(cm, state=state, ctime=OLD), recorded=False),
+        now_ms=NOW,
+        rules=RULES,
+    )
+    assert (res.outcome, res.route) == (Outcome.RECOVER, Route.OWNER)
+    assert res.reason.startswith("open cursor ledger" if component is LedgerComponent.MANAGED_CURSOR else "open data")
+
+
+@pytest.mark.parametrize(
+    ("facts", "why"),
+    [
+        # The cursor's current ledger, or the topic's: named by the owner's memory.
+        (
+            Facts(live({1, 9}, cursors={"sub": 7}), stored(CURSOR_CM, state="OPEN", ctime=OLD), recorded=False),
+            "referenced",
+        ),
+        # Named by the cursor's znode (a topic not loaded, a cursor recovering): its owner may write it.
+        (Facts(live({1, 9}), stored(CURSOR_CM, state="OPEN", ctime=OLD), recorded=True), "stored record names"),
+        # The stored record was not read: no proof nothing names it.
+        (Facts(live({1, 9}), stored(CURSOR_CM, state="OPEN", ctime=OLD)), "was not read"),
+        # A ledger being created is unnamed for a moment: the minimum age.
+        (Facts(live({1, 9}), stored(CURSOR_CM, state="OPEN", ctime=YOUNG), recorded=False), "younger than"),
+        (Facts(live({1, 9}), stored(CURSOR_CM, state="OPEN", ctime=None), recorded=False), "without a creation"),
+    ],
+)
+def test_an_open_cursor_ledger_that_may_be_written_is_never_recovered(facts: Facts, why: str) -> None:
+    res = decide(ledger_info(LedgerComponent.MANAGED_CURSOR), facts, now_ms=NOW, rules=RULES)
+    young = why in ("younger than", "without a creation")
+    assert res.outcome is (Outcome.TOO_YOUNG if young else Outcome.IN_USE) and why in res.reason, res
+
+
+@pytest.mark.parametrize(
+    ("component", "cm"),
+    [
+        (
+            LedgerComponent.COMPACTED_LEDGER,
+            {"application": "pulsar", "component": "compacted-ledger", "pulsar/compactedTopic": TOPIC},
+        ),
+        (LedgerComponent.SCHEMA_STORAGE, {"application": "pulsar", "component": "schema", "pulsar/schemaId": "t/ns/x"}),
+    ],
+)
+def test_an_open_compacted_or_schema_ledger_of_a_live_topic_is_never_recovered(
+    component: LedgerComponent, cm: dict[str, str]
+) -> None:
+    # Their writers (a compaction, the schema registry) name them only once closed: an old open one may be
+    # in progress, whatever names it.
+    res = decide(
+        ledger_info(component),
+        Facts(live({1, 9}), stored(cm, state="OPEN", ctime=OLD), schema_registry=frozenset(), recorded=False),
+        now_ms=NOW,
+        rules=RULES,
+    )
+    assert res.outcome is Outcome.IN_USE and "may be writing it" in res.reason, res
 
 
 def test_an_open_ledger_of_a_gone_topic_is_deleted() -> None:

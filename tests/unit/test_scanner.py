@@ -211,9 +211,20 @@ class FakeSnapshots:
 
 
 class FakeStore:
-    def __init__(self, managed_ledgers: set[str] = set(), schemas: dict[str, frozenset[int]] | None = None) -> None:  # noqa: B006
+    def __init__(
+        self,
+        managed_ledgers: set[str] = set(),  # noqa: B006
+        schemas: dict[str, frozenset[int]] | None = None,
+        recorded: set[int] = set(),  # noqa: B006
+    ) -> None:
         self.managed_ledgers = managed_ledgers
         self.schemas = schemas or {}
+        self.recorded = recorded
+        self.record_reads: list[tuple[str, int, str | None]] = []
+
+    async def records_ledger(self, topic: TopicName, ledger_id: int, cursor: str | None = None) -> bool:
+        self.record_reads.append((str(topic), ledger_id, cursor))
+        return ledger_id in self.recorded
 
     async def managed_ledger_exists(self, ml_name: str) -> bool:
         return ml_name in self.managed_ledgers
@@ -341,7 +352,54 @@ async def test_compacted_ledgers() -> None:
     assert got[1].verdict is Verdict.IN_USE
     assert got[2].verdict is Verdict.ORPHAN
     # Possibly a compaction still writing: never an orphan while the topic lives.
-    assert got[3].verdict is Verdict.SKIPPED and "compaction may be in progress" in got[3].why
+    assert got[3].verdict is Verdict.SKIPPED and "open compacted ledger of a live topic" in got[3].why
+
+
+async def test_open_data_and_cursor_ledgers_nothing_names_are_orphans_of_their_kind() -> None:
+    # Issue 30: every open ledger of a live topic was skipped "compaction may be in progress", forever. An
+    # open data or cursor ledger that neither the owner nor the stored record names, older than the minimum
+    # age, is what a crashed writer left: the worker recovers and deletes it, so it is reported.
+    ledgers = [
+        md(1, ml(A, **{"pulsar/cursor": "sub"}), state="OPEN"),  # nothing names it
+        md(2, ml(A), state="OPEN"),  # nothing names it
+        md(3, ml(A, **{"pulsar/cursor": "sub"}), state="OPEN"),  # the live cursor's current ledger
+        md(4, ml(A), state="OPEN"),  # the topic's record lists it (its owner's memory does not, yet)
+        md(5, ml(A, **{"pulsar/cursor": "sub"}), state="IN_RECOVERY"),  # a recovery that did not finish
+    ]
+    store = FakeStore(recorded={4})
+    got, _, report = await scan(ledgers, {A: live(A, {10}, cursors={"sub": 3})}, store)
+    assert {k: d.verdict for k, d in got.items()} == {
+        1: Verdict.ORPHAN,
+        2: Verdict.ORPHAN,
+        3: Verdict.IN_USE,
+        4: Verdict.SKIPPED,
+        5: Verdict.ORPHAN,
+    }
+    assert got[1].why.startswith("open cursor ledger nothing names (state OPEN)")
+    assert got[2].why.startswith("open data ledger nothing names (state OPEN)")
+    assert got[4].why == "open data ledger its topic's stored record names (state OPEN)"
+    assert (str(TopicName.parse(A)), 1, "sub") in store.record_reads
+    assert [d.to_info().ledger_component.value for d in report.orphans] == [
+        "MANAGED_CURSOR",
+        "MANAGED_LEDGER",
+        "MANAGED_CURSOR",
+    ]
+
+
+async def test_an_open_ledger_is_skipped_without_the_stored_record() -> None:
+    # No metadata store: nothing proves the topic's record does not name it.
+    scanner = Scanner(
+        FakeBookie([md(1, ml(A), state="OPEN")]),  # type: ignore[arg-type]
+        FakeSnapshots({A: live(A, {10})}, None),  # type: ignore[arg-type]
+        None,
+        min_age_s=600,
+        clock=lambda: NOW_S,
+    )
+    [d] = (await scanner.scan()).decisions
+    assert (
+        d.verdict is Verdict.SKIPPED
+        and d.why == "open data ledger: its topic's stored record was not read (state OPEN)"
+    )
 
 
 async def test_namespace_filter_and_vanished_ledgers() -> None:

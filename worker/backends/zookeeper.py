@@ -394,6 +394,20 @@ class ZooKeeper:
         except MetadataFormatError as e:
             raise BackendError("zookeeper", f"cursor {cursor} of {topic}: {e}") from e
 
+    async def records_ledger(self, topic: TopicName, ledger_id: int, cursor: str | None = None) -> bool:
+        """Whether ``topic``'s record names ``ledger_id``: its cursor ``cursor``'s ``cursorsLedgerId`` (the
+        cursor's znode name), or, without ``cursor``, its managed ledger's list. No record: it does not."""
+        if cursor is None:
+            ml = await self.read_managed_ledger(topic)
+            return ml is not None and ml.ledger(ledger_id) is not None
+        got = await self.get(f"{managed_ledger_path(topic)}/{cursor}")
+        if got is None:
+            return False
+        try:
+            return parse_managed_cursor_info(got[0]).cursors_ledger_id == ledger_id
+        except MetadataFormatError as e:
+            raise BackendError("zookeeper", f"cursor {cursor} of {topic}: {e}") from e
+
     async def read_topic(self, topic: TopicName) -> TopicMetadata | None:
         """The topic's managed-ledger metadata with its cursors; None when the topic has no znode."""
         path = managed_ledger_path(topic)

@@ -15,6 +15,7 @@ from worker.core.bucket_in_use import CursorRecord, bucket_hold, cursor_znode_na
 from worker.core.freed_bytes import freed_bytes
 from worker.core.live_set import Hold, LiveSet, Snapshot, ledger_hold
 from worker.core.offload_in_use import bookkeeper_copy_released, offloaded_copy_use
+from worker.core.open_ledger import open_kind, recovery_hold
 from worker.core.schema_in_use import schema_ledger_hold
 from worker.core.stored import Missing, Refused, Stored, StoredLedger, StoredObjects
 from worker.core.verification import Verdict, verify_bookkeeper, verify_offload_object_metadata
@@ -32,6 +33,9 @@ class Outcome(enum.StrEnum):
     TRANSIENT = "transient"  # a backend (or this worker) failed: retry with backoff
     INVALID = "invalid"  # undecodable: dead letter at once
     WOULD_DELETE = "would_delete"  # dry run: every check passed, nothing was deleted
+    # An open ledger of a live topic that nothing names (``worker.core.open_ledger``): recover it (fence and
+    # close), then decide again. Like DELETED, a verdict the decider carries out; it never reaches step 6.
+    RECOVER = "recover"
 
 
 FINAL = frozenset({Outcome.DELETED, Outcome.ALREADY_GONE, Outcome.REJECTED, Outcome.INVALID})
@@ -83,6 +87,9 @@ class Facts:
     # A delayed-delivery bucket ledger's subscription as the metadata store holds it (None: not read, which
     # holds the ledger): ``worker.core.bucket_in_use``.
     bucket_cursor: CursorRecord | None = None
+    # An open data or cursor ledger of a live topic that its live set does not hold: whether the topic's
+    # record in Pulsar's metadata store names it, read after the live state (None: not read, which holds it).
+    recorded: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +116,8 @@ def decide(info: PendingDeleteLedgerInfo, facts: Facts, *, now_ms: int, rules: R
 
     Order matters: nothing to delete beats everything; a failed identity proof beats "in use" (a forged
     message must not wait for retries, and must not learn whether its target is live); then in use,
-    open (while its topic exists: a compaction or the owner may be writing it), too young; only then
-    delete.
+    open (while its topic exists: a compaction or the owner may be writing it; one nothing may write is
+    ``RECOVER``ed, and decided again once closed), too young; only then delete.
     """
     live = facts.live
     route = Route.OWNER if isinstance(live, LiveSet) else Route.DIRECT
@@ -143,7 +150,18 @@ def decide(info: PendingDeleteLedgerInfo, facts: Facts, *, now_ms: int, rules: R
         if held is not None:
             return Result(Outcome.IN_USE, route, held)
         if v.verdict is Verdict.OPEN:
-            return Result(Outcome.IN_USE, route, v.reason)
+            # Not held by its live topic (returned above): recovered first when nothing else may write it.
+            kept = recovery_hold(
+                info.ledger_component,
+                named=False,
+                recorded=facts.recorded,
+                ctime_ms=stored.metadata.ctime_ms,
+                now_ms=now_ms,
+                min_age_ms=rules.min_ledger_age_ms,
+            )
+            if kept is None:
+                return Result(Outcome.RECOVER, route, f"{open_kind(info.ledger_component)} nothing names")
+            return Result(Outcome.TOO_YOUNG if kept.too_young else Outcome.IN_USE, route, f"{v.reason}: {kept.reason}")
         if v.verdict is Verdict.TOO_YOUNG:
             return Result(Outcome.TOO_YOUNG, route, v.reason)
         return Result(Outcome.DELETED, route, freed_bytes=freed_bytes(stored))

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 from worker.backends.bookie_http import BookieClient, BookieLedgerStore, CountedLedgerStore, LedgerStore
 from worker.backends.http import new_session
+from worker.backends.ledger_recovery import LedgerRecovery
 from worker.backends.storage_copy import StorageCopy, copies
 from worker.backends.tiered_storage import TieredStorage
 from worker.backends.zookeeper import ZooKeeper
@@ -36,7 +37,8 @@ from worker.broker.snapshot_cache import SnapshotCache, snapshot_cache
 from worker.core.bucket_in_use import CursorRecord, cursor_znode_name
 from worker.core.decision import Facts, Outcome, Result, Route, Rules, decide
 from worker.core.ledger_age import ledger_age
-from worker.core.live_set import LiveSet
+from worker.core.live_set import LiveSet, ledger_hold
+from worker.core.open_ledger import RECOVERABLE, znode_name
 from worker.core.stored import Missing, Refused, Stored, StoredLedger
 from worker.daemon.ledger_turns import LedgerTurns
 from worker.daemon.rate_limit import TokenBucket
@@ -103,6 +105,7 @@ class Decider:
         dry_run: bool = False,
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         storage_proven: Callable[[], bool] = _proven,
+        recovery: LedgerRecovery | None = None,
     ) -> None:
         self.admin = admin
         # Whether the delete route's storage is proven ours: on the bookie route, once one bookie endpoint
@@ -117,6 +120,9 @@ class Decider:
         self.metrics = metrics
         self.dry_run = dry_run
         self.now_ms = wall_clock_ms
+        # Recovers (fences and closes) an open ledger nothing names before it is deleted; None: such a
+        # ledger is kept, as any open one (``bookkeeper.recover_open_ledgers: false``).
+        self.recovery = recovery
         self._turns = LedgerTurns()
 
     async def decide(self, data: bytes) -> tuple[PendingDeleteLedgerInfo | None, Result]:
@@ -142,9 +148,30 @@ class Decider:
 
     async def _decide(self, info: PendingDeleteLedgerInfo) -> Result:
         copy = self.copies[info.ledger_type]
+        recovered = False
         for _ in range(MAX_REEVALUATIONS):
             facts = await self._gather(info, copy)
             res = decide(info, facts, now_ms=self.now_ms(), rules=self.rules)
+            if res.outcome is Outcome.RECOVER:
+                if self.dry_run:
+                    return Result(Outcome.WOULD_DELETE, res.route, f"{res.reason}: would recover, then delete")
+                if self.recovery is None:
+                    return Result(Outcome.IN_USE, res.route, f"ledger_open: {res.reason} (recovery is off)")
+                if recovered:
+                    # Closed by the recovery, yet read open again: someone reopened it? Never guessed at.
+                    return Result(Outcome.TRANSIENT, res.route, "still open after its recovery", stage="recovery")
+                await self.limiter.acquire()
+                # As before a delete: the live state read must still be the topic's, with nothing awaited
+                # between this check and the recovery's first write.
+                if not self.snapshots.is_current(facts.live):
+                    self.metrics.reevaluations.inc()
+                    continue
+                with _stage("recovery"):
+                    done = await self.recovery.recover(info.ledger_id)
+                recovered = True
+                if done.closed_here:
+                    self.metrics.recovered.labels(component=info.ledger_component.value).inc()
+                continue  # decided again on what the recovery left: a closed ledger (or none)
             if res.outcome is not Outcome.DELETED:
                 return res
             if self.dry_run:
@@ -200,7 +227,16 @@ class Decider:
             if cursor not in ("", ".", ".."):
                 with _stage("zookeeper"):
                     bucket_cursor = CursorRecord(await self.metadata.cursor_properties(info.topic, cursor))
-        return Facts(live, stored, schema_registry, offload, bucket_cursor=bucket_cursor)
+        recorded = None
+        if isinstance(live, LiveSet) and isinstance(stored, StoredLedger) and _recovery_candidate(info, stored, live):
+            # Read after the live state, like the bucket's cursor above: worker.core.open_ledger.
+            named_by: str | None = None
+            if info.ledger_component is LedgerComponent.MANAGED_CURSOR:
+                named_by = info.cursor_name or ""
+            if named_by is None or znode_name(named_by):
+                with _stage("zookeeper"):
+                    recorded = await self.metadata.records_ledger(info.topic, info.ledger_id, named_by)
+        return Facts(live, stored, schema_registry, offload, bucket_cursor=bucket_cursor, recorded=recorded)
 
     def _vouches(self, inspecting: asyncio.Future[Stored]) -> Callable[[int], Awaitable[bool]]:
         """The stale-id rule's other way out (``SnapshotCache.get``): a snapshot whose read started once the
@@ -231,6 +267,16 @@ def _abandon(task: asyncio.Future[Stored]) -> None:
             task.exception()
     else:
         task.cancel()
+
+
+def _recovery_candidate(info: PendingDeleteLedgerInfo, stored: StoredLedger, live: LiveSet) -> bool:
+    """An open data or cursor ledger its live topic does not hold: ``decide`` asks whether its topic's stored
+    record names it (``Facts.recorded``) before it would recover it."""
+    return (
+        info.ledger_component in RECOVERABLE
+        and stored.metadata.state.upper() != "CLOSED"
+        and ledger_hold(live, info.ledger_component, info.ledger_id) is None
+    )
 
 
 def _offload_matters(info: PendingDeleteLedgerInfo, live: LiveSet) -> bool:
@@ -312,4 +358,7 @@ async def open_decider(
             metrics=m,
             dry_run=dry_run,
             storage_proven=storage_proven,
+            recovery=LedgerRecovery(zk, timeout_s=s.bookkeeper.request_timeout_s)
+            if s.bookkeeper.recover_open_ledgers
+            else None,
         )

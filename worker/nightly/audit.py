@@ -29,7 +29,9 @@ from typing import Any
 from worker.backends.ledger_listing import MetadataListing as _Listing
 from worker.backends.ledger_listing import ledger_subtrees, read_subtrees
 from worker.core.freed_bytes import human_bytes
+from worker.core.open_ledger import open_kind
 from worker.formats.ledger_metadata import LedgerMetadata
+from worker.formats.message import LedgerComponent
 from worker.formats.topic_name import TopicName
 from worker.nightly.audit_objects import audit_buckets
 from worker.nightly.spark import executor_settings, on_driver, one_frame, settings_on_executor
@@ -283,7 +285,9 @@ def run_audit(
         .agg(F.count("*").alias("n"), F.sum("size").alias("b"))
         .collect()
     ):
-        summary.orphans.append(("bookkeeper", _kind(r["why"]), r["namespace"] or "?", int(r["n"]), int(r["b"] or 0)))
+        kind = _kind(r["why"])
+        cls = "bookkeeper_open" if kind.startswith("open_") else "bookkeeper"
+        summary.orphans.append((cls, kind, r["namespace"] or "?", int(r["n"]), int(r["b"] or 0)))
     if objs is not None:
         if namespaces:
             objs = objs.where(F.col("namespace").isin(list(namespaces)))
@@ -303,7 +307,12 @@ def run_audit(
 
 
 def _kind(why: str) -> str:
-    """The scanner's orphan reasons, folded into the audit's orphan kinds."""
+    """The scanner's orphan reasons, folded into the audit's orphan kinds. An open data or cursor ledger
+    nothing names (``worker.core.open_ledger``) is its own kind and class (``bookkeeper_open``): the worker
+    recovers it before its delete, and its bytes are unknown (an open ledger's metadata records none)."""
     if "gone" in why:
         return "topic_gone"
+    for component in (LedgerComponent.MANAGED_CURSOR, LedgerComponent.MANAGED_LEDGER):
+        if why.startswith(open_kind(component)):
+            return open_kind(component).replace(" ", "_")
     return "unreferenced"

@@ -36,8 +36,10 @@ AUDIT_ORPHAN_BYTES = "ledger_deletion_audit_orphan_bytes"  # {class}
 REPLAY_OUTCOMES = ("deleted", "already_gone", "rejected", "in_use", "too_young", "still_failing", "invalid")
 AUDIT_OUTCOMES = ("orphan", "in_use", "skipped")
 # Values of the `class` label always pushed (0 when none): BookKeeper ledgers vs offloaded objects
-# ({uuid}-ledger-{id}[-index]). Finer classes (e.g. "tiered_other_uuid") may be pushed too: panels sum by class.
-ORPHAN_CLASSES = ("bookkeeper", "tiered")
+# ({uuid}-ledger-{id}[-index]), and open data or cursor ledgers nothing names (BookKeeper's too, counted apart:
+# the worker recovers them before their delete, and their bytes are unknown). Finer classes (e.g.
+# "tiered_other_uuid") may be pushed too: panels sum by class.
+ORPHAN_CLASSES = ("bookkeeper", "bookkeeper_open", "tiered")
 
 
 def run_registry(

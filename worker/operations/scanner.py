@@ -18,7 +18,9 @@ Being wrong one way costs disk; being wrong the other way loses data. So every d
 - a schema ledger is in use while the schema registry's locator (``/schemas/<schemaId>``) references it,
   whether its topic exists or not (``worker.core.schema_in_use``, the worker's rule): the registry
   outlives topics;
-- an open ledger of a live topic may still be written (``worker.core.open_ledger``, the worker's rule);
+- an open ledger of a live topic may still be written, unless it is a data or cursor ledger that neither
+  its topic's owner nor its stored record names, older than the minimum age: the worker recovers and deletes
+  such a ledger, so it is an orphan of its kind (``worker.core.open_ledger``, the worker's rule);
 - an error while reading live state skips that topic's ledgers for this run.
 """
 
@@ -38,7 +40,7 @@ from worker.core.bucket_in_use import CursorRecord, bucket_hold, cursor_znode_na
 from worker.core.ledger_age import ledger_age
 from worker.core.ledger_owner import Owner, Unmapped, owner_of
 from worker.core.live_set import TopicGone, ledger_hold
-from worker.core.open_ledger import may_be_written
+from worker.core.open_ledger import RECOVERABLE, may_be_written, open_kind, recovery_hold, znode_name
 from worker.core.schema_in_use import schema_ledger_hold
 from worker.formats.ledger_metadata import LedgerMetadata
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
@@ -135,6 +137,10 @@ class MetadataStoreView(MetadataStore, Protocol):
 
     async def cursor_properties(self, topic: TopicName, cursor: str) -> Mapping[str, str] | None:
         """A cursor's stored properties (``cursor``: its znode name); None when it has no znode."""
+        ...
+
+    async def records_ledger(self, topic: TopicName, ledger_id: int, cursor: str | None = None) -> bool:
+        """Whether the topic's stored record names the ledger (its cursor's, or its managed ledger's list)."""
         ...
 
 
@@ -285,10 +291,10 @@ class Scanner:
             except Exception as e:
                 verdict, why = Verdict.SKIPPED, f"metadata store unavailable: {type(e).__name__}: {e}"
             if verdict is Verdict.ORPHAN and may_be_written(c.md.state, topic_exists=isinstance(snap, LiveSet)):
-                # Its topic exists, so a writer may still be adding to it (a compaction in progress): the
-                # worker never deletes such a ledger, so it is never queued either.
-                why = f"open ledger of a live topic (state {c.md.state}): compaction may be in progress"
-                verdict = Verdict.SKIPPED
+                try:
+                    verdict, why = await self._judge_open(c)
+                except Exception as e:
+                    verdict, why = Verdict.SKIPPED, f"metadata store unavailable: {type(e).__name__}: {e}"
             out.append(self._decision(c.md, c.owner, verdict, why, c.age_s))
         return out
 
@@ -312,6 +318,27 @@ class Scanner:
             }[owner.component]
             return Verdict.ORPHAN, what
         return Verdict.ORPHAN, "topic gone"
+
+    async def _judge_open(self, c: _Candidate) -> tuple[Verdict, str]:
+        """An open ledger its live topic does not name: the worker's rule (``worker.core.open_ledger``). One
+        the worker would recover and delete is an orphan of its kind; any other is skipped, saying what it is."""
+        component, lid, state = c.owner.component, c.md.ledger_id, c.md.state
+        recorded = None
+        cursor = c.owner.cursor if component is LedgerComponent.MANAGED_CURSOR else None
+        if component in RECOVERABLE and self.store is not None and (cursor is None or znode_name(cursor)):
+            # After the live state (fetched by the caller), as the worker reads it.
+            recorded = await self.store.records_ledger(c.owner.topic, lid, cursor)
+        kept = recovery_hold(
+            component,
+            named=False,
+            recorded=recorded,
+            ctime_ms=c.md.ctime_ms,
+            now_ms=self.clock() * 1000,
+            min_age_ms=self.min_age_s * 1000,
+        )
+        if kept is None:
+            return Verdict.ORPHAN, f"{open_kind(component)} nothing names (state {state}): recovered, then deleted"
+        return (Verdict.TOO_YOUNG if kept.too_young else Verdict.SKIPPED), f"{kept.reason} (state {state})"
 
     async def _judge_bucket(self, c: _Candidate, snap: LiveSet) -> tuple[Verdict, str]:
         """A delayed-delivery bucket ledger of a live topic: the worker's rule (``worker.core.bucket_in_use``);
@@ -370,3 +397,4 @@ class Scanner:
     def _decide(self, report: ScanReport, d: Decision) -> None:
         report.decisions.append(d)
         self.on_decision(d)
+

@@ -1,0 +1,170 @@
+"""Open ledgers on the real stack: the worker recovers and deletes an open cursor or data ledger its live
+topic does not name, and never touches a live cursor's current ledger nor the topic's current ledger (the
+topic keeps writing and reading afterwards)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pulsar
+import pytest
+
+from testkit.harness import LedgerWriter, ml_info, quiet_logger
+from tests.conftest import Stack
+from tests.integration.helpers import eventually, ml_ledger_ids
+from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
+from worker.backends.zookeeper import ZooKeeper
+from worker.broker.admin import PulsarAdmin
+from worker.formats import ledger_metadata_record as record
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
+
+pytestmark = pytest.mark.integration
+
+
+def consume_and_ack(consumer: pulsar.Consumer, n: int) -> None:
+    for _ in range(n):
+        consumer.acknowledge(consumer.receive(timeout_millis=30_000))
+
+
+def produce(stack: Stack, topic: str, n: int) -> None:
+    client = pulsar.Client(stack.service_url, logger=quiet_logger(), operation_timeout_seconds=30)
+    try:
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(n):
+            producer.send(f"m-{i}".encode())
+        producer.close()
+    finally:
+        client.close()
+
+
+async def record_of(zk: ZooKeeper, ledger_id: int) -> tuple[int, int] | None:
+    """The ledger's state and its record's version; None when it is gone."""
+    got = await zk.get(await zk.ledger_path(ledger_id))
+    return None if got is None else (record.decode(got[0]).state, int(got[1].version))
+
+
+def cursor_info(topic: str, cursor: str, ledger_id: int) -> PendingDeleteLedgerInfo:
+    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_CURSOR, LedgerType.LEDGER, ledger_id, cursor)
+
+
+async def test_open_ledgers_nothing_names_are_recovered_and_deleted_and_the_live_ones_never_fenced(
+    stack: Stack, unique: str, test_namespace: str, admin: PulsarAdmin, tmp_path: Path, harnesses: list[WorkerHarness]
+) -> None:
+    topic = f"persistent://{test_namespace}/open-ledgers-{unique}"
+    sub = f"sub-{unique}"
+    # A live topic with a live cursor, its consumer connected throughout: acknowledgements give the cursor a
+    # ledger of its own (the stack's cursors switch ledgers every 5 mark-deletes, at most one a second).
+    client = pulsar.Client(stack.service_url, logger=quiet_logger(), operation_timeout_seconds=30)
+    try:
+        consumer = client.subscribe(topic, sub, initial_position=pulsar.InitialPosition.Earliest)
+        await asyncio.to_thread(produce, stack, topic, 12)
+        await asyncio.to_thread(consume_and_ack, consumer, 12)
+        await _open_ledgers_nothing_names(stack, unique, admin, tmp_path, harnesses, topic, sub, consumer)
+    finally:
+        client.close()
+
+
+async def _open_ledgers_nothing_names(
+    stack: Stack,
+    unique: str,
+    admin: PulsarAdmin,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+    topic: str,
+    sub: str,
+    consumer: pulsar.Consumer,
+) -> None:
+    t = TopicName.parse(topic)
+    seen: list[int] = []
+
+    async def settled_cursor_ledger() -> int | None:
+        # The last mark-delete is persisted within a second: the cursor's ledger then stays the same.
+        lid = int((await admin.internal_stats(t))["cursors"][sub]["cursorLedger"])
+        seen.append(lid)
+        return lid if lid >= 0 and seen[-3:] == [lid] * 3 else None
+
+    live_cursor = await eventually(settled_cursor_ledger, interval=1, what="the cursor's ledger settles")
+    current = max(ml_ledger_ids(await admin.internal_stats(t)))
+
+    # What Pulsar 4.0 leaves when a broker dies right after a cursor switch: an OPEN ledger of that cursor
+    # nothing names (it is deleted without being closed). And an open data ledger the topic never listed.
+    custom = pulsar_ml_metadata(topic)
+    [orphan_cursor] = await asyncio.to_thread(
+        create_ledgers, stack, 1, {**custom, "pulsar/cursor": sub}, 2, leave_open=True
+    )
+    [orphan_data] = await asyncio.to_thread(create_ledgers, stack, 1, custom, 3, leave_open=True)
+
+    async with ZooKeeper(stack.zookeeper_hosts) as zk:
+        before = {lid: await record_of(zk, lid) for lid in (live_cursor, current, orphan_cursor, orphan_data)}
+        assert {lid: r[0] if r else None for lid, r in before.items()} == dict.fromkeys(before, record.OPEN)
+
+        w = WorkerHarness(
+            stack, tmp_path, f"open-{unique}", worker={"max_attempts": 3, "in_use_retry_s": 0.5, "min_ledger_age_s": 2}
+        )
+        harnesses.append(w)
+        w.start()
+        w.send(cursor_info(topic, sub, orphan_cursor))
+        w.send(ml_info(topic, orphan_data))
+        w.send(cursor_info(topic, sub, live_cursor))
+        w.send(ml_info(topic, current))
+
+        async def settled() -> bool:
+            return (
+                w.metric("ledger_deletion_dlq_total", reason="in_use") == 2
+                and await record_of(zk, orphan_cursor) is None
+                and await record_of(zk, orphan_data) is None
+            )
+
+        await eventually(settled, timeout=90, what="the orphans recovered and deleted, the live ledgers parked")
+        assert w.metric("ledger_deletion_recovered_total", component="MANAGED_CURSOR") == 1
+        assert w.metric("ledger_deletion_recovered_total", component="MANAGED_LEDGER") == 1
+        assert w.metric("ledger_deletion_deleted_total", route="owner", result="deleted") == 2
+        # The live cursor's ledger and the topic's current ledger: still OPEN, their records never written.
+        assert await record_of(zk, live_cursor) == before[live_cursor]
+        assert await record_of(zk, current) == before[current]
+        for dead in w.read_dlq():
+            assert "referenced by its topic" in dead.properties()["last_error"]
+
+    # The topic writes to its current ledger and its cursor persists to its own after the worker ran.
+    await asyncio.to_thread(produce, stack, topic, 3)
+    await asyncio.to_thread(consume_and_ack, consumer, 3)
+
+    async def caught_up() -> bool:
+        stats = await admin.internal_stats(t)
+        cursor = stats["cursors"][sub]
+        return current in ml_ledger_ids(stats) and cursor["markDeletePosition"] == stats["lastConfirmedEntry"]
+
+    await eventually(caught_up, what="the topic written and read after the worker ran")
+
+
+async def test_a_live_writer_of_a_ledger_its_topic_names_is_never_fenced(
+    stack: Stack, unique: str, test_namespace: str, admin: PulsarAdmin, tmp_path: Path, harnesses: list[WorkerHarness]
+) -> None:
+    # A writer that is alive and adding (a cursor ledger being created is the only such one a topic does
+    # not name, and the minimum age covers it): while the message's ledger is young, it stays untouched.
+    # Two looks, the second half the minimum age after the first (too young is retried after min_age / 2).
+    topic = f"persistent://{test_namespace}/young-writer-{unique}"
+    await asyncio.to_thread(produce, stack, topic, 1)
+    sub = f"sub-{unique}"
+    writer = await asyncio.to_thread(LedgerWriter, stack, {**pulsar_ml_metadata(topic), "pulsar/cursor": sub})
+    try:
+        w = WorkerHarness(
+            stack, tmp_path, f"young-{unique}", worker={"min_ledger_age_s": 60, "snapshot_ttl_s": 1, "max_attempts": 2}
+        )
+        harnesses.append(w)
+        w.start()
+        w.send(cursor_info(topic, sub, writer.ledger_id))
+
+        async def parked() -> bool:
+            return w.metric("ledger_deletion_dlq_total", reason="too_young") == 1
+
+        await eventually(parked, timeout=90, what="the young open ledger parked")
+        n = len(writer.added())
+        await asyncio.to_thread(writer.wait_until_added, n + 3)  # still writing
+    finally:
+        await asyncio.to_thread(writer.close)
+    assert w.metric("ledger_deletion_recovered_total") == 0
+    [dead] = w.read_dlq()
+    assert "younger than the minimum age" in dead.properties()["last_error"]
