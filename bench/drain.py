@@ -239,6 +239,7 @@ def bench_harness(
             # The rate limit out of the way: the storage, not the token bucket, sets the pace.
             "deletes_per_second": 1_000_000.0,
             "delete_burst": 1_000_000,
+            "pace": False,
             # The smallest safe pair (the age guard must outlast a cached snapshot): the ledgers were
             # made well before this row starts, so none is retried as too young.
             "min_ledger_age_s": 2,
