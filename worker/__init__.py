@@ -1,8 +1,58 @@
 """Two-phase ledger deletion for stock Apache Pulsar.
 
-Phase 1 (``worker.operations.phase1``) queues a ``PendingDeleteLedgerInfo`` before a ledger id leaves its topic's
-metadata; phase 2 (``worker.daemon.daemon``) drains the queue and deletes from BookKeeper or tiered storage
-only what the owner broker no longer uses and what storage metadata proves to be the announced ledger.
+Phase 1 queues a ``PendingDeleteLedgerInfo`` before a ledger id leaves its topic's metadata; phase 2 (the
+daemon, ``ledger-deletion-worker run``) drains the queue and deletes from BookKeeper or tiered storage only
+what the owner broker no longer uses and what storage metadata proves to be the announced ledger.
+
+The library's public API is here::
+
+    from worker import PendingDeleteLedgerInfo, PendingDeleteSender, load_settings
+
+Its names are imported on first use, so that ``import worker.<module>`` (the daemon, a Spark executor) does
+not load the Pulsar client through this package.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+# name -> the module that defines it
+_PUBLIC = {
+    "PendingDeleteSender": "worker.operations.phase1",
+    "BatchResult": "worker.operations.phase1",
+    "SendFailed": "worker.operations.phase1",
+    "MetadataUpdateFailed": "worker.operations.phase1",
+    "send_pending_delete": "worker.operations.phase1",
+    "PendingDeleteLedgerInfo": "worker.formats.message",
+    "LedgerComponent": "worker.formats.message",
+    "LedgerType": "worker.formats.message",
+    "OffloadContext": "worker.formats.message",
+    "Settings": "worker.settings",
+    "ConfigError": "worker.settings",
+    "load_settings": "worker.settings",
+}
+
+__all__ = ["__version__", *_PUBLIC]
+
+if TYPE_CHECKING:
+    from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
+    from worker.operations.phase1 import (
+        BatchResult,
+        MetadataUpdateFailed,
+        PendingDeleteSender,
+        SendFailed,
+        send_pending_delete,
+    )
+    from worker.settings import ConfigError, Settings, load_settings
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'worker' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
