@@ -36,6 +36,11 @@ ops-tools:
 dashboards: venv
 	$(PY) -m tools.dashboards
 
+# The settings table in docs/operations.md and config/worker.example.yaml, from the settings' own descriptions
+# (worker/settings.py; tests fail when a committed copy is stale).
+config-reference: venv
+	$(PY) -m tools.config_reference
+
 # The broker extension's jar (broker-extension/, docs/broker-extension.md): Java 17, Maven, Pulsar's jars from
 # Maven Central as provided; runs its unit tests. The stack's brokers load it (BROKER_EXTENSION=1, the default).
 broker-extension:

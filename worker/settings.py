@@ -35,19 +35,43 @@ class _Section(BaseModel):
 
 
 class PulsarSettings(_Section):
-    service_url: str = "pulsar://127.0.0.1:6650"
-    admin_url: HttpUrl = HttpUrl("http://127.0.0.1:8080")
-    # A JWT for both endpoints: inline (or LDW_PULSAR__AUTH_TOKEN), or read from a file (a mounted
-    # Kubernetes secret) by every process that loads the settings. Never both.
-    auth_token: str | None = Field(None, repr=False)
-    auth_token_file: Path | None = None
-    # PEM CA bundle trusted for an https admin_url and a pulsar+ssl service_url (default: the system's).
-    tls_trust_certs_file: Path | None = None
-    # UNSAFE. Both endpoints check that the broker's certificate names the host in the URL; true turns that
-    # off, so any certificate a trusted CA signed for any host is accepted and the token goes to whoever
-    # presents one. Only for a test broker whose certificate does not name its address.
-    tls_insecure_skip_hostname_verification: bool = False
-    request_timeout_s: float = Field(10.0, gt=0)
+    service_url: str = Field(
+        "pulsar://127.0.0.1:6650", description="Binary protocol endpoint of the brokers (pulsar:// or pulsar+ssl://)."
+    )
+    admin_url: HttpUrl = Field(
+        HttpUrl("http://127.0.0.1:8080"),
+        description="Any broker's admin REST endpoint; lookups find each topic's owner from there.",
+    )
+    auth_token: str | None = Field(
+        None,
+        repr=False,
+        description=(
+            "Bearer token (JWT) for the admin API and the client; or LDW_PULSAR__AUTH_TOKEN. A secret: prefer "
+            "auth_token_file."
+        ),
+    )
+    auth_token_file: Path | None = Field(
+        None,
+        description=(
+            "Read the token from this file (a mounted secret) in every process that loads the settings, the nightly "
+            "jobs' executors included. Not with auth_token."
+        ),
+    )
+    tls_trust_certs_file: Path | None = Field(
+        None,
+        description=(
+            "PEM CA bundle trusted for an https:// admin_url and a pulsar+ssl:// service_url (unset: the system's CAs)."
+        ),
+    )
+    tls_insecure_skip_hostname_verification: bool = Field(
+        False,
+        description=(
+            "UNSAFE if true: certificates are no longer checked against the broker's host name (admin and "
+            "pulsar+ssl://), so the token goes to anyone holding a certificate from a trusted CA. Only for a test "
+            "broker whose certificate does not name its address."
+        ),
+    )
+    request_timeout_s: float = Field(10.0, gt=0, description="Seconds an admin API call may take.")
     _token_source: str | None = PrivateAttr(default=None)
 
     @property
@@ -96,12 +120,38 @@ class PulsarSettings(_Section):
 
 
 class TopicsSettings(_Section):
-    pending: str = "persistent://pulsar/system/__ledger_deletion"
-    retry: str = "persistent://pulsar/system/__ledger_deletion-RETRY"
-    dlq: str = "persistent://pulsar/system/__ledger_deletion-DLQ"
-    subscription: str = "ledger-deletion-worker"
-    dlq_replay_subscription: str = "ledger-deletion-dlq-replay"
-    parallelism: int = Field(4, ge=1, le=256)
+    pending: str = Field(
+        "persistent://pulsar/system/__ledger_deletion",
+        description=(
+            "The pending-deletions topic (partitioned, topics.parallelism partitions): phase 1, the scanner and the "
+            "broker extension queue there."
+        ),
+    )
+    retry: str = Field(
+        "persistent://pulsar/system/__ledger_deletion-RETRY",
+        description="The retry topic: delayed copies of deletions that must wait (in use, too young, a failure).",
+    )
+    dlq: str = Field(
+        "persistent://pulsar/system/__ledger_deletion-DLQ",
+        description=(
+            "The dead-letter topic: attempts exhausted, rejected (identity not proven) or undecodable deletions, each "
+            "with its reason."
+        ),
+    )
+    subscription: str = Field(
+        "ledger-deletion-worker",
+        description="The Shared subscription every worker replica joins, on pending and retry.",
+    )
+    dlq_replay_subscription: str = Field(
+        "ledger-deletion-dlq-replay",
+        description=(
+            "The nightly replay's subscription on the DLQ, created before the first dead letter so retention never "
+            "drops one."
+        ),
+    )
+    parallelism: int = Field(
+        4, ge=1, le=256, description="Partitions of the pending topic (when this process creates it)."
+    )
 
     @field_validator("pending", "retry", "dlq")
     @classmethod
@@ -113,27 +163,66 @@ class TopicsSettings(_Section):
 
 
 class BookKeeperSettings(_Section):
-    http_url: HttpUrl = HttpUrl("http://127.0.0.1:8000")
-    # Every other bookie's HTTP admin endpoint: reads and deletes are spread over all of them (a bookie
-    # serves deletes one at a time, and any bookie deletes any ledger).
-    http_urls: list[HttpUrl] = Field(default_factory=list)
-    # How long a bookie that refused a connection is left out before it is tried again.
-    bookie_down_s: float = Field(5.0, gt=0)
-    # "bookie-http": delete through the bookie's HTTP admin; "zookeeper": versioned delete of the
-    # ledger's metadata znode (needs zookeeper.hosts).
-    delete_via: Literal["bookie-http", "zookeeper"] = "bookie-http"
-    request_timeout_s: float = Field(30.0, gt=0)
-    # An open data or cursor ledger of a live topic that nothing names, older than worker.min_ledger_age_s,
-    # is recovered (fenced through the bookies of its last ensemble, closed in BookKeeper's metadata store)
-    # and then deleted (docs/design.md, "Open ledgers nothing names"). false: such ledgers are kept, as
-    # every open ledger of a live topic. The bookies must take BookKeeper's protocol without authentication.
-    recover_open_ledgers: bool = True
-    # Opt-in: once the BookKeeper ledgers this worker deleted add up to this many bytes (their metadata
-    # length) since the last request, ask every bookie above (http_url, http_urls) for one garbage
-    # collection (PUT /api/v1/bookie/gc), at most once per gc_min_interval_s. null or 0: never; the
-    # bookies then give the disk back on their own schedule (gcWaitTime, compaction intervals).
-    gc_trigger_bytes: int | None = Field(None, ge=0)
-    gc_min_interval_s: float = Field(600.0, gt=0)
+    http_url: HttpUrl = Field(
+        HttpUrl("http://127.0.0.1:8000"),
+        description="A bookie's HTTP admin API (httpServerEnabled=true on the bookie).",
+    )
+    http_urls: list[HttpUrl] = Field(
+        default_factory=list,
+        description=(
+            "Every other bookie's HTTP admin API: reads and deletes are spread over all of them (a bookie serves "
+            "deletes one at a time). Each must be a bookie registered in BookKeeper's metadata store, or the worker "
+            "refuses to start naming it: a bookie of another cluster would delete that cluster's ledgers by id."
+        ),
+    )
+    bookie_down_s: float = Field(
+        5.0,
+        gt=0,
+        description=(
+            "Seconds a bookie that refused a connection is left out before it is tried again; the call goes to the next"
+            " bookie (a call that reached a bookie is never re-sent elsewhere)."
+        ),
+    )
+    delete_via: Literal["bookie-http", "zookeeper"] = Field(
+        "bookie-http",
+        description=(
+            "bookie-http: delete through a bookie's HTTP admin API. zookeeper: read the ledger's metadata in "
+            "BookKeeper's metadata store and delete its znode with the version that was verified (the bookies "
+            "garbage-collect the entries; no bookie HTTP API needed)."
+        ),
+    )
+    request_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description=(
+            "Seconds a bookie HTTP call may take; also bounds each call of a recovery to a bookie (connect, one read)."
+        ),
+    )
+    recover_open_ledgers: bool = Field(
+        True,
+        description=(
+            "An open data or cursor ledger of a live topic that nothing names, older than worker.min_ledger_age_s, is "
+            "recovered (fenced through the bookies of its last ensemble in BookKeeper's protocol, closed in "
+            "BookKeeper's metadata store) and then deleted. Needs the bookies' protocol port reachable without "
+            "authentication. false: such ledgers are kept."
+        ),
+    )
+    gc_trigger_bytes: int | None = Field(
+        None,
+        ge=0,
+        description=(
+            "Opt-in: once the BookKeeper ledgers this replica deleted add up to this many bytes (their metadata length)"
+            " since its last request, ask every bookie of http_url and http_urls for one garbage collection. null or 0:"
+            " never; the bookies give the disk back on their own schedule."
+        ),
+    )
+    gc_min_interval_s: float = Field(
+        600.0,
+        gt=0,
+        description=(
+            "Seconds between two garbage-collection requests at least; the bytes counted meanwhile wait for the next."
+        ),
+    )
 
     @property
     def endpoints(self) -> list[str]:
@@ -163,15 +252,27 @@ def _zk_connect_string(v: str | None) -> str | None:
 
 
 class ZooKeeperSettings(_Section):
-    # Pulsar's metadata store (the brokers' metadataStoreUrl, without its "zk:"): topics' managed
-    # ledgers and cursors, schemas; half of every "topic gone" proof.
-    hosts: str | None = "127.0.0.1:2181"
-    # BookKeeper's metadata store (the ensemble of the bookies' metadataServiceUri) when it is not
-    # Pulsar's: ledger metadata under ledgers_root and the registered bookies. Unset: hosts.
-    bookkeeper_hosts: str | None = None
-    # BookKeeper's ledgers root in bookkeeper_hosts (the path of the bookies' metadataServiceUri).
-    ledgers_root: str = "/ledgers"
-    timeout_s: float = Field(10.0, gt=0)
+    hosts: str | None = Field(
+        "127.0.0.1:2181",
+        description=(
+            "Pulsar's metadata store: the brokers' metadataStoreUrl without its zk: "
+            '(host:port[,host:port...][/chroot]). Managed ledgers, cursors, schemas: half of every "topic gone" proof. '
+            "Required by run; the worker refuses to start unless the pending topic's managed ledger is found there."
+        ),
+    )
+    bookkeeper_hosts: str | None = Field(
+        None,
+        description=(
+            "BookKeeper's metadata store (the ensemble of the bookies' metadataServiceUri) when it is not Pulsar's: "
+            "ledger metadata under ledgers_root and the registered bookies. Unset: hosts. Proven at start by the "
+            "current ledger Pulsar's store lists for the pending topic."
+        ),
+    )
+    ledgers_root: str = Field(
+        "/ledgers",
+        description="BookKeeper's ledgers root in its metadata store (the path of the bookies' metadataServiceUri).",
+    )
+    timeout_s: float = Field(10.0, gt=0, description="ZooKeeper session timeout, seconds; also bounds each call.")
 
     @field_validator("hosts", "bookkeeper_hosts")
     @classmethod
@@ -207,17 +308,41 @@ class ZooKeeperSettings(_Section):
 class S3Target(_Section):
     """One offload target the worker may talk to. Messages can only name one of these."""
 
-    driver: Literal["aws-s3", "s3", "S3", "aws-s3-compatible"] = "aws-s3"
-    bucket: str
-    region: str = "us-east-1"
-    endpoint: HttpUrl | None = None
-    # Inline, or each read from a file (a mounted Kubernetes secret) by every process that loads the
-    # settings; neither: the AWS credential chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY,
-    # AWS_SHARED_CREDENTIALS_FILE, a web identity or instance role) of that process.
-    access_key_id: str | None = Field(None, repr=False)
-    secret_access_key: str | None = Field(None, repr=False)
-    access_key_id_file: Path | None = None
-    secret_access_key_file: Path | None = None
+    driver: Literal["aws-s3", "s3", "S3", "aws-s3-compatible"] = Field(
+        "aws-s3",
+        description=(
+            "The offload driver name this target serves, as Pulsar records it in an offloaded ledger's context."
+        ),
+    )
+    bucket: str = Field(
+        description=(
+            "The bucket. A message naming any other bucket is rejected: the worker connects only to configured targets."
+        )
+    )
+    region: str = Field("us-east-1", description="The bucket's region.")
+    endpoint: HttpUrl | None = Field(None, description="The S3 API endpoint (unset: AWS's for the region).")
+    access_key_id: str | None = Field(
+        None,
+        repr=False,
+        description=(
+            "Access key id, inline (a secret: prefer access_key_id_file). Neither: the process's AWS credential chain."
+        ),
+    )
+    secret_access_key: str | None = Field(
+        None, repr=False, description="Secret access key, inline (a secret: prefer secret_access_key_file)."
+    )
+    access_key_id_file: Path | None = Field(
+        None,
+        description=(
+            "Read the access key id from this file (a mounted secret) in every process that loads the settings."
+        ),
+    )
+    secret_access_key_file: Path | None = Field(
+        None,
+        description=(
+            "Read the secret access key from this file (a mounted secret) in every process that loads the settings."
+        ),
+    )
 
     @model_validator(mode="after")
     def _key_files(self) -> S3Target:
@@ -246,56 +371,130 @@ class S3Target(_Section):
 
 
 class OffloadSettings(_Section):
-    s3_targets: list[S3Target] = Field(default_factory=list)
-    filesystem_base_path: Path | None = None
-    request_timeout_s: float = Field(30.0, gt=0)
+    s3_targets: list[S3Target] = Field(
+        default_factory=list,
+        description=(
+            "The only S3 buckets the worker deletes offloaded objects from (driver, bucket, region, endpoint, "
+            "credentials); a message naming another one is rejected."
+        ),
+    )
+    filesystem_base_path: Path | None = Field(
+        None, description="Root of the filesystem offloader; an offloaded copy's path must resolve inside it."
+    )
+    request_timeout_s: float = Field(30.0, gt=0, description="Seconds a tiered-storage call may take.")
 
 
 class WorkerSettings(_Section):
-    max_inflight: int = Field(16, ge=1, le=10_000)
-    # Messages received at once: each batch is swept together (its already-gone messages settled by one
-    # metadata read and one burst of acknowledgements) while max_inflight still bounds the messages decided
-    # at once. Also the consumer's receiver queue (Pulsar's default is 1,000). Raised to max_inflight when
-    # smaller. docs/operations.md says what a replica then holds unacknowledged.
-    receive_batch: int = Field(128, ge=1, le=1000)
-    # Storage deletes per second per replica (only real deletes take a token: "already gone" costs none).
-    # Chosen against PIP-444, whose broker default lets one broker run 1,000 ledger deletes at once
-    # (managedLedgerDeleteMaxConcurrentRequests): a replica has at most max_inflight (16) deletes in flight,
-    # and 500/s is about one ZooKeeper write per delete, a small share of what an ensemble sustains, so a
-    # few replicas drain a retention sweep without the minutes-long ZooKeeper latency PIP-444 was written
-    # against. docs/operations.md explains the number.
-    deletes_per_second: float = Field(500.0, gt=0)
-    delete_burst: int = Field(100, ge=1)
-    # The pace (worker.core.pace): below deletes_per_second, the delete rate follows the latency of this
-    # worker's own calls to BookKeeper's metadata store, halving whenever an interval's p90 is over
-    # pace_latency_factor x the store's idle level, creeping back up while it is not; never below
-    # pace_floor_per_second (nor above deletes_per_second, which wins over the floor). false: a fixed
-    # deletes_per_second. docs/operations.md: "what the worker does when ZooKeeper is slow".
-    pace: bool = True
-    pace_floor_per_second: float = Field(5.0, gt=0)
-    pace_latency_factor: float = Field(2.0, gt=1)
-    pace_interval_s: float = Field(1.0, gt=0)
-    max_attempts: int = Field(10, ge=1)
-    # The largest pending-deletion payload the worker accepts. A larger one is dead-lettered as `invalid`,
-    # undecoded, as a bounded copy (its size, SHA-256 and first KiB): its retry or DLQ copy (the payload plus
-    # the worker's properties) could not be published under the brokers' maxMessageSize (Pulsar's default
-    # 5 MiB). A genuine PendingDeleteLedgerInfo is a few hundred bytes. Keep it well below maxMessageSize.
-    max_payload_bytes: int = Field(65_536, ge=1024, le=4 * 1024 * 1024)
-    backoff_initial_s: float = Field(60.0, ge=0)
-    backoff_max_s: float = Field(3600.0, ge=0)
-    backoff_multiplier: float = Field(2.0, ge=1)
-    in_use_retry_s: float = Field(600.0, ge=0)
-    min_ledger_age_s: float = Field(600.0, gt=0)
-    snapshot_ttl_s: float = Field(60.0, ge=0)
-    snapshot_cache_size: int = Field(1024, ge=1)
-    drain_timeout_s: float = Field(30.0, gt=0)
-    send_delay_s: float = Field(60.0, ge=0)
-    stats_poll_interval_s: float = Field(15.0, gt=0)
-    # The brokers' extension signs what it queues with this key (its ledgerDeletionMarkKeyFile): a signed
-    # message whose ledger its topic still lists as a closed ledger (or as its cursor's ledger) when attempts
-    # run out is released, not dead-lettered (worker.core.broker_marks). Unset: nothing is released. A secret:
-    # mount it from the same Kubernetes Secret as the brokers'.
-    broker_mark_key_file: Path | None = None
+    max_inflight: int = Field(
+        16,
+        ge=1,
+        le=10_000,
+        description="Messages decided at once per replica (and so storage deletes in flight, at most).",
+    )
+    receive_batch: int = Field(
+        128,
+        ge=1,
+        le=1000,
+        description=(
+            "Messages received at once (at least max_inflight, at most 1,000); also the consumer's receiver queue. A "
+            "batch is swept together: its already-gone messages settled by one read of BookKeeper's metadata store and "
+            "one burst of acknowledgements, the others dispatched as room frees. A replica holds up to about three "
+            "batches unacknowledged: smaller hides less from the other replicas, larger costs fewer round trips."
+        ),
+    )
+    deletes_per_second: float = Field(
+        500.0,
+        gt=0,
+        description=(
+            "Ceiling of the storage deletes per second per replica (a token bucket; a ledger already gone takes no "
+            "token). The pace works below it."
+        ),
+    )
+    delete_burst: int = Field(100, ge=1, description="Deletes the token bucket allows at once.")
+    pace: bool = Field(
+        True,
+        description=(
+            "The delete rate follows BookKeeper's metadata store: halved whenever an interval's p90 latency of this "
+            "worker's calls to it is over pace_latency_factor x its idle level, grown back while not. false: a fixed "
+            "deletes_per_second."
+        ),
+    )
+    pace_floor_per_second: float = Field(
+        5.0,
+        gt=0,
+        description=(
+            "The pace never goes below this many deletes per second (deletes_per_second wins if lower), so a slow store"
+            " still sees the backlog move."
+        ),
+    )
+    pace_latency_factor: float = Field(
+        2.0,
+        gt=1,
+        description="The pace halves the rate when an interval's p90 is over this multiple of the store's idle p90.",
+    )
+    pace_interval_s: float = Field(
+        1.0, gt=0, description="Seconds per pace interval (one decision each, five probe reads)."
+    )
+    max_attempts: int = Field(
+        10, ge=1, description="Deliveries of a deletion before it goes to the DLQ (broker redeliveries count too)."
+    )
+    max_payload_bytes: int = Field(
+        65_536,
+        ge=1024,
+        le=4 * 1024 * 1024,
+        description=(
+            "The largest payload accepted, in bytes (1 KiB to 4 MiB); a larger one is dead-lettered as invalid, as a "
+            "bounded copy. Keep it well below the brokers' maxMessageSize (5 MiB by default): its retry or DLQ copy "
+            "must still be publishable."
+        ),
+    )
+    backoff_initial_s: float = Field(
+        60.0, ge=0, description="Retry delay after a first transient failure, seconds (+-10 % jitter)."
+    )
+    backoff_max_s: float = Field(3600.0, ge=0, description="Longest retry delay after transient failures, seconds.")
+    backoff_multiplier: float = Field(
+        2.0, ge=1, description="Each further transient failure multiplies the retry delay by this."
+    )
+    in_use_retry_s: float = Field(600.0, ge=0, description="Retry delay for a ledger still in use, seconds.")
+    min_ledger_age_s: float = Field(
+        600.0,
+        gt=0,
+        description=(
+            "Ledgers younger than this (seconds) are retried, never deleted: a ledger being created is not yet in its "
+            "topic's list. Must be greater than snapshot_ttl_s."
+        ),
+    )
+    snapshot_ttl_s: float = Field(
+        60.0, ge=0, description="Seconds a topic's live state (its owner's internalStats) may be reused."
+    )
+    snapshot_cache_size: int = Field(1024, ge=1, description="Topics whose live state is cached.")
+    drain_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description=(
+            "On SIGTERM, seconds in-flight messages get to settle before the consumer closes (what is left is "
+            "redelivered to another replica)."
+        ),
+    )
+    send_delay_s: float = Field(
+        60.0,
+        ge=0,
+        description=(
+            "Phase 1's deliver_after, seconds: the worker must not see a deletion before the metadata update that drops"
+            " the ledger lands."
+        ),
+    )
+    stats_poll_interval_s: float = Field(
+        15.0, gt=0, description="Seconds between two admin-API polls of the queue topics' counters (backlog metrics)."
+    )
+    broker_mark_key_file: Path | None = Field(
+        None,
+        description=(
+            "The brokers' extension signing key (its ledgerDeletionMarkKeyFile; a secret, mount it from the same "
+            "Secret): a deletion it signed whose ledger is still listed as a closed ledger, or as its cursor's ledger, "
+            "when attempts run out is released, not dead-lettered. Unset: nothing is released."
+        ),
+    )
     _broker_mark_key: bytes | None = PrivateAttr(default=None)
 
     @property
@@ -338,22 +537,27 @@ class WorkerSettings(_Section):
 class NightlySettings(_Section):
     """The Spark jobs (``replay-dlq``, ``audit``)."""
 
-    # Where the Parquet reports go (a directory, or any URI Spark writes to: hdfs://, s3a://, ...).
-    report_dir: str = "ledger-deletion-reports"
-    # Decisions in flight per Spark task.
-    concurrency: int = Field(16, ge=1, le=1024)
-    # host:port or URL of a Prometheus Pushgateway; the run's results are pushed when set.
-    pushgateway_url: str | None = None
+    report_dir: str = Field(
+        "ledger-deletion-reports",
+        description=(
+            "Root of the nightly reports, any URI Spark writes to (--report-dir overrides it); the jobs write under "
+            "<root>/replay and <root>/audit."
+        ),
+    )
+    concurrency: int = Field(16, ge=1, le=1024, description="Decisions in flight per Spark task.")
+    pushgateway_url: str | None = Field(
+        None, description="host:port or URL of a Prometheus Pushgateway; the runs' results are pushed when set."
+    )
 
 
 class HttpSettings(_Section):
-    host: str = "0.0.0.0"
-    port: int = Field(8090, ge=0, le=65535)
+    host: str = Field("0.0.0.0", description="Address of /metrics, /healthz and /readyz.")
+    port: int = Field(8090, ge=0, le=65535, description="Port of /metrics, /healthz and /readyz.")
 
 
 class LoggingSettings(_Section):
-    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    format: Literal["json", "console"] = "json"
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level.")
+    format: Literal["json", "console"] = Field("json", description="json (structlog JSON lines) or console.")
 
 
 class Settings(BaseSettings):
