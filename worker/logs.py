@@ -12,10 +12,9 @@ import structlog
 
 
 def _dumps(obj: Any, **kw: Any) -> str:
-    """One JSON log line, at one line per settled message: orjson serializes a typical line in ~0.3 µs
-    against the standard library's ~4.1 µs, and the whole line (structlog's processors, the write) went
-    from 9.7 to 7.0 µs (docs/benchmarks.md). What orjson refuses (an integer wider than 64 bits) falls back
-    to the standard library, so no line is ever lost."""
+    """One JSON log line, at one line per settled message: orjson, because the serializer is a visible share
+    of a settled message's cost (docs/benchmarks.md). What orjson refuses (an integer wider than 64 bits)
+    falls back to the standard library, so no line is ever lost."""
     try:
         return orjson.dumps(obj, **kw).decode()
     except (TypeError, orjson.JSONEncodeError):

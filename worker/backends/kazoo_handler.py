@@ -1,5 +1,5 @@
 """One kazoo client per ensemble, on a handler that keeps its epoll selectors between polls (kazoo's
-default builds, registers and closes a fresh one on every poll: 14 % of the nightly replay's CPU).
+default builds, registers and closes a fresh one on every poll, a large share of a busy process's CPU).
 
 Kazoo runs its I/O on its own threads. Every call goes through kazoo's ``*_async`` API, its result is
 handed to the event loop by a callback (no executor thread per call) and awaited with a timeout, so a
@@ -20,8 +20,8 @@ class ReusedSelectorHandler(SequentialThreadingHandler):  # type: ignore[misc]  
     """kazoo's threading handler, polling with a kept selector instead of a new one per poll.
 
     kazoo's connection thread polls its socket for every request and reply, and its stock ``select``
-    builds, registers and closes a fresh epoll selector each time: 14 % of the whole process's CPU in a
-    profile of the DLQ replay on the ZooKeeper route. A selector is kept per set of (file object, events)
+    builds, registers and closes a fresh epoll selector each time, which shows in a profile of any process
+    busy with ZooKeeper (docs/benchmarks.md). A selector is kept per set of (file object, events)
     the connection polls (three sets per connection). The file objects themselves are the keys, so a
     reconnect's new socket can never be mistaken for a closed one that had the same descriptor number."""
 

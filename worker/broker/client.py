@@ -41,8 +41,8 @@ async def close_client(client: pulsar_asyncio.Client) -> None:
 
     ``pulsar.asyncio.Client.close()`` resolves from a C++ callback while the client's threads are still
     stopping; a process that exits at that moment aborts ("terminate called without an active
-    exception", or a segfault) - measured on the local stack: 41 of 80 short-lived processes under load.
-    The blocking close of the underlying client returns only once they are done (0 of 80).
+    exception", or a segfault), which short-lived processes under load do often. The blocking close of
+    the underlying client returns only once they are done.
     """
     await asyncio.to_thread(client._client.close)
 

@@ -113,7 +113,7 @@ def source_options(settings: Settings, topic: str, subscription: str | None) -> 
 
 
 # Topics differ in size and every row of a topic lands in one partition: with one partition per core a
-# single large topic decides the run's length (44/56 split measured for 50 equal topics on 2 partitions).
+# single large topic decides the run's length, and even equal topics hash unevenly over few partitions.
 # Several partitions per slot let the slot that finishes first take the next one.
 PARTITIONS_PER_SLOT = 4
 
