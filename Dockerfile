@@ -1,6 +1,8 @@
 # The worker as operators run it: next to the brokers, scaled out through the Shared subscription.
 #   docker build -t ledger-deletion-worker .                      (target `worker`, the default: last stage)
 #   docker build --target nightly -t ledger-deletion-nightly .    (the nightly Spark jobs, with a Java 17 JRE)
+#   docker build --target broker-extension -t ledger-deletion-broker-extension .
+#                                          (the broker extension's jar, copied onto the brokers by an init container)
 # tests/ops/test_dockerfile.py lints this file with hadolint and runs the worker's install steps in a fresh venv.
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
@@ -10,6 +12,19 @@ COPY pyproject.toml README.md ./
 COPY worker ./worker
 # Every wheel the worker needs, so the runtime stages install offline from /wheels.
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+# The broker extension's jar (make broker-extension does the same outside Docker; its unit tests run here too).
+FROM maven:3.9-eclipse-temurin-17 AS build-extension
+WORKDIR /src
+COPY broker-extension ./broker-extension
+RUN mvn -B -q -f broker-extension/pom.xml package
+
+# Only the jar and a `cp`: the Apache Pulsar chart's brokers run this as an init container that copies the jar
+# into an emptyDir on their classpath (deploy/helm/pulsar-values/, docs/operations.md).
+FROM busybox:1.37 AS broker-extension
+COPY --from=build-extension /src/broker-extension/target/ledger-deletion-broker-extension.jar /opt/ledger-deletion/
+USER 10001
+HEALTHCHECK NONE
 
 FROM build AS build-nightly
 RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[spark]"

@@ -7,7 +7,7 @@ CONFIG ?= config/worker.example.yaml
 # standalone (the default stack) or cluster (ZooKeeper, two bookies, two brokers: deploy/local/stack.sh)
 PROFILE ?= standalone
 
-.PHONY: venv protos ops-tools dashboards broker-extension leak-demo reclaim-demo stack-up stack-down stack-status test test-cluster chaos unit integration lint run demo bench bench-bookies bench-extension clean
+.PHONY: venv protos ops-tools helm helm-chart dashboards broker-extension leak-demo reclaim-demo stack-up stack-down stack-status test test-cluster chaos unit integration lint run demo bench bench-bookies bench-extension clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -23,16 +23,32 @@ protos: venv
 	cd worker/formats/proto && PATH="$(abspath $(VENV))/bin:$$PATH" $(abspath $(PY)) -m grpc_tools.protoc \
 	  -I. --python_out=.. --mypy_out=.. *.proto
 
-# Debian's Prometheus, promtool and Pushgateway for the alert-rule and scrape tests; installed only when missing.
+# Debian's Prometheus, promtool and Pushgateway for the alert-rule and scrape tests, and tmux for the terminal
+# tests (tests/integration/test_terminal_tables.py: the tables at 80 and 200 columns); installed only when missing.
 ops-tools:
 	@if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null \
-	    || ! command -v prometheus-pushgateway >/dev/null || ! command -v openssl >/dev/null; then \
+	    || ! command -v prometheus-pushgateway >/dev/null || ! command -v openssl >/dev/null \
+	    || ! command -v tmux >/dev/null; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	    prometheus prometheus-pushgateway openssl; \
+	    prometheus prometheus-pushgateway openssl tmux; \
 	fi
 
-# deploy/grafana/ledger-deletion.json and deploy/k8s/prometheusrule.yaml from tools/dashboards.py and the
-# alert rules (tests fail when a committed file is stale).
+# Helm 3, built from its Go module into .tools/ (the Go toolchain and the module proxy; cached after the first
+# build). The version and the default Kubernetes version (1.x of its k8s.io modules) are stamped as Helm's own
+# release build does. tests/ops run `helm lint` and `helm template` with it (HELM names the binary).
+HELM_VERSION := v3.22.0
+HELM_K8S_MINOR := 37
+HELM := $(abspath .tools/helm-$(HELM_VERSION))/helm
+export HELM
+HELM_LDFLAGS := -w -s -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)
+HELM_LDFLAGS += $(foreach p,pkg/chartutil pkg/lint/rules,-X helm.sh/helm/v3/$(p).k8sVersionMajor=1 -X helm.sh/helm/v3/$(p).k8sVersionMinor=$(HELM_K8S_MINOR))
+$(HELM):
+	GOBIN=$(dir $(HELM)) GOFLAGS=-trimpath go install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+helm: $(HELM)
+
+# The dashboard (deploy/helm/ledger-deletion-worker/files/ledger-deletion.json) from tools/dashboards.py (tests fail
+# when the committed file is stale).
 dashboards: venv
 	$(PY) -m tools.dashboards
 
@@ -40,6 +56,11 @@ dashboards: venv
 # (worker/settings.py; tests fail when a committed copy is stale).
 config-reference: venv
 	$(PY) -m tools.config_reference
+
+# From worker/settings.py (tools/helm_chart.py): the chart's config block in values.yaml, its values.schema.json,
+# and the Apache Pulsar chart's values overlays in deploy/helm/pulsar-values/ (tests fail when one is stale).
+helm-chart: venv
+	$(PY) -m tools.helm_chart
 
 # The broker extension's jar (broker-extension/, docs/broker-extension.md): Java 17, Maven, Pulsar's jars from
 # Maven Central as provided; runs its unit tests. The stack's brokers load it (BROKER_EXTENSION=1, the default).
@@ -77,7 +98,7 @@ unit: venv
 
 # The whole suite (unit + integration + the cluster tests, which start and stop the cluster profile
 # themselves) against the real local stacks; the chaos run is its own target.
-test: venv ops-tools broker-extension stack-up
+test: venv ops-tools helm broker-extension stack-up
 	$(VENV)/bin/ruff check worker tests bench tools testkit
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports

@@ -1,10 +1,10 @@
 """The Grafana dashboard, as code (grafana-foundation-sdk, Grafana 11 builds; the ``ops`` extra).
 
-``make dashboards`` runs ``python -m tools.dashboards``: it writes ``deploy/grafana/ledger-deletion.json`` and
-the Prometheus operator's copy of the alert rules, ``deploy/k8s/prometheusrule.yaml`` (from
-``deploy/prometheus/ledger-deletion-rules.yml``, the one source). A test fails when either committed file
-differs from what this module generates, and the Prometheus integration test runs every
-panel's query against a real Prometheus scraping a real worker and broker.
+``make dashboards`` runs ``python -m tools.dashboards``: it writes the dashboard into the Helm chart,
+``deploy/helm/ledger-deletion-worker/files/ledger-deletion.json`` (the chart ships it as a ConfigMap for Grafana's
+sidecar; import the same file by hand elsewhere). A test fails when the committed file differs from what this
+module generates, and the Prometheus integration test runs every panel's query against a real Prometheus
+scraping a real worker and broker.
 
 Queries use Grafana's ``$__rate_interval`` and a ``$datasource`` variable and nothing else dashboard-specific.
 Worker series carry ``job="ledger-deletion-worker"`` (scrape job / Service name), nightly ones the
@@ -17,7 +17,6 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
 from grafana_foundation_sdk.builders import common as common_b
 from grafana_foundation_sdk.builders import dashboard as dash_b
 from grafana_foundation_sdk.builders import prometheus, stat, timeseries
@@ -28,9 +27,10 @@ from grafana_foundation_sdk.models.dashboard import DataSourceRef
 from worker.nightly import metrics as nm
 
 UID = "ledger-deletion"
-OUT = Path("deploy/grafana/ledger-deletion.json")
-RULES = Path("deploy/prometheus/ledger-deletion-rules.yml")
-PROMETHEUS_RULE = Path("deploy/k8s/prometheusrule.yaml")
+CHART_FILES = Path("deploy/helm/ledger-deletion-worker/files")
+OUT = CHART_FILES / "ledger-deletion.json"
+# The alert rules the chart renders as a PrometheusRule or VMRule (and a plain Prometheus loads as they are).
+RULES = CHART_FILES / "ledger-deletion-rules.yml"
 DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
 # Queue topics: the worker's own names by default. The broker labels its series with the partition name.
 NOT_OK = 'outcome!="ok"'
@@ -412,35 +412,12 @@ def render() -> str:
     return json.dumps(build().build(), cls=JSONEncoder, indent=2, sort_keys=True) + "\n"
 
 
-class _BlockDumper(yaml.SafeDumper):
-    """Multi-line strings (PromQL, descriptions) as literal blocks, the way the rules file writes them."""
-
-
-_BlockDumper.add_representer(
-    str,
-    lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", v, style="|" if "\n" in v else None),
-)
-
-
-def render_prometheus_rule(rules_yaml: str) -> str:
-    """The alert rules file as a PrometheusRule (monitoring.coreos.com/v1) for clusters with the operator."""
-    resource = {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "PrometheusRule",
-        "metadata": {"name": "ledger-deletion", "labels": {"app.kubernetes.io/name": "ledger-deletion-worker"}},
-        "spec": {"groups": yaml.safe_load(rules_yaml)["groups"]},
-    }
-    header = f"# Generated from {RULES} by `make dashboards`: edit that file, not this one.\n"
-    return header + yaml.dump(resource, Dumper=_BlockDumper, sort_keys=False, width=120)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """Writes both generated files; paths are relative to the repository root (the working directory)."""
+    """Writes the dashboard; the path is relative to the repository root (the working directory)."""
     del argv
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(render())
-    PROMETHEUS_RULE.write_text(render_prometheus_rule(RULES.read_text()))
-    print(f"wrote {OUT} and {PROMETHEUS_RULE}")
+    print(f"wrote {OUT}")
     return 0
 
 

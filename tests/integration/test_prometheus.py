@@ -48,8 +48,8 @@ from worker.nightly import metrics as nm
 
 pytestmark = pytest.mark.integration
 
-RULES = REPO / "deploy" / "prometheus" / "ledger-deletion-rules.yml"
-DASHBOARD = REPO / "deploy" / "grafana" / "ledger-deletion.json"
+RULES = REPO / "deploy" / "helm" / "ledger-deletion-worker" / "files" / "ledger-deletion-rules.yml"
+DASHBOARD = REPO / "deploy" / "helm" / "ledger-deletion-worker" / "files" / "ledger-deletion.json"
 # Only BookKeeper's own exporter provides these; see the module docstring and bookie_exports_metrics.
 # The bookies' own metrics (bookie_*), not the worker's per-bookie counters (ledger_deletion_bookie_*).
 BOOKIE_ONLY = re.compile(r"(?<![a-z_])bookie_")

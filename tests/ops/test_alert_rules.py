@@ -1,4 +1,5 @@
-"""promtool check / test of deploy/prometheus (Debian's promtool: `make ops-tools`)."""
+"""promtool check / test of the alert rules, deploy/helm/ledger-deletion-worker/files/ (Debian's promtool:
+`make ops-tools`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import yaml
 from tests.conftest import REPO
 from tests.ops.promql import alert_rules
 
-RULES_DIR = REPO / "deploy" / "prometheus"
+RULES_DIR = REPO / "deploy" / "helm" / "ledger-deletion-worker" / "files"
 RULES = RULES_DIR / "ledger-deletion-rules.yml"
 RULE_TESTS = RULES_DIR / "ledger-deletion-rules.test.yml"
 OPERATIONS = REPO / "docs" / "operations.md"

@@ -8,11 +8,11 @@ from tests.conftest import REPO
 from tests.ops.promql import dashboard_queries
 from tools import dashboards as dashboard
 
-JSON = REPO / "deploy" / "grafana" / "ledger-deletion.json"
+JSON = REPO / dashboard.OUT
 
 
 def test_committed_dashboard_is_current() -> None:
-    assert JSON.read_text() == dashboard.render(), "deploy/grafana/ledger-deletion.json is stale: run `make dashboards`"
+    assert JSON.read_text() == dashboard.render(), f"{dashboard.OUT} is stale: run `make dashboards`"
 
 
 def test_every_panel_has_queries_with_distinct_ref_ids() -> None:
