@@ -1,0 +1,288 @@
+"""The Apache Pulsar chart's values overlays (deploy/helm/pulsar-values/), rendered with the chart's own templates
+(4.7.0, the broker's part vendored in tests/ops/vendor/) by real Helm, the way `helm upgrade -f` applies them to an
+existing release: every rendered manifest valid, and what a broker pod then runs checked with Pulsar's own files.
+
+- broker.conf: the broker container starts with `bin/apply-config-from-env.py conf/broker.conf` over the
+  environment the chart gives it (its ConfigMap as envFrom, its env). The script (Pulsar's docker image,
+  docker/pulsar/scripts) replaces a key broker.conf has (commented out or not) by the variable of that name, and
+  adds `<key>` for each PULSAR_PREFIX_<key> variable; :func:`apply_config_from_env` applies that rule to the real
+  conf/broker.conf of the Pulsar distribution the stack runs (4.0.x, the chart's line), and the result must hold
+  every line the extension needs, with the worker's queue settings.
+- the classpath: Pulsar's real bin/pulsar, run with that environment and a stand-in `java` that prints its
+  arguments, must put the jar on the broker's -cp, at the path where the init container copies it, on a volume
+  the broker container mounts; the jar `make broker-extension` builds must hold the class broker.conf names.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tests.ops import helm
+from tests.ops.dockerfile import parse
+from tools import helm_chart
+
+VENDOR = Path(__file__).with_name("vendor")
+PULSAR_CHART = VENDOR / "apache-pulsar-chart-4.7.0"
+BLOBS = VENDOR / "apache-pulsar-chart-4.7.0.git-blobs"
+OVERLAYS = {"extension": REPO / helm_chart.OVERLAY, "mark-key": REPO / helm_chart.OVERLAY_MARK_KEY}
+EXTENSION_JAR = REPO / "broker-extension" / "target" / helm_chart.EXTENSION_JAR
+RELEASE = "pulsar"
+# What an operator's own values for an existing release may hold: the overlay must keep it.
+OPERATOR_VALUES = {
+    "broker": {"replicaCount": 2, "configData": {"managedLedgerMaxEntriesPerLedger": "50000"}},
+    "victoria-metrics-k8s-stack": {"enabled": False},
+}
+
+Objects = list[dict[str, Any]]
+
+
+def test_vendored_chart_is_verbatim() -> None:
+    """Every vendored file hashes to its git blob id at the chart's release tag (tests/ops/vendor/README.md)."""
+    expected = dict(line.split(" ", 1)[::-1] for line in BLOBS.read_text().splitlines())
+    files = {str(p.relative_to(PULSAR_CHART)) for p in PULSAR_CHART.rglob("*") if p.is_file()}
+    assert files == set(expected)
+    for rel, blob in expected.items():
+        r = subprocess.run(["git", "hash-object", str(PULSAR_CHART / rel)], capture_output=True, text=True, check=True)
+        assert r.stdout.strip() == blob, f"{rel} differs from the chart's release"
+
+
+@pytest.fixture(scope="module")
+def chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The vendored chart in a temporary copy whose Chart.yaml drops the victoria-metrics-k8s-stack dependency
+    (a subchart not vendored; the broker templates read only its `enabled` value)."""
+    dest = tmp_path_factory.mktemp("chart") / "pulsar"
+    shutil.copytree(PULSAR_CHART, dest)
+    meta = yaml.safe_load((dest / "Chart.yaml").read_text())
+    assert [d["name"] for d in meta.pop("dependencies")] == ["victoria-metrics-k8s-stack"]
+    (dest / "Chart.yaml").write_text(yaml.safe_dump(meta))
+    return dest
+
+
+@pytest.fixture(scope="module")
+def operator_values(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("values") / "current.yaml"
+    path.write_text(yaml.safe_dump(OPERATOR_VALUES))
+    return path
+
+
+@pytest.fixture(scope="module")
+def renders(chart: Path, operator_values: Path) -> dict[str, Objects]:
+    """`helm upgrade pulsar apache/pulsar -f current.yaml [-f overlay]`, as `helm template` renders it."""
+    out = {"stock": helm.template(chart, RELEASE, [operator_values])}
+    for name, overlay in OVERLAYS.items():
+        out[name] = helm.template(chart, RELEASE, [operator_values, overlay])
+    return out
+
+
+def _get(objs: Objects, kind: str, name: str) -> dict[str, Any]:
+    [obj] = [o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name]
+    return obj
+
+
+def _broker(objs: Objects) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+    """The broker StatefulSet's pod spec, its broker container, and that container's environment."""
+    sts = _get(objs, "StatefulSet", f"{RELEASE}-broker")
+    pod = sts["spec"]["template"]["spec"]
+    [c] = [c for c in pod["containers"] if c["name"] == f"{RELEASE}-broker"]
+    env: dict[str, str] = {}
+    for source in c.get("envFrom") or []:
+        cm = _get(objs, "ConfigMap", source["configMapRef"]["name"])
+        env.update({k: str(v) for k, v in cm["data"].items()})
+    env.update({e["name"]: e["value"] for e in c.get("env") or [] if "value" in e})
+    return pod, c, env
+
+
+def apply_config_from_env(conf: str, env: dict[str, str], prefix: str = "PULSAR_PREFIX_") -> str:
+    """broker.conf as the image's bin/apply-config-from-env.py leaves it (the rule in this module's docstring)."""
+    lines = conf.splitlines(keepends=True)
+    keys: dict[str, int] = {}
+    for i, line in enumerate(lines):
+        if "=" in line.strip():
+            keys[line.strip().split("=", 1)[0].lstrip("#").strip()] = i
+    for k in sorted(env):
+        if k in keys:
+            lines[keys[k]] = f"{k}={env[k].strip()}\n"
+    lines.append("\n")
+    for k in sorted(env):
+        if k.startswith(prefix):
+            key = k[len(prefix) :]
+            if key in keys:
+                lines[keys[key]] = f"{key}={env[k].strip()}\n"
+            else:
+                lines.append(f"{key}={env[k].strip()}\n")
+    return "".join(lines)
+
+
+def properties(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+@pytest.fixture(scope="module")
+def pulsar_home() -> Path:
+    cache = Path(os.environ.get("STACK_CACHE") or REPO / "deploy" / "local" / ".cache")
+    dists = sorted(cache.glob("apache-pulsar-4.0.*/conf/broker.conf"))
+    assert dists, "the Pulsar distribution is not unpacked (make stack-up)"
+    return dists[-1].parent.parent
+
+
+def test_the_rule_is_the_scripts(pulsar_home: Path) -> None:
+    """apply_config_from_env on the real broker.conf: a key it has is replaced in place (also a commented-out
+    one), a key it lacks is dropped unless prefixed, a prefixed one is added."""
+    conf = (pulsar_home / "conf" / "broker.conf").read_text()
+    assert "\nmanagedLedgerMaxEntriesPerLedger=" in conf and "\n#" in conf
+    out = properties(
+        apply_config_from_env(
+            conf,
+            {
+                "managedLedgerMaxEntriesPerLedger": "7",
+                "ledgerDeletionPendingTopic": "dropped",
+                "PULSAR_PREFIX_ledgerDeletionPartitions": "3",
+            },
+        )
+    )
+    assert out["managedLedgerMaxEntriesPerLedger"] == "7"
+    assert "ledgerDeletionPendingTopic" not in out
+    assert out["ledgerDeletionPartitions"] == "3"
+
+
+@pytest.mark.parametrize("name", ["stock", *OVERLAYS])
+def test_every_manifest_is_valid(renders: dict[str, Objects], name: str) -> None:
+    kinds = set()
+    for obj in renders[name]:
+        kinds.add(obj["kind"])
+        if obj["kind"] in helm.BUILTIN:
+            helm.validate_builtin(obj)
+    assert {"StatefulSet", "ConfigMap", "Service"} <= kinds
+
+
+@pytest.mark.parametrize("name", sorted(OVERLAYS))
+def test_broker_conf_has_the_extensions_lines(
+    renders: dict[str, Objects], pulsar_home: Path, name: str, tmp_path: Path
+) -> None:
+    """The broker.conf a broker pod starts with: the extension on, with the worker's queue settings; and what the
+    release already had stays (the operator's values, the chart's own defaults)."""
+    _pod, _c, env = _broker(renders[name])
+    conf = properties(apply_config_from_env((pulsar_home / "conf" / "broker.conf").read_text(), env))
+    cfg = yaml.safe_load((REPO / helm_chart.VALUES).read_text())["config"]
+    want = {
+        "managedLedgerStorageClassName": helm_chart.STORAGE_CLASS,
+        "ledgerDeletionPendingTopic": cfg["topics"]["pending"],
+        "ledgerDeletionPartitions": str(cfg["topics"]["parallelism"]),
+        "ledgerDeletionSubscription": cfg["topics"]["subscription"],
+        "ledgerDeletionSendDelaySeconds": str(int(cfg["worker"]["send_delay_s"])),
+    }
+    assert {k: conf.get(k) for k in want} == want
+    assert conf["managedLedgerMaxEntriesPerLedger"] == "50000", "the operator's own configData is kept"
+    assert conf["managedLedgerDefaultEnsembleSize"] == "2", "the chart's own configData is kept"
+    stock = properties(
+        apply_config_from_env((pulsar_home / "conf" / "broker.conf").read_text(), _broker(renders["stock"])[2])
+    )
+    assert not any(k.startswith("ledgerDeletion") or k == "managedLedgerStorageClassName" for k in stock)
+
+
+def _classpath(pulsar_home: Path, env: dict[str, str], tmp_path: Path) -> list[str]:
+    """The -cp Pulsar's bin/pulsar gives the broker JVM in that environment (a stand-in java prints its args)."""
+    java_home = tmp_path / "java"
+    (java_home / "bin").mkdir(parents=True)
+    java = java_home / "bin" / "java"
+    java.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "-version" ]; then echo \'openjdk version "17.0.12" 2024-07-16\' >&2; exit 0; fi\n'
+        'printf "%s\\n" "$@"\n'
+    )
+    java.chmod(0o755)
+    run_env = {
+        **{k: v for k, v in env.items() if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)},
+        "PATH": os.environ["PATH"],
+        "JAVA_HOME": str(java_home),
+        "PULSAR_LOG_DIR": str(tmp_path / "logs"),
+        "PULSAR_GC_LOG_DIR": str(tmp_path / "logs"),
+    }
+    r = subprocess.run(
+        ["bash", str(pulsar_home / "bin" / "pulsar"), "broker"], env=run_env, capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    args = r.stdout.splitlines()
+    assert "org.apache.pulsar.PulsarBrokerStarter" in args, args
+    return args[args.index("-cp") + 1].split(":")
+
+
+@pytest.mark.parametrize("name", sorted(OVERLAYS))
+def test_the_jar_is_on_the_brokers_classpath(
+    renders: dict[str, Objects], pulsar_home: Path, name: str, tmp_path: Path
+) -> None:
+    pod, c, env = _broker(renders[name])
+    classpath = _classpath(pulsar_home, env, tmp_path)
+    jars = [p for p in classpath if p.endswith(helm_chart.EXTENSION_JAR)]
+    assert jars == [env["PULSAR_EXTRA_CLASSPATH"]], classpath
+    jar = Path(jars[0])
+    # ... on a volume of the broker container ...
+    [mount] = [m for m in c["volumeMounts"] if m["mountPath"] == str(jar.parent)]
+    [volume] = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume == {"name": mount["name"], "emptyDir": {}}
+    # ... where an init container copies it, out of the extension image ...
+    copiers = [i for i in pod["initContainers"] if str(jar) in i.get("command", [])]
+    assert len(copiers) == 1
+    init = copiers[0]
+    assert init["command"][0] == "cp" and init["command"][-1] == str(jar)
+    assert {"name": mount["name"], "mountPath": str(jar.parent)} in init["volumeMounts"]
+    # ... after the chart's own init containers, which stay.
+    names = [i["name"] for i in pod["initContainers"]]
+    assert names[-1] == init["name"] and "wait-bookkeeper-ready" in names
+    image_jar = init["command"][1]
+    [stage] = [s for s in parse(REPO / "Dockerfile") if s.name == "broker-extension"]
+    [copy] = stage.all("COPY")
+    *_src, dest = copy.split()
+    assert image_jar == dest.rstrip("/") + "/" + Path(_src[-1]).name, "the image holds the jar where cp reads it"
+    version = yaml.safe_load((REPO / helm_chart.CHART / "Chart.yaml").read_text())["appVersion"]
+    assert init["image"] == f"{helm_chart.EXTENSION_IMAGE}:{version}"
+
+
+def test_the_jar_holds_the_class_broker_conf_names() -> None:
+    assert EXTENSION_JAR.is_file(), "the broker extension is not built (make broker-extension)"
+    with zipfile.ZipFile(EXTENSION_JAR) as z:
+        assert helm_chart.STORAGE_CLASS.replace(".", "/") + ".class" in z.namelist()
+
+
+def test_the_overlay_rolls_the_brokers(renders: dict[str, Objects]) -> None:
+    """The chart restarts brokers on a ConfigMap change only with restartPodsOnConfigMapChange; the overlay also
+    changes the broker pod template (init container, volumes), so the StatefulSet rolls its brokers on the
+    upgrade, one at a time, and again on the roll-back."""
+    stock_pod = _get(renders["stock"], "StatefulSet", f"{RELEASE}-broker")["spec"]["template"]
+    for name in OVERLAYS:
+        sts = _get(renders[name], "StatefulSet", f"{RELEASE}-broker")
+        assert sts["spec"]["template"] != stock_pod
+        assert sts["spec"]["updateStrategy"]["type"] == "RollingUpdate"
+
+
+def test_mark_key_reaches_the_broker_and_the_worker(renders: dict[str, Objects], pulsar_home: Path) -> None:
+    """The mark key overlay: ledgerDeletionMarkKeyFile names a file of the Secret, mounted read-only on the
+    broker; the worker chart's brokerMarkKey reads the same key of a Secret of that name."""
+    pod, c, env = _broker(renders["mark-key"])
+    conf = properties(apply_config_from_env((pulsar_home / "conf" / "broker.conf").read_text(), env))
+    path = Path(conf["ledgerDeletionMarkKeyFile"])
+    [mount] = [m for m in c["volumeMounts"] if m["mountPath"] == str(path.parent)]
+    assert mount["readOnly"] is True
+    [volume] = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == helm_chart.MARK_KEY_SECRET
+    assert {"key": helm_chart.MARK_KEY_ITEM, "path": path.name} in volume["secret"]["items"]
+    worker_values = yaml.safe_load((REPO / helm_chart.VALUES).read_text())["brokerMarkKey"]
+    assert worker_values["key"] == helm_chart.MARK_KEY_ITEM
+    _pod, _c, plain = _broker(renders["extension"])
+    assert "PULSAR_PREFIX_ledgerDeletionMarkKeyFile" not in plain
