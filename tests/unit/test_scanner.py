@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from worker.broker.snapshot_cache import LiveSet, confirm_gone
+from worker.commands.scan import ORPHAN_COLUMNS, orphan_rows
 from worker.commands.terminal import human_age, parse_duration, render_table
 from worker.core.ledger_owner import Owner, Unmapped
 from worker.core.ledger_owner import owner_of as owner_of_custom
@@ -157,9 +158,9 @@ def test_parse_duration_rejects(text: str) -> None:
 def test_human_age_and_table() -> None:
     assert [human_age(x) for x in (None, 5, 600, 7300, 200000)] == ["?", "5s", "10m", "2h", "2d"]
     d = Decision(7, Verdict.ORPHAN, "topic gone", "MANAGED_CURSOR", "persistent://a/b/c", "s", None, 61.0, 9)
-    lines = render_table([d]).splitlines()
+    lines = render_table(ORPHAN_COLUMNS, orphan_rows([d])).splitlines()
     assert lines[0].split() == ["LEDGER", "TOPIC", "COMPONENT", "AGE", "SIZE", "WHY", "ORPHAN"]
-    assert lines[1].split() == ["7", "persistent://a/b/c", "MANAGED_CURSOR", "(s)", "61s", "9", "topic", "gone"]
+    assert lines[1].split() == ["7", "a/b/c", "MANAGED_CURSOR", "(s)", "61s", "9", "B", "topic", "gone"]
 
 
 def test_decision_to_info() -> None:

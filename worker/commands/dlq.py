@@ -15,12 +15,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from dataclasses import asdict
 
 from worker.commands.config_file import config_help
+from worker.commands.terminal import Column, Output, add_output_options, table_topic
 from worker.settings import Settings
+
+COLUMNS = (
+    Column("LEDGER"),
+    Column("TYPE"),
+    Column("TOPIC", shrink="middle", min_width=24, keep=1),
+    Column("REASON"),
+    Column("ATTEMPTS", align="right"),
+    Column("STATE"),
+    Column("BYTES", align="right"),
+    Column("LAST ERROR", shrink="end", min_width=16),
+)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -29,7 +40,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
     ls = dsub.add_parser("list", help="list dead letters without acknowledging them", description=__doc__)
     ls.add_argument("--limit", type=int, default=1000, help="at most this many messages (default 1000)")
     ls.add_argument("--all", action="store_true", help="include messages the replay subscription already acknowledged")
-    ls.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
+    add_output_options(ls, json_help="one JSON object per line instead of a table")
     # Also accepted after "list"; SUPPRESS keeps this default from overwriting `dlq --config X list`.
     ls.add_argument(
         "--config",
@@ -53,30 +64,26 @@ def handle_list(args: argparse.Namespace, settings: Settings) -> int:
     except Exception as e:
         print(f"ledger-deletion-worker dlq list: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
-    if args.json:
-        for d in letters:
-            print(json.dumps(asdict(d), sort_keys=True))
-        return 0
-    header = ("LEDGER", "TYPE", "TOPIC", "REASON", "ATTEMPTS", "STATE", "BYTES", "LAST ERROR")
+    out = Output(args)
     rows = [
         (
             str(d.ledger_id) if d.ledger_id is not None else "?",
             d.ledger_type or "?",
-            d.topic or f"<undecodable: {d.decode_error}>",
+            table_topic(d.topic) if d.topic else f"<undecodable: {d.decode_error}>",
             d.reason,
             str(d.attempts) if d.attempts is not None else "?",
             d.state,
             human_bytes(d.bytes) if d.decode_error is None else "",
-            d.last_error.replace("\n", " ")[:120],
+            " ".join(d.last_error.split()),
         )
         for d in letters
     ]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for r in [header, *rows]:
-        print("  ".join(v.ljust(widths[i]) for i, v in enumerate(r)).rstrip())
-    print(f"\n{len(letters)} dead letters on {settings.topics.dlq}" + ("" if args.all else " (parked)"))
+    out.table(COLUMNS, rows)
+    out.line(f"\n{len(letters)} dead letters on {settings.topics.dlq}" + ("" if args.all else " (parked)"))
     # Each copy once: a ledger dead-lettered twice frees its bytes once.
     q = would_free(letters)
     unknown = f"; {q.unknown} of unknown size" if q.unknown else ""
-    print(f"would free {human_bytes(q.bytes)} ({q.bytes} bytes) over {q.copies} copies{unknown}")
+    out.line(f"would free {human_bytes(q.bytes)} ({q.bytes} bytes) over {q.copies} copies{unknown}")
+    out.hint()
+    out.report([asdict(d) for d in letters], lines=True)
     return 0

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 
+from worker.commands.terminal import Column, Output, add_output_options, table_topic
 from worker.settings import Settings
 
 
@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
     p = sub.add_parser(
         "inflight", help="backlog of pending + retry + DLQ (0: all queued work is done)", description=__doc__
     )
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_output_options(p, json_help="print the JSON instead of a table")
     p.add_argument("--bytes", action="store_true", help="also sum what the queued deletions would free")
     p.add_argument("--limit", type=int, default=10_000, help="with --bytes: read at most this many messages per topic")
     p.set_defaults(handler=handle)
@@ -43,23 +43,35 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     except Exception as e:
         print(f"ledger-deletion-worker inflight: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
-    if args.json:
-        print(json.dumps(res.to_dict(), sort_keys=True))
-        return 0
+    out = Output(args)
 
     def size(q: QueuedBytes | None) -> str:
         if q is None:
             return ""
         unknown = f" + {q.unknown} unknown" if q.unknown else ""
-        partial = f" (first {args.limit} messages)" if not q.complete else ""
-        return f"  {human_bytes(q.bytes)}{unknown}{partial}"
+        partial = f" (first {args.limit})" if not q.complete else ""
+        return f"{human_bytes(q.bytes)}{unknown}{partial}"
 
-    width = max(len(p.topic) for p in res.parts)
-    for p in res.parts:
-        note = "" if p.exists else "  (topic absent)"
-        print(f"{p.role:<8} {p.topic:<{width}}  {p.subscription:<28} {p.backlog:>8}{size(p.queued)}{note}")
-    print(f"{'total':<8} {'':<{width}}  {'':<28} {res.total:>8}{size(res.queued)}")
+    columns = [
+        Column("ROLE"),
+        Column("TOPIC", shrink="middle", min_width=24, keep=1),
+        Column("SUBSCRIPTION", shrink="end", min_width=16),
+        Column("BACKLOG", align="right"),
+    ]
+    rows = [[p.role, table_topic(p.topic), p.subscription, str(p.backlog)] for p in res.parts]
+    rows.append(["total", "", "", str(res.total)])
+    if res.queued is not None:
+        columns.append(Column("WOULD FREE", align="right"))
+        for row, part in zip(rows, [*res.parts, None], strict=True):
+            row.append(size(part.queued if part is not None else res.queued))
+    if any(not p.exists for p in res.parts):
+        columns.append(Column("NOTE"))
+        for row, part in zip(rows, [*res.parts, None], strict=True):
+            row.append("topic absent" if part is not None and not part.exists else "")
+    out.table(columns, rows)
     if res.queued is not None:
         q = res.queued
-        print(f"\nwould free {human_bytes(q.bytes)} ({q.bytes} bytes) over {q.copies} copies")
+        out.line(f"\nwould free {human_bytes(q.bytes)} ({q.bytes} bytes) over {q.copies} copies")
+    out.hint()
+    out.report(res.to_dict())
     return 0

@@ -5,20 +5,21 @@ topic's ledger list, cursor, compacted ledger or schema registry; or its topic i
 than the minimum age. ``--dry-run`` prints a table and a JSON report and sends nothing; without it each
 orphan is queued as a PendingDeleteLedgerInfo for the worker, which re-checks everything before deleting.
 
-Output: the table (or, when sending, one line per queued ledger) on stdout, then the JSON report as the
-last stdout line (``--json``: only the report; ``--report FILE``: the report goes to FILE instead).
-stderr: a progress bar on a terminal, otherwise one structured log line per decision.
+Output: for a person, a table sized to the terminal (the orphans with ``--dry-run``, else the queued ledgers)
+and a summary; ``--output json`` (``--json``) prints only the JSON report instead, ``--report FILE`` also writes
+it to FILE. stderr: a progress bar on a terminal, otherwise one structured log line per decision.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import sys
+from collections.abc import Sequence
 from typing import Any
 
+from worker.commands.terminal import Column, Output, add_output_options, table_topic
 from worker.settings import Settings
 
 # Pulsar's rule for tenant and namespace names.
@@ -49,8 +50,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
         help="where ledger metadata is read: the metadata store directly (default when zookeeper.hosts is "
         "set: one pipelined walk of /ledgers) or the bookie HTTP API (one call per ledger)",
     )
-    p.add_argument("--json", action="store_true", help="print only the JSON report")
-    p.add_argument("--report", metavar="FILE", help="write the JSON report to FILE instead of stdout")
+    add_output_options(p)
     p.add_argument("--full", action="store_true", help="list every decision in the report, not only orphans/skips")
     p.set_defaults(handler=handle)
     return p
@@ -88,14 +88,48 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     from worker.logs import configure
 
     configure(settings.logging.level, settings.logging.format)
+    out = Output(args)
     try:
-        return asyncio.run(_scan(args, settings, min_age, namespaces))
+        return asyncio.run(_scan(args, settings, min_age, namespaces, out))
     except ConnectionError as e:
         print(f"ledger-deletion-worker scan: {e}", file=sys.stderr)
         return 1
 
 
-async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, namespaces: list[str]) -> int:
+ORPHAN_COLUMNS = (
+    Column("LEDGER"),
+    Column("TOPIC", shrink="middle", min_width=24, keep=1),
+    Column("COMPONENT", shrink="end", min_width=14),
+    Column("AGE", align="right"),
+    Column("SIZE", align="right"),
+    Column("WHY ORPHAN", shrink="end", min_width=16),
+)
+SENT_COLUMNS = (
+    Column("LEDGER"),
+    Column("TOPIC", shrink="middle", min_width=24, keep=1),
+    Column("COMPONENT", shrink="end", min_width=14),
+    Column("QUEUED AS", shrink="end", min_width=16),
+)
+
+
+def _component(d: Any) -> str:
+    return (d.component or "") + (f" ({d.cursor})" if d.cursor else "")
+
+
+def orphan_rows(decisions: Sequence[Any]) -> list[tuple[str, ...]]:
+    """The orphans table's rows (``Decision``s of the scanner)."""
+    from worker.commands.terminal import human_age
+    from worker.core.freed_bytes import human_bytes
+
+    return [
+        (str(d.ledger_id), table_topic(d.topic or ""), _component(d), human_age(d.age_s), human_bytes(d.size), d.why)
+        for d in decisions
+    ]
+
+
+async def _scan(
+    args: argparse.Namespace, settings: Settings, min_age: float, namespaces: list[str], output: Output
+) -> int:
     from worker.backends.bookie_http import BookieClient
     from worker.backends.http import new_session
     from worker.backends.ledger_listing import read_listing
@@ -103,7 +137,7 @@ async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, na
     from worker.broker.admin import open_admin
     from worker.broker.preflight import check_bookies, prove_metadata_stores
     from worker.broker.snapshot_cache import snapshot_cache
-    from worker.commands.terminal import Progress, render_table
+    from worker.commands.terminal import Progress
     from worker.errors import BackendError, StartupRefused
     from worker.formats.topic_name import TopicName
     from worker.logs import get_logger
@@ -168,56 +202,49 @@ async def _scan(args: argparse.Namespace, settings: Settings, min_age: float, na
         out["dry_run"] = bool(args.dry_run)
         rc = 0
         if not args.dry_run:
-            sent, failed = await _send(settings, admin, orphans, report.scan_id, quiet=args.json)
+            sent, failed = await _send(settings, admin, orphans, report.scan_id, output, progress)
             out["sent"] = sent
             out["send_failures"] = failed
             rc = 1 if failed else 0
-        elif not args.json:
+        else:
             if orphans:
-                print(render_table(orphans))
+                output.table(ORPHAN_COLUMNS, orphan_rows(orphans))
             counts = report.counts()
-            print(
+            output.line(
                 f"\n{len(orphans)} orphans among {report.listed} ledgers "
                 f"(in use {counts['in_use']}, too young {counts['too_young']}, skipped {counts['skipped']}, "
                 f"not Pulsar {counts['not_pulsar']}, other namespaces {report.filtered}); dry run: nothing sent"
             )
-    text = json.dumps(out, sort_keys=True)
-    if args.report:
-        await asyncio.to_thread(_write, args.report, text + "\n")
-    else:
-        print(text)
+    output.hint()
+    await asyncio.to_thread(output.report, out)
     return rc
 
 
-def _write(path: str, text: str) -> None:
-    with open(path, "w") as f:
-        f.write(text)
-
-
 async def _send(
-    settings: Settings, admin: Any, orphans: list[Any], scan_id: str, *, quiet: bool
+    settings: Settings, admin: Any, orphans: list[Any], scan_id: str, output: Output, progress: Any
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     from worker.operations.phase1 import PendingDeleteSender, SendFailed
 
     sent: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     if not orphans:
-        if not quiet:
-            print("no orphans: nothing sent")
+        output.line("no orphans: nothing sent")
         return sent, failed
+    rows: list[tuple[str, ...]] = []
     async with PendingDeleteSender(settings, admin=admin, source="scanner") as sender:
-        for d in orphans:
+        for i, d in enumerate(orphans, 1):
             info = d.to_info({"source": "scanner", "scan_id": scan_id, "why": d.why})
             try:
                 mid = await sender.send_pending_delete(info)
             except SendFailed as e:
                 failed.append({"ledger_id": d.ledger_id, "error": str(e.cause)})
-                if not quiet:
-                    print(f"FAILED ledger {d.ledger_id} ({d.topic}, {d.component}): {e.cause}")
-                continue
-            sent.append({"ledger_id": d.ledger_id, "topic": d.topic, "component": d.component, "message_id": str(mid)})
-            if not quiet:
-                print(f"sent ledger {d.ledger_id} ({d.topic}, {d.component}): {d.why} -> message {mid}")
-    if not quiet:
-        print(f"\nqueued {len(sent)} of {len(orphans)} orphans for deletion ({len(failed)} failed)")
+                rows.append((str(d.ledger_id), table_topic(d.topic), _component(d), f"FAILED: {e.cause}"))
+            else:
+                sent.append(
+                    {"ledger_id": d.ledger_id, "topic": d.topic, "component": d.component, "message_id": str(mid)}
+                )
+                rows.append((str(d.ledger_id), table_topic(d.topic), _component(d), f"message {mid}"))
+            progress.update("send", i, len(orphans))
+    output.table(SENT_COLUMNS, rows)
+    output.line(f"\nqueued {len(sent)} of {len(orphans)} orphans for deletion ({len(failed)} failed)")
     return sent, failed
