@@ -93,22 +93,7 @@ def test_make_run(stack: Stack) -> None:
     assert "unsettled messages handed back" not in out, out[-3000:]
 
 
-@pytest.mark.parametrize(
-    ("target", "paths"),
-    [
-        ("dashboards", ["deploy/helm/ledger-deletion-worker/files/ledger-deletion.json"]),
-        (
-            "helm-chart",
-            [
-                "deploy/helm/ledger-deletion-worker/values.yaml",
-                "deploy/helm/ledger-deletion-worker/values.schema.json",
-                "deploy/helm/pulsar-values/broker-extension.yaml",
-                "deploy/helm/pulsar-values/broker-extension-mark-key.yaml",
-            ],
-        ),
-    ],
-)
-def test_make_generates_what_is_committed(target: str, paths: list[str]) -> None:
+def _regenerates_nothing(target: str, paths: list[str]) -> None:
     """Regenerating changes nothing that is committed (the generated files are current)."""
     files = [REPO / p for p in paths]
     before = {f: f.read_text() for f in files}
@@ -116,6 +101,22 @@ def test_make_generates_what_is_committed(target: str, paths: list[str]) -> None
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     for f in files:
         assert f.read_text() == before[f], f"{f.relative_to(REPO)} was stale: commit what `make {target}` writes"
+
+
+def test_make_dashboards() -> None:
+    _regenerates_nothing("dashboards", ["deploy/helm/ledger-deletion-worker/files/ledger-deletion.json"])
+
+
+def test_make_helm_chart() -> None:
+    _regenerates_nothing(
+        "helm-chart",
+        [
+            "deploy/helm/ledger-deletion-worker/values.yaml",
+            "deploy/helm/ledger-deletion-worker/values.schema.json",
+            "deploy/helm/pulsar-values/broker-extension.yaml",
+            "deploy/helm/pulsar-values/broker-extension-mark-key.yaml",
+        ],
+    )
 
 
 def test_make_bench(stack: Stack, tmp_path: Path) -> None:

@@ -184,7 +184,7 @@ async def test_dry_run_reports_exactly_the_orphans(
     )
     h = worker_config(harnesses, stack, tmp_path, f"scan-dry-{unique}")
 
-    r = cli(h.config_path, "scan", "--dry-run", "--namespace", ns, "--min-age", f"{MIN_AGE_S}s", "--full")
+    r = cli(h.config_path, "scan", "--dry-run", "--json", "--namespace", ns, "--min-age", f"{MIN_AGE_S}s", "--full")
     assert r.returncode == 0, r.stderr[-3000:]
     report = last_json(r.stdout)
     found = {d["ledger_id"]: d for d in report["orphans"]}
@@ -234,7 +234,7 @@ async def test_scan_queues_orphans_and_the_worker_deletes_them(
     scene = await build_scene(stack, admin, ns, unique)
     h = worker_config(harnesses, stack, tmp_path, f"scan-run-{unique}")
 
-    r = cli(h.config_path, "scan", "--namespace", ns, "--min-age", "0s")
+    r = cli(h.config_path, "scan", "--namespace", ns, "--min-age", "0s", "--json")
     assert r.returncode == 0, r.stderr[-3000:]
     report = last_json(r.stdout)
     sent = await check_found(admin, bookie, ns, scene, {d["ledger_id"] for d in report["sent"]})

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.commands.terminal import ELLIPSIS, Column, column_widths, elide_end, elide_middle, render_table
+from worker.commands.terminal import ELLIPSIS, Column, column_widths, elide_end, elide_middle, fit, render_table
 
 COLUMNS = (
     Column("LEDGER"),
@@ -92,3 +92,13 @@ def test_fits_whenever_the_minimums_do(width: int, topics: list[str]) -> None:
         assert f <= w <= n
         if c.shrink == "none":
             assert w == n
+
+
+def test_an_optional_column_is_left_out_rather_than_squeezing_the_rest() -> None:
+    cols = (*COLUMNS, Column("LAST ERROR", shrink="end", min_width=16, optional=True))
+    rows = [(*r, "bookie: 503 Service Unavailable " * 3) for r in _rows()]
+    shown, _ = fit(cols, rows, 80)
+    assert shown == [0, 1, 2, 3, 4], "at 80 columns the minimums of all six do not fit"
+    shown, widths = fit(cols, rows, 200)
+    assert shown == [0, 1, 2, 3, 4, 5] and sum(widths) + 2 * 5 == 200
+    assert all(len(line) <= 80 for line in render_table(cols, rows, 80).splitlines())

@@ -22,15 +22,17 @@ from worker.commands.config_file import config_help
 from worker.commands.terminal import Column, Output, add_output_options, table_topic
 from worker.settings import Settings
 
+# Which copy of the ledger the letter would delete: its BookKeeper copy, or an offloaded one.
+COPY = {"LEDGER": "bk", "OFFLOAD_LEDGER": "offload"}
 COLUMNS = (
     Column("LEDGER"),
-    Column("TYPE"),
+    Column("COPY"),
     Column("TOPIC", shrink="middle", min_width=24, keep=1),
     Column("REASON"),
     Column("ATTEMPTS", align="right"),
     Column("STATE"),
     Column("BYTES", align="right"),
-    Column("LAST ERROR", shrink="end", min_width=16),
+    Column("LAST ERROR", shrink="end", min_width=16, keep=1, optional=True),
 )
 
 
@@ -68,7 +70,7 @@ def handle_list(args: argparse.Namespace, settings: Settings) -> int:
     rows = [
         (
             str(d.ledger_id) if d.ledger_id is not None else "?",
-            d.ledger_type or "?",
+            COPY.get(d.ledger_type or "", d.ledger_type or "?"),
             table_topic(d.topic) if d.topic else f"<undecodable: {d.decode_error}>",
             d.reason,
             str(d.attempts) if d.attempts is not None else "?",

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -111,6 +112,8 @@ class Column:
     shrink: Literal["none", "middle", "end"] = "none"
     min_width: int = 12
     keep: int = 0
+    # Left out, rather than squeezing the others below their minimum, on a terminal too narrow for all.
+    optional: bool = False
 
 
 def column_widths(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | None) -> list[int]:
@@ -153,13 +156,36 @@ def column_widths(columns: Sequence[Column], rows: Sequence[Sequence[str]], widt
     return widths
 
 
+def _floor(c: Column, natural: int) -> int:
+    return natural if c.shrink == "none" else min(natural, max(c.min_width, len(c.header)))
+
+
+def fit(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | None) -> tuple[list[int], list[int]]:
+    """(the indices of the columns shown, their widths): every column, unless the table cannot fit ``width``
+    even with each column at its minimum; then the optional columns are left out, the rightmost first."""
+    shown = list(range(len(columns)))
+    natural = [max([len(c.header), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
+
+    def least(idx: list[int]) -> int:
+        return sum(_floor(columns[i], natural[i]) for i in idx) + len(SEPARATOR) * (len(idx) - 1)
+
+    while width is not None and least(shown) > width:
+        optional = [i for i in shown if columns[i].optional]
+        if not optional:
+            break
+        shown.remove(optional[-1])
+    kept = [columns[i] for i in shown]
+    return shown, column_widths(kept, [[r[i] for i in shown] for r in rows], width)
+
+
 def render_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | None = None) -> str:
     """The header and the rows, columns two spaces apart, each line within ``width`` when it can be."""
-    widths = column_widths(columns, rows, width)
+    shown, widths = fit(columns, rows, width)
     lines = []
     for row in [[c.header for c in columns], *rows]:
         cells = []
-        for c, w, value in zip(columns, widths, row, strict=True):
+        for i, w in zip(shown, widths, strict=True):
+            c, value = columns[i], row[i]
             if len(value) > w:
                 value = elide_middle(value, w) if c.shrink == "middle" else elide_end(value, w)
             cells.append(value.rjust(w) if c.align == "right" else value.ljust(w))
@@ -210,24 +236,37 @@ class Output:
         self.report_path: str | None = args.report
         self.width = terminal_width(self.stream)
         self.shortened = False
+        self.left_out: list[str] = []
 
     def line(self, text: str = "") -> None:
-        """A line for a person (nothing with --output json)."""
-        if not self.json:
-            print(text, file=self.stream)
+        """A line for a person (nothing with --output json), wrapped at words to the terminal's width."""
+        if self.json:
+            return
+        if self.width is not None and len(text.strip("\n")) > self.width:
+            lead = "\n" * (len(text) - len(text.lstrip("\n")))
+            text = lead + textwrap.fill(text.strip("\n"), self.width, break_long_words=False, break_on_hyphens=False)
+        print(text, file=self.stream)
 
     def table(self, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> None:
         if self.json:
             return
-        if column_widths(columns, rows, self.width) != column_widths(columns, rows, None):
-            self.shortened = True
+        shown, widths = fit(columns, rows, self.width)
+        natural = column_widths([columns[i] for i in shown], [[r[i] for i in shown] for r in rows], None)
+        self.shortened = self.shortened or widths != natural
+        self.left_out += [columns[i].header for i in range(len(columns)) if i not in shown]
         print(render_table(columns, rows, self.width), file=self.stream)
 
     def hint(self) -> None:
-        """After a table whose cells were shortened: where the whole values are."""
-        if self.shortened and not self.json:
-            where = f"--report {self.report_path} has" if self.report_path else "--output json or --report FILE give"
-            print(f"(long values shortened to fit {self.width} columns; {where} them whole)", file=self.stream)
+        """After a table shortened to fit: where the whole values are."""
+        if self.json or not (self.shortened or self.left_out):
+            return
+        what = []
+        if self.shortened:
+            what.append("long values shortened")
+        if self.left_out:
+            what.append(f"{', '.join(dict.fromkeys(self.left_out))} left out")
+        where = f"--report {self.report_path} has" if self.report_path else "--output json or --report FILE give"
+        self.line(f"\n({' and '.join(what)} to fit {self.width} columns; {where} everything)")
 
     def report(self, data: Any, *, lines: bool = False) -> None:
         """The machine report: to --report FILE, and to stdout with --output json. ``lines``: ``data`` is a list
