@@ -189,7 +189,7 @@ async def test_dlq_list_shows_what_is_parked_and_why_without_consuming(
         ]
         table = cli(h.config_path, "dlq", "list", timeout=60)
         assert table.returncode == 0
-        assert table.stdout.splitlines()[0].split()[:4] == ["LEDGER", "TYPE", "TOPIC", "REASON"]
+        assert table.stdout.splitlines()[0].split()[:4] == ["LEDGER", "COPY", "TOPIC", "REASON"]
         assert "bookie: 503" in table.stdout and "2 dead letters" in table.stdout
     finally:
         client.close()
@@ -285,5 +285,6 @@ async def test_dlq_list_shows_ledger_and_type_of_invalid_dead_letters_from_the_w
     ]
     assert "needs cursorName" in letters[0]["decode_error"]
     table = cli(h.config_path, "dlq", "list", timeout=60).stdout.splitlines()
-    assert table[1].split()[:4] == ["4242", "LEDGER", ok_topic, "invalid"]
-    assert table[2].split()[:4] == ["4343", "LEDGER", "persistent://t/ns/a/b", "invalid"]
+    # the BookKeeper copy ("bk"); topics as the tables show them, without persistent://
+    assert table[1].split()[:4] == ["4242", "bk", ok_topic.removeprefix("persistent://"), "invalid"]
+    assert table[2].split()[:4] == ["4343", "bk", "t/ns/a/b", "invalid"]

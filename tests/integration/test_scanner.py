@@ -184,9 +184,11 @@ async def test_dry_run_reports_exactly_the_orphans(
     )
     h = worker_config(harnesses, stack, tmp_path, f"scan-dry-{unique}")
 
-    r = cli(h.config_path, "scan", "--dry-run", "--json", "--namespace", ns, "--min-age", f"{MIN_AGE_S}s", "--full")
+    # The table for a person on stdout, the whole report in a file, from one run.
+    path = tmp_path / "report.json"
+    r = cli(h.config_path, "scan", "--dry-run", "-n", ns, "--min-age", f"{MIN_AGE_S}s", "--full", "--report", str(path))
     assert r.returncode == 0, r.stderr[-3000:]
-    report = last_json(r.stdout)
+    report = json.loads(path.read_text())
     found = {d["ledger_id"]: d for d in report["orphans"]}
     await check_found(admin, bookie, ns, scene, set(found))
     for lid, component in scene.orphans.items():
@@ -201,8 +203,9 @@ async def test_dry_run_reports_exactly_the_orphans(
     # (A live ledger missing from the report was deleted by its broker since, e.g. a rolled cursor ledger.)
     assert {lid: verdicts[lid] for lid in scene.live if verdicts.get(lid, "in_use") != "in_use"} == {}
     assert report["dry_run"] is True
-    # The human table came first, one row per orphan.
+    # The human table, one row per orphan, and no JSON on stdout.
     table = r.stdout.split("\n\n")[0].splitlines()
+    assert "{" not in r.stdout
     assert table[0].split()[:3] == ["LEDGER", "TOPIC", "COMPONENT"]
     assert {int(row.split()[0]) for row in table[1:]} == set(found)
     # Not a terminal: a structured log line per decision instead of a progress bar.

@@ -55,7 +55,8 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     columns = [
         Column("ROLE"),
         Column("TOPIC", shrink="middle", min_width=24, keep=1),
-        Column("SUBSCRIPTION", shrink="end", min_width=16),
+        # Short, and read whole: it gives way after the queue topic's middle.
+        Column("SUBSCRIPTION", shrink="end", min_width=16, keep=2),
         Column("BACKLOG", align="right"),
     ]
     rows = [[p.role, table_topic(p.topic), p.subscription, str(p.backlog)] for p in res.parts]

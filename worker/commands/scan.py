@@ -108,7 +108,7 @@ SENT_COLUMNS = (
     Column("LEDGER"),
     Column("TOPIC", shrink="middle", min_width=24, keep=1),
     Column("COMPONENT", shrink="end", min_width=14),
-    Column("QUEUED AS", shrink="end", min_width=16),
+    Column("QUEUED AS MESSAGE", shrink="end", min_width=17),
 )
 
 
@@ -243,7 +243,7 @@ async def _send(
                 sent.append(
                     {"ledger_id": d.ledger_id, "topic": d.topic, "component": d.component, "message_id": str(mid)}
                 )
-                rows.append((str(d.ledger_id), table_topic(d.topic), _component(d), f"message {mid}"))
+                rows.append((str(d.ledger_id), table_topic(d.topic), _component(d), str(mid)))
             progress.update("send", i, len(orphans))
     output.table(SENT_COLUMNS, rows)
     output.line(f"\nqueued {len(sent)} of {len(orphans)} orphans for deletion ({len(failed)} failed)")
