@@ -24,7 +24,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.mark.parametrize(
-    "command", [[], ["run"], ["scan"], ["send"], ["inflight"], ["dlq"], ["dlq", "list"], ["purge-topic"]]
+    "command",
+    [[], ["run"], ["scan"], ["scan-offloaded"], ["send"], ["inflight"], ["dlq"], ["dlq", "list"], ["purge-topic"]],
 )
 def test_every_command_has_help(command: list[str]) -> None:
     r = cli(None, *command, "--help", timeout=60)

@@ -30,7 +30,7 @@ def test_missing_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "config file not found" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", ["run", "scan", "send", "inflight", "purge-topic"])
+@pytest.mark.parametrize("command", ["run", "scan", "scan-offloaded", "send", "inflight", "purge-topic"])
 def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
         main([command, "--help"])

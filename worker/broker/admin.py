@@ -363,6 +363,13 @@ class PulsarAdmin:
     ) -> None:
         await self._call("POST", f"/admin/v2/namespaces/{namespace}/{name}", body=body, params=params)
 
+    async def scan_offloaded_ledgers(self, namespace: str) -> str:
+        """Pulsar's own scan of the namespace's offload bucket, as the broker streams it (parse it with
+        ``worker.formats.offloaded_scan``). The broker lists the whole bucket of the namespace's offloader and
+        reads each object's metadata and topic: it takes as long as the bucket is large."""
+        text = await self._call("GET", f"/admin/v2/namespaces/{namespace}/scanOffloadedLedgers")
+        return text if isinstance(text, str) else json.dumps(text)
+
     async def broker_runtime_config(self) -> dict[str, Any]:
         """The broker's effective configuration (superuser only)."""
         return dict(await self._call("GET", "/admin/v2/brokers/configuration/runtime"))

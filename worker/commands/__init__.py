@@ -6,7 +6,18 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from worker.commands import audit, dlq, inflight, purge_topic, replay_dlq, run, scan, send, topology
+from worker.commands import (
+    audit,
+    dlq,
+    inflight,
+    purge_topic,
+    replay_dlq,
+    run,
+    scan,
+    scan_offloaded,
+    send,
+    topology,
+)
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], argparse.ArgumentParser]
 
@@ -14,6 +25,7 @@ REGISTRY: list[Register] = [
     run.register,
     # Phase 1, scanner and operator commands.
     scan.register,
+    scan_offloaded.register,
     send.register,
     inflight.register,
     dlq.register,

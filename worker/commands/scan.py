@@ -56,6 +56,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
     return p
 
 
+def valid_namespace(ns: str) -> bool:
+    """``tenant/namespace``, each part by Pulsar's rule."""
+    parts = ns.split("/")
+    return len(parts) == 2 and all(_NS_PART.match(x) for x in parts)
+
+
 def _validate(args: argparse.Namespace, settings: Settings) -> tuple[float, list[str]] | str:
     from worker.commands.terminal import parse_duration
 
@@ -68,8 +74,7 @@ def _validate(args: argparse.Namespace, settings: Settings) -> tuple[float, list
             return f"--min-age: {e}"
     namespaces = []
     for ns in args.namespace:
-        parts = ns.split("/")
-        if len(parts) != 2 or not all(_NS_PART.match(x) for x in parts):
+        if not valid_namespace(ns):
             return f"--namespace: expected tenant/namespace, got {ns!r}"
         namespaces.append(ns)
     if args.concurrency < 1 or args.concurrency > 1024:
