@@ -124,6 +124,7 @@ def _comment(text: str, indent: str) -> list[str]:
 
 def _plain(field: FieldInfo, value: Any) -> Any:
     """``value`` as YAML writes it: JSON types, a whole float as an int, a root URL without its slash."""
+    assert field.annotation is not None, "every setting is annotated"
     value = TypeAdapter(field.annotation).dump_python(value, mode="json")
     if isinstance(value, float) and value.is_integer():
         return int(value)
@@ -137,30 +138,36 @@ def _yaml_value(value: Any) -> str:
     return dumped.removesuffix("\n...").removesuffix("...").strip()
 
 
-def example() -> str:
-    """config/worker.example.yaml: every section and key of the settings, commented."""
-    out = [EXAMPLE_HEADER.rstrip("\n")]
+def commented(overrides: dict[str, dict[str, Any]], indent: str = "") -> list[str]:
+    """Every section and key of the settings as YAML lines, each under its description: the defaults, with
+    ``overrides`` (per section, per key) over them."""
+    out: list[str] = []
     for section, field in Settings.model_fields.items():
         sub, _ = _model_of(field.annotation)
         assert sub is not None, section
         if sub.__doc__ and not sub.__doc__.startswith(("Usage docs", "!!!")):
-            out += _comment(" ".join(sub.__doc__.split()), "")
-        out.append(f"{section}:")
-        local = LOCAL_STACK.get(section, {})
+            out += _comment(" ".join(sub.__doc__.split()), indent)
+        out.append(f"{indent}{section}:")
+        local = overrides.get(section, {})
         for name, f in sub.model_fields.items():
             if f.description:
-                out += _comment(f.description, "  ")
+                out += _comment(f.description, f"{indent}  ")
             value = local.get(name, _default(f))
             nested, in_list = _model_of(f.annotation)
             if nested is not None and in_list and value:
-                out.append(f"  {name}:")
+                out.append(f"{indent}  {name}:")
                 block = yaml.safe_dump(value, sort_keys=False, width=10_000)
-                out += [f"    {line}" for line in block.rstrip("\n").split("\n")]
+                out += [f"{indent}    {line}" for line in block.rstrip("\n").split("\n")]
                 continue
             if value is PydanticUndefined:
                 continue
-            out.append(f"  {name}: {_yaml_value(_plain(f, value))}")
-    return "\n".join(out) + "\n"
+            out.append(f"{indent}  {name}: {_yaml_value(_plain(f, value))}")
+    return out
+
+
+def example() -> str:
+    """config/worker.example.yaml: every section and key of the settings, commented."""
+    return "\n".join([EXAMPLE_HEADER.rstrip("\n"), *commented(LOCAL_STACK)]) + "\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,9 +3,10 @@
 ``make helm-chart`` runs ``python -m tools.helm_chart``. It writes, from :class:`worker.settings.Settings` (the one
 source of the settings, their defaults and their limits):
 
-- the ``config:`` block of ``deploy/helm/ledger-deletion-worker/values.yaml``: every setting with its default,
-  except the addresses, which follow the Apache Pulsar chart's service names for a release ``pulsar`` in the
-  namespace ``pulsar`` (:data:`IN_CLUSTER`). The chart renders the block into the worker's ConfigMap as it is;
+- the ``config:`` block of ``deploy/helm/ledger-deletion-worker/values.yaml``: every setting with its default and
+  its description (the renderer of config/worker.example.yaml, ``tools.config_reference``), except the
+  addresses, which follow the Apache Pulsar chart's service names for a release ``pulsar`` in the namespace
+  ``pulsar`` (:data:`IN_CLUSTER`). The chart renders the block into the worker's ConfigMap as it is;
 - ``values.schema.json``: the settings' JSON schema under ``config`` (Helm checks values against it in
   ``lint``, ``template``, ``install`` and ``upgrade``, so a misspelt key or a value out of range fails before
   anything is applied, naming the key) beside the chart's own keys (:data:`CHART_KEYS`);
@@ -26,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from tools.config_reference import commented
 from worker.settings import Settings
 
 CHART = Path("deploy/helm/ledger-deletion-worker")
@@ -73,21 +75,14 @@ MARK_KEY_VOLUME = "ledger-deletion-mark-key"
 MARK_KEY_DIR = "/pulsar/ledger-deletion-mark-key"
 
 
-def config() -> dict[str, Any]:
-    """Every setting, as the chart's values carry it: the worker's defaults with :data:`IN_CLUSTER` over them."""
-    dumped: dict[str, Any] = Settings(**IN_CLUSTER).model_dump(mode="json")
-    return dumped
-
-
 def _app_version() -> str:
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     return str(chart["appVersion"])
 
 
-def _block(cfg: dict[str, Any]) -> str:
-    body = yaml.safe_dump({"config": cfg}, sort_keys=False, default_flow_style=False, width=120)
-    note = "# Every key: docs/operations.md#configuration. Secrets never go here: see `secret` below."
-    return f"{BEGIN}\n{note}\n{body}{END}"
+def _block() -> str:
+    note = "# Secrets never go here: see `secret` above. The table of every key: docs/operations.md#configuration."
+    return "\n".join([BEGIN, note, "config:", *commented(IN_CLUSTER, indent="  "), END])
 
 
 def render_values(current: str) -> str:
@@ -95,7 +90,7 @@ def render_values(current: str) -> str:
     pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
     if not pattern.search(current):
         raise ValueError(f"{VALUES}: the markers of the generated config block are missing")
-    return pattern.sub(lambda _: _block(config()), current)
+    return pattern.sub(lambda _: _block(), current)
 
 
 # The chart's own keys (everything but `config`). Strict: an unknown key is an error, as in the worker's settings.

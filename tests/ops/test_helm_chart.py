@@ -280,6 +280,10 @@ def _load(config: dict[str, Any], tmp: Path) -> Settings:
         token = tmp / "token"
         token.write_text("a-token")
         config["pulsar"]["auth_token_file"] = str(token)
+    if config["worker"].get("broker_mark_key_file"):
+        key = tmp / "mark-key"
+        key.write_bytes(b"0123456789abcdef0123456789abcdef")
+        config["worker"]["broker_mark_key_file"] = str(key)
     path = tmp / "worker.yaml"
     path.write_text(yaml.safe_dump(config))
     saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("LDW_")}
@@ -343,15 +347,22 @@ def test_values_carry_every_setting_with_its_default() -> None:
     """config: in values.yaml is the worker's whole configuration: every key of Settings, at its default except
     the in-cluster addresses."""
     values = yaml.safe_load((CHART / "values.yaml").read_text())
-    assert values["config"] == Settings(**helm_chart.IN_CLUSTER).model_dump(mode="json")
     assert set(values["config"]) == set(Settings.model_fields)
+    for section, keys in values["config"].items():
+        assert set(keys) == set(type(getattr(Settings(), section)).model_fields), section
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("LDW_")}
+    try:
+        as_values, in_cluster = Settings(**values["config"]), Settings(**helm_chart.IN_CLUSTER)
+    finally:
+        os.environ.update(saved)
+    assert as_values.model_dump(mode="json") == in_cluster.model_dump(mode="json")
 
 
 def test_chart_version_is_the_workers() -> None:
+    import worker
+
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    project = (REPO / "pyproject.toml").read_text()
-    assert f'version = "{chart["appVersion"]}"' in project
-    assert chart["version"] == chart["appVersion"]
+    assert chart["appVersion"] == chart["version"] == worker.__version__
 
 
 # --- every manifest ----------------------------------------------------------------------------------------
@@ -399,14 +410,13 @@ def test_worker_config_loads(rendered: dict[str, Objects], tmp_path: Path) -> No
     """Each variant's worker.yaml is a configuration the worker accepts (its own settings load it), with the
     in-cluster endpoints, and never a secret."""
     for variant, objs in rendered.items():
-        if variant == "mark-key":
-            continue  # test_broker_mark_key: the setting is the worker's once the broker mark key is
         cfg = _worker_config(objs)
         (tmp_path / variant).mkdir()
         s = _load(cfg, tmp_path / variant)
         assert s.http.host == "0.0.0.0", variant
         assert cfg["pulsar"].get("auth_token") is None, "the token belongs in the Secret, not the ConfigMap"
         assert all(t.secret_access_key is None and t.access_key_id is None for t in s.offload.s3_targets)
+        assert (s.worker.broker_mark_key is not None) == (variant == "mark-key")
 
 
 def test_deployment(objs: Objects, config: Settings) -> None:
@@ -475,7 +485,7 @@ def test_broker_mark_key(rendered: dict[str, Objects]) -> None:
         pod = _pod(w)
         [c] = pod["containers"]
         assert _secret_file(pod, c, path) == ("ledger-deletion-mark-key", "mark-key"), w["metadata"]["name"]
-    assert "broker_mark_key_file" not in _worker_config(rendered["default"])["worker"]
+    assert _worker_config(rendered["default"])["worker"]["broker_mark_key_file"] is None
     for w in _workloads(rendered["default"]):
         assert not any("mark" in v["name"] for v in _pod(w)["volumes"])
 
