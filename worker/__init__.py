@@ -38,15 +38,19 @@ _PUBLIC = {
 __all__ = ["__version__", *_PUBLIC]
 
 if TYPE_CHECKING:
-    from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
-    from worker.operations.phase1 import (
-        BatchResult,
-        MetadataUpdateFailed,
-        PendingDeleteSender,
-        SendFailed,
-        send_pending_delete,
-    )
-    from worker.settings import ConfigError, Settings, load_settings
+    # "X as X": re-exported names for type checkers (ruff's F401 reads a computed __all__ as empty).
+    from worker.formats.message import LedgerComponent as LedgerComponent
+    from worker.formats.message import LedgerType as LedgerType
+    from worker.formats.message import OffloadContext as OffloadContext
+    from worker.formats.message import PendingDeleteLedgerInfo as PendingDeleteLedgerInfo
+    from worker.operations.phase1 import BatchResult as BatchResult
+    from worker.operations.phase1 import MetadataUpdateFailed as MetadataUpdateFailed
+    from worker.operations.phase1 import PendingDeleteSender as PendingDeleteSender
+    from worker.operations.phase1 import SendFailed as SendFailed
+    from worker.operations.phase1 import send_pending_delete as send_pending_delete
+    from worker.settings import ConfigError as ConfigError
+    from worker.settings import Settings as Settings
+    from worker.settings import load_settings as load_settings
 
 
 def __getattr__(name: str) -> Any:
