@@ -56,6 +56,19 @@ def test_nightly_image_shape(stages: dict[str, Stage]) -> None:
     assert any(a.startswith("JAVA_HOME=") for a in n.all("ENV"))
 
 
+def test_broker_extension_image_shape(stages: dict[str, Stage]) -> None:
+    """The jar the Apache Pulsar chart's init container copies (deploy/helm/pulsar-values/): built by the same
+    Maven command as `make broker-extension`, on an image with a `cp`, run as non-root."""
+    build, image = stages["build-extension"], stages["broker-extension"]
+    assert "mvn -B -q -f broker-extension/pom.xml package" in build.all("RUN")
+    assert image.base.startswith("busybox:")
+    [copy] = image.all("COPY")
+    assert copy.startswith("--from=build-extension ") and "/target/ledger-deletion-broker-extension.jar " in copy
+    assert image.last("USER") not in (None, "root", "0")
+    makefile = (REPO / "Makefile").read_text()
+    assert "mvn -B -q -f broker-extension/pom.xml package" in makefile, "the image builds the jar as make does"
+
+
 def test_worker_install_steps_in_a_fresh_venv(stages: dict[str, Stage], tmp_path: Path) -> None:
     """Replays COPY + RUN of the `build` and `worker` stages with /src, /wheels and pip mapped to a temp
     dir and a fresh venv (pip's cache is allowed: the point is the install path, not the download)."""
