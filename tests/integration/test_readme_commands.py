@@ -107,6 +107,10 @@ def test_make_dashboards() -> None:
     _regenerates_nothing("dashboards", ["deploy/helm/ledger-deletion-worker/files/ledger-deletion.json"])
 
 
+def test_make_config_reference() -> None:
+    _regenerates_nothing("config-reference", ["docs/operations.md", "config/worker.example.yaml"])
+
+
 def test_make_helm_chart() -> None:
     _regenerates_nothing(
         "helm-chart",
