@@ -3,10 +3,24 @@ middle, nothing shortened without a terminal."""
 
 from __future__ import annotations
 
+import argparse
+import io
+from pathlib import Path
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from worker.commands.terminal import ELLIPSIS, Column, column_widths, elide_end, elide_middle, fit, render_table
+from worker.commands.terminal import (
+    ELLIPSIS,
+    Column,
+    Output,
+    column_widths,
+    elide_end,
+    elide_middle,
+    fit,
+    render_table,
+)
 
 COLUMNS = (
     Column("LEDGER"),
@@ -102,3 +116,13 @@ def test_an_optional_column_is_left_out_rather_than_squeezing_the_rest() -> None
     shown, widths = fit(cols, rows, 200)
     assert shown == [0, 1, 2, 3, 4, 5] and sum(widths) + 2 * 5 == 200
     assert all(len(line) <= 80 for line in render_table(cols, rows, 80).splitlines())
+
+
+def test_a_report_that_cannot_be_written_is_a_clear_error(tmp_path: Path) -> None:
+    args = argparse.Namespace(output="table", report=str(tmp_path / "no-such-dir" / "r.json"))
+    with pytest.raises(SystemExit, match=r"--report .*r\.json: No such file or directory"):
+        Output(args, io.StringIO()).report({"a": 1})
+    args = argparse.Namespace(output="json", report=str(tmp_path / "r.json"))
+    out = io.StringIO()
+    Output(args, out).report({"a": 1})
+    assert out.getvalue() == (tmp_path / "r.json").read_text() == '{"a": 1}\n'

@@ -276,9 +276,13 @@ class Output:
         else:
             text = json.dumps(data, sort_keys=True) + "\n"
         if self.report_path:
+            # Written aside and renamed: a reader never sees half a report.
             tmp = f"{self.report_path}.tmp{os.getpid()}"
-            with open(tmp, "w") as f:
-                f.write(text)
-            os.replace(tmp, self.report_path)
+            try:
+                with open(tmp, "w") as f:
+                    f.write(text)
+                os.replace(tmp, self.report_path)
+            except OSError as e:
+                raise SystemExit(f"ledger-deletion-worker: --report {self.report_path}: {e.strerror or e}") from e
         if self.json:
             self.stream.write(text)
