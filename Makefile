@@ -62,6 +62,12 @@ config-reference: venv
 helm-chart: venv
 	$(PY) -m tools.helm_chart
 
+# The broker-extension overlays rendered with the Apache Pulsar chart's own templates, on a copy of the chart you
+# have (PULSAR_CHART=<directory of charts/pulsar>): not in `make test`, no registry here serves that chart.
+helm-overlay-check: venv helm
+	@test -n "$(PULSAR_CHART)" || { echo "PULSAR_CHART=<directory of the Apache Pulsar chart, charts/pulsar> is required"; exit 2; }
+	PULSAR_CHART=$(PULSAR_CHART) $(VENV)/bin/pytest -q -rfEs -m apache_chart tests/ops/test_pulsar_chart_render.py
+
 # The broker extension's jar (broker-extension/, docs/broker-extension.md): Java 17, Maven, Pulsar's jars from
 # Maven Central as provided; runs its unit tests. The stack's brokers load it (BROKER_EXTENSION=1, the default).
 broker-extension:
@@ -102,7 +108,7 @@ test: venv ops-tools helm broker-extension stack-up
 	$(VENV)/bin/ruff check worker tests bench tools testkit
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/pytest -q -rfEs -m "not chaos" tests
+	$(VENV)/bin/pytest -q -rfEs -m "not chaos and not apache_chart" tests
 
 # Only the tests on the cluster profile (started if it is not up, left up: LDW_CLUSTER_KEEP=1).
 test-cluster: venv

@@ -20,6 +20,7 @@ BUILTIN = {
     "CronJob",
     "Deployment",
     "PersistentVolumeClaim",
+    "Pod",
     "PodDisruptionBudget",
     "Role",
     "RoleBinding",
