@@ -44,6 +44,9 @@ class Metrics:
             ["component"],
             registry=r,
         )
+        # Both kinds that may be recovered exist from the start at 0: "none yet" is a value, not a missing series.
+        for component in ("MANAGED_LEDGER", "MANAGED_CURSOR"):
+            self.recovered.labels(component=component)
         self.failed = Counter(f"{p}failed", "Attempts that failed, by pipeline stage", ["stage"], registry=r)
         self.in_use = Counter(f"{p}in_use", "Messages whose ledger the owner still references", registry=r)
         self.rejected = Counter(
