@@ -11,7 +11,9 @@ data directory come from ``LDW_EXT_<VAR>`` (e.g. ``LDW_EXT_WEB_PORT``), defaults
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict, dataclass
@@ -56,16 +58,41 @@ EXT_BROKER_CONF = (
 )
 
 
-def ext_env() -> dict[str, str]:
+def ext_env(**overrides: str) -> dict[str, str]:
     env = {**os.environ}
     for k, v in EXT_ENV.items():
         env[k] = os.environ.get(f"LDW_EXT_{k}", v)
     env["BROKER_EXTENSION_CONF"] = f"{EXT_BROKER_CONF} {os.environ.get('BROKER_EXTENSION_CONF', '')}".strip()
-    return env
+    return {**env, **overrides}
 
 
-def ext_stack_cmd(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(STACK), *args], env=ext_env(), capture_output=True, text=True, timeout=timeout)
+def ext_stack_cmd(*args: str, timeout: float = 600, **overrides: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(STACK), *args], env=ext_env(**overrides), capture_output=True, text=True, timeout=timeout
+    )
+
+
+def stop_broker(stack_dir: str, sig: signal.Signals) -> float:
+    """Signal the instance's Pulsar process group (broker, bookie and ZooKeeper in one JVM) and wait for it to
+    exit: SIGTERM runs Pulsar's graceful shutdown, SIGKILL none. Returns the seconds until it exited."""
+    pid = int((Path(stack_dir) / "run" / "pulsar.pid").read_text())
+    t0 = time.monotonic()
+    os.killpg(pid, sig)
+    while time.monotonic() - t0 < 120:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return time.monotonic() - t0
+        time.sleep(0.1)
+    raise AssertionError(f"pulsar (pid {pid}) still running 120 s after {sig.name}")
+
+
+def start_broker(*, extension: bool = True, extra_conf: str = "") -> None:
+    """``stack.sh up`` on the instance (S3 is still up): the broker with the extension or stock, and the
+    broker.conf lines ``extra_conf`` (space-separated key=value) besides the instance's own."""
+    conf = f"{EXT_BROKER_CONF} {extra_conf}".strip()
+    r = ext_stack_cmd("up", BROKER_EXTENSION="1" if extension else "0", BROKER_EXTENSION_CONF=conf)
+    assert r.returncode == 0, f"extension stack did not start:\n{r.stderr[-3000:]}"
 
 
 @dataclass(frozen=True)
