@@ -17,6 +17,7 @@ like it, leaves the instance with the extension on and its queue reachable.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
 import urllib.error
@@ -124,10 +125,17 @@ def redelivered(stack: ExtStack, topic: str) -> int:
         client.close()
 
 
-def restart(stack: ExtStack, sig: signal.Signals, *, extension: bool, extra_conf: str = "") -> float:
+def restart(stack: ExtStack, sig: signal.Signals, *, extension: bool, extra_conf: str = "") -> tuple[float, str]:
+    """Stop the broker with ``sig``, start it again; the seconds the stop took and the stopped broker's log."""
     stopped_in = stop_broker(stack.stack_dir, sig)
+    log = (Path(stack.stack_dir) / "logs" / "pulsar.out").read_text(errors="replace")
     start_broker(extension=extension, extra_conf=extra_conf)
-    return stopped_in
+    return stopped_in, log
+
+
+def broker_metric(stack: ExtStack, name: str) -> float:
+    text = admin(stack, "GET", "/metrics/")
+    return sum(float(m.group(1)) for m in re.finditer(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
 
 
 async def test_graceful_shutdown_redelivers_and_refuses_no_more_than_stock(ext_stack: ExtStack, unique: str) -> None:
@@ -139,26 +147,28 @@ async def test_graceful_shutdown_redelivers_and_refuses_no_more_than_stock(ext_s
     try:
         # The extension's shutdown; back up stock.
         acknowledge_burst(ext_stack, topic["extension"])
-        seconds["extension"] = restart(ext_stack, signal.SIGTERM, extension=False)
+        seconds["extension"], ext_log = restart(ext_stack, signal.SIGTERM, extension=False)
         ext_redelivered = redelivered(ext_stack, topic["extension"])
 
         # Stock's shutdown; back up with the extension and its queue unreachable.
         acknowledge_burst(ext_stack, topic["stock"])
-        seconds["stock"] = restart(ext_stack, signal.SIGTERM, extension=True, extra_conf=UNREACHABLE)
+        seconds["stock"], _ = restart(ext_stack, signal.SIGTERM, extension=True, extra_conf=UNREACHABLE)
         stock_redelivered = redelivered(ext_stack, topic["stock"])
 
         # A queue outage: unsubscribing and deleting a topic work as on stock (the cursor's ledger and the
         # topic's ledgers are dropped unmarked, left to scan), and the shutdown still persists the cursor.
         gone = f"persistent://{ns}/gone"
         acknowledge_burst(ext_stack, gone)
+        unmarked_before = broker_metric(ext_stack, "ledger_deletion_broker_unmarked_total")
         t = TopicName.parse(gone)
         for what, path in (("unsubscribe", f"/subscription/{SUB}"), ("topic deletion", "?force=true")):
             try:
                 admin(ext_stack, "DELETE", f"/admin/v2/{t.rest_path}{path}")
             except urllib.error.HTTPError as e:
                 refused.append(f"{what}: {e.code} {e.reason}")
+        unmarked = broker_metric(ext_stack, "ledger_deletion_broker_unmarked_total") - unmarked_before
         acknowledge_burst(ext_stack, topic["outage"])
-        seconds["outage"] = restart(ext_stack, signal.SIGTERM, extension=True)
+        seconds["outage"], outage_log = restart(ext_stack, signal.SIGTERM, extension=True)
         outage_redelivered = redelivered(ext_stack, topic["outage"])
 
         # The window is real: without any close write the burst comes back.
@@ -178,8 +188,14 @@ async def test_graceful_shutdown_redelivers_and_refuses_no_more_than_stock(ext_s
         f"redelivered after SIGTERM: extension {ext_redelivered}, stock {stock_redelivered}, "
         f"extension with its queue down {outage_redelivered}; after SIGKILL {killed_redelivered} of {BURST}; "
         f"shutdown took {', '.join(f'{k} {v:.1f} s' for k, v in seconds.items())}; refused during the outage: {refused}"
+        f" ({unmarked:.0f} ledger copies dropped unmarked)"
     )
     assert refused == []
+    # Each arm went through the extension: the closing cursor's ledger was marked (queue up) or left to scan
+    # (queue down), and the outage's unsubscribe and deletion dropped theirs unmarked.
+    assert f"of {topic['extension']} cursor {SUB}" in ext_log
+    assert "left to scan" in outage_log and f"of {topic['outage']} cursor {SUB}" in outage_log
+    assert unmarked > 0
     assert killed_redelivered > 0, "a SIGKILL redelivered nothing: the burst was persisted, nothing was tested"
     assert stock_redelivered == 0
     assert ext_redelivered <= stock_redelivered

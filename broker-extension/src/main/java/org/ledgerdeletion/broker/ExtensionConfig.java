@@ -22,9 +22,12 @@ public record ExtensionConfig(
         String webServiceUrl,
         String authPlugin,
         String authParams,
-        Set<String> excludedNamespaces) {
+        Set<String> excludedNamespaces,
+        String markKeyFile) {
 
     public static final String PREFIX = "ledgerDeletion";
+    /** The broker.conf key naming the file of the key that signs every message ({@link MarkSigner}). */
+    public static final String MARK_KEY_FILE = PREFIX + "MarkKeyFile";
 
     public static ExtensionConfig from(ServiceConfiguration conf) {
         Properties p = conf.getProperties();
@@ -66,7 +69,8 @@ public record ExtensionConfig(
                 get(p, "WebServiceUrl", defaultWebUrl),
                 plugin,
                 params,
-                Set.copyOf(excluded));
+                Set.copyOf(excluded),
+                get(p, "MarkKeyFile", ""));
     }
 
     private static String get(Properties p, String key, String dflt) {
