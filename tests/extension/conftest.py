@@ -4,8 +4,9 @@ Every test here is marked ``extension`` (and ``integration``). The session fixtu
 (``deploy/local/stack.sh up`` with BROKER_EXTENSION=1, a 1 s send delay, the bucket delayed-delivery
 tracker (``EXT_BROKER_CONF``) and its own ports and data, beside the shared stack: about 20 s and one
 JVM) if it is not up, and stops it after the last test unless it was already up or
-``LDW_EXTENSION_KEEP=1``. ``LDW_EXTENSION=0`` skips these tests, saying so. Its ports and
-data directory come from ``LDW_EXT_<VAR>`` (e.g. ``LDW_EXT_WEB_PORT``), defaults in ``EXT_ENV``.
+``LDW_EXTENSION_KEEP=1``. ``LDW_EXTENSION=0`` skips these tests, saying so. Its ports, data directory and Pulsar
+version come from ``LDW_EXT_<VAR>`` (e.g. ``LDW_EXT_WEB_PORT``), defaults in ``EXT_ENV``: the same jar runs on
+every line ``stack.sh`` can start (``LDW_EXT_PULSAR_VERSION``, else ``PULSAR_VERSION``; its data apart).
 """
 
 from __future__ import annotations
@@ -32,9 +33,13 @@ from worker.broker.admin import PulsarAdmin
 # The extension's own queue (its default): what the broker publishes to.
 PENDING = "persistent://pulsar/system/__ledger_deletion"
 
+# The Pulsar line: the session's own (PULSAR_VERSION) unless LDW_EXT_PULSAR_VERSION says otherwise; another line
+# than 4.0.8 keeps its data apart.
+_VERSION = os.environ.get("LDW_EXT_PULSAR_VERSION", os.environ.get("PULSAR_VERSION", "4.0.8"))
 EXT_ENV = {
     "PROFILE": "standalone",
-    "STACK_DIR": str(REPO / "deploy" / "local" / ".data-extension"),
+    "PULSAR_VERSION": _VERSION,
+    "STACK_DIR": str(REPO / "deploy" / "local" / (".data-extension" + ("" if _VERSION == "4.0.8" else f"-{_VERSION}"))),
     "WEB_PORT": "18080",
     "BROKER_PORT": "16650",
     "BOOKIE_PORT": "13181",

@@ -5,7 +5,6 @@ import java.util.List;
 import java.util.SortedMap;
 import java.util.TreeMap;
 import java.util.TreeSet;
-import org.apache.pulsar.common.naming.TopicName;
 import org.apache.pulsar.common.util.Codec;
 
 /**
@@ -15,11 +14,6 @@ import org.apache.pulsar.common.util.Codec;
 public final class LedgerDrops {
 
     private LedgerDrops() {
-    }
-
-    /** persistent://tenant/ns/topic[-partition-N] from a managed ledger's name (tenant/ns/persistent/topic). */
-    public static String topicName(String managedLedgerName) {
-        return TopicName.fromPersistenceNamingEncoding(managedLedgerName);
     }
 
     /**

@@ -40,7 +40,7 @@ public class MarkingManagedLedgerFactory extends ManagedLedgerFactoryImpl {
                                                     ManagedLedgerConfig config,
                                                     Supplier<CompletableFuture<Boolean>> mlOwnershipChecker) {
         MetaStore chosen = store;
-        if (!publisher.config().excluded(LedgerDrops.topicName(name))) {
+        if (!publisher.config().excluded(name)) {
             chosen = MarkingMetaStore.wrap(store, name, publisher, scheduledExecutor, adapter);
         }
         return super.createManagedLedger(bk, chosen, name, config, mlOwnershipChecker);

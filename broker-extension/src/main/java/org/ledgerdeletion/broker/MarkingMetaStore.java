@@ -69,7 +69,8 @@ final class MarkingMetaStore implements InvocationHandler {
                              MetaStoreAdapter adapter) {
         this.delegate = delegate;
         this.managedLedgerName = managedLedgerName;
-        this.topic = LedgerDrops.topicName(managedLedgerName);
+        this.topic = ManagedLedgerName.parse(managedLedgerName).orElseThrow(
+                () -> new IllegalArgumentException("not a topic's managed ledger: " + managedLedgerName)).topic();
         this.marker = marker;
         this.executor = executor;
         this.adapter = adapter;

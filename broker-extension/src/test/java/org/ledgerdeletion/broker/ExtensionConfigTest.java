@@ -17,13 +17,16 @@ class ExtensionConfigTest {
     }
 
     @Test
-    void queueNamespaceIsExcluded() {
-        var cfg = of();
-        assertTrue(cfg.excluded("persistent://pulsar/system/__ledger_deletion-partition-0"));
-        assertTrue(cfg.excluded("persistent://pulsar/system/__change_events"));
-        assertFalse(cfg.excluded("persistent://public/default/t-partition-0"));
-        assertTrue(cfg.excluded("persistent://pulsar/standalone/127.0.0.1:8080/healthcheck"));
-        assertFalse(cfg.excluded("persistent://pulsar/127.0.0.1:8080/healthcheck"));
+    void queueNamespaceAndVersionOneNamesAreExcluded() {
+        var cfg = of("ledgerDeletionExcludedNamespaces", "a/b, c/d");
+        assertTrue(cfg.excluded("pulsar/system/persistent/__ledger_deletion-partition-0"));
+        assertTrue(cfg.excluded("pulsar/system/persistent/__change_events"));
+        assertTrue(cfg.excluded("c/d/persistent/t"));
+        assertFalse(cfg.excluded("public/default/persistent/t-partition-0"));
+        assertFalse(cfg.excluded("public/default/segment/t/0000-7fff-1"));
+        // The broker's heartbeat topic: a version-1 name (tenant/cluster/namespace).
+        assertTrue(cfg.excluded("pulsar/standalone/127.0.0.1:8080/persistent/healthcheck"));
+        assertFalse(cfg.excluded("pulsar/127.0.0.1:8080/persistent/healthcheck"));
     }
 
     @Test

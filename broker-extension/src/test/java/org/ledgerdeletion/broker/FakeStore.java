@@ -28,6 +28,9 @@ final class FakeStore implements InvocationHandler {
         THROW
     }
 
+    private static final List<String> STORE_CALLS = List.of("getManagedLedgerInfo", "asyncGetCursorInfo",
+            "asyncUpdateLedgerIds", "asyncUpdateCursorInfo", "asyncRemoveCursor", "removeManagedLedger");
+
     final MetaStoreAdapter adapter = MetaStoreAdapter.of(MetaStore.class);
     final Map<String, byte[]> ledgerLists = new ConcurrentHashMap<>();
     final Map<String, byte[]> cursors = new ConcurrentHashMap<>();
@@ -47,6 +50,9 @@ final class FakeStore implements InvocationHandler {
             return InvocationHandler.invokeDefault(proxy, method, args);
         }
         calls.add(name);
+        if (!STORE_CALLS.contains(name)) {
+            throw new UnsupportedOperationException(name);
+        }
         MetaStoreCallback<Object> cb = (MetaStoreCallback<Object>) args[args.length - 1];
         switch (name) {
             case "getManagedLedgerInfo" -> read(ledgerLists.get((String) args[0]), true, cb);

@@ -20,11 +20,6 @@ class LedgerDropsTest {
     private static final String TOPIC = "persistent://public/default/t-partition-0";
 
     @Test
-    void topicNameFromManagedLedgerName() {
-        assertEquals(TOPIC, LedgerDrops.topicName("public/default/persistent/t-partition-0"));
-    }
-
-    @Test
     void readsTheLedgerListAndItsOffloadContexts() {
         LedgerList l = list(plain(1), offloaded(7, -1, 2, true));
         assertEquals(List.of(1L, 7L), List.copyOf(l.ledgers().keySet()));
