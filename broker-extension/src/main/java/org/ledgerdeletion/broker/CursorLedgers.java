@@ -30,19 +30,10 @@ record CursorLedgers(long cursorLedger, Set<Long> buckets) {
             switch (r.field()) {
                 case 1 -> cursorLedger = r.int64();
                 case 8 -> {
-                    ProtoWire.Reader p = r.message();
-                    String name = "";
-                    String value = "";
-                    while (p.next()) {
-                        switch (p.field()) {
-                            case 1 -> name = p.string();
-                            case 2 -> value = p.string();
-                            default -> p.skip();
-                        }
-                    }
-                    if (name.startsWith(DELAYED_BUCKET_KEY_PREFIX)) {
+                    var property = r.stringPair();
+                    if (property.getKey().startsWith(DELAYED_BUCKET_KEY_PREFIX)) {
                         try {
-                            buckets.add(Long.parseLong(value));
+                            buckets.add(Long.parseLong(property.getValue()));
                         } catch (NumberFormatException e) {
                             // Not a ledger id: Pulsar never reads it as one either (it fails that bucket).
                         }

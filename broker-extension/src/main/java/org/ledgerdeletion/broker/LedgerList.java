@@ -86,17 +86,8 @@ record LedgerList(SortedMap<Long, Ledger> ledgers, byte[] bytes) {
             switch (r.field()) {
                 case 1 -> name = r.string();
                 case 2 -> {
-                    ProtoWire.Reader kv = r.message();
-                    String key = "";
-                    String value = "";
-                    while (kv.next()) {
-                        switch (kv.field()) {
-                            case 1 -> key = kv.string();
-                            case 2 -> value = kv.string();
-                            default -> kv.skip();
-                        }
-                    }
-                    properties.put(key, value);
+                    var kv = r.stringPair();
+                    properties.put(kv.getKey(), kv.getValue());
                 }
                 default -> r.skip();
             }

@@ -146,7 +146,7 @@ final class MarkingMetaStore implements InvocationHandler {
                                       MetaStoreCallback<Object> callback) {
         MetaStoreAdapter.call(adapter.getManagedLedgerInfo, delegate, managedLedgerName, createIfMissing, properties,
                 callback((info, stat) -> {
-                    lastInfo = parseOrNull(info);
+                    lastInfo = readOrNull("ledger list", () -> LedgerList.parse(adapter.ledgerInfoBytes(info)));
                     callback.operationComplete(info, stat);
                 }, callback::operationFailed));
     }
@@ -198,7 +198,8 @@ final class MarkingMetaStore implements InvocationHandler {
     private void asyncGetCursorInfo(String cursor, MetaStoreCallback<Object> callback) {
         MetaStoreAdapter.call(adapter.asyncGetCursorInfo, delegate, managedLedgerName, cursor,
                 callback((info, stat) -> {
-                    CursorLedgers read = parseCursorOrNull(info);
+                    CursorLedgers read = readOrNull("cursor " + cursor,
+                            () -> CursorLedgers.parse(adapter.cursorInfoBytes(info)));
                     if (read != null) {
                         cursorLedgers.put(cursor, read);
                     } else {
@@ -373,22 +374,13 @@ final class MarkingMetaStore implements InvocationHandler {
         };
     }
 
-    private LedgerList parseOrNull(Object info) {
+    /** What {@code read} returns, or null (logged: a defect) if it throws; the state is then read again later. */
+    private <T> T readOrNull(String what, Supplier<T> read) {
         try {
-            return LedgerList.parse(adapter.ledgerInfoBytes(info));
+            return read.get();
         } catch (RuntimeException e) {
-            log.error("[ledger-deletion] [{}] ledger list could not be read (a defect, please report it); read again"
-                    + " before the next write", managedLedgerName, e);
-            return null;
-        }
-    }
-
-    private CursorLedgers parseCursorOrNull(Object info) {
-        try {
-            return CursorLedgers.parse(adapter.cursorInfoBytes(info));
-        } catch (RuntimeException e) {
-            log.error("[ledger-deletion] [{}] a cursor's info could not be read (a defect, please report it); read"
-                    + " again before the next write", managedLedgerName, e);
+            log.error("[ledger-deletion] [{}] {} could not be read (a defect, please report it); read again before"
+                    + " the next write", managedLedgerName, what, e);
             return null;
         }
     }

@@ -2,6 +2,7 @@ package org.ledgerdeletion.broker;
 
 import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
+import java.util.Map;
 
 /**
  * The protobuf wire format, as much of it as the extension reads of managed-ledger metadata: fields by number,
@@ -73,6 +74,21 @@ final class ProtoWire {
         String string() {
             Reader r = message();
             return new String(buf, r.pos, r.end - r.pos, StandardCharsets.UTF_8);
+        }
+
+        /** The current field as a message of two strings, fields 1 and 2 (KeyValue, StringProperty). */
+        Map.Entry<String, String> stringPair() {
+            Reader r = message();
+            String first = "";
+            String second = "";
+            while (r.next()) {
+                switch (r.field()) {
+                    case 1 -> first = r.string();
+                    case 2 -> second = r.string();
+                    default -> r.skip();
+                }
+            }
+            return Map.entry(first, second);
         }
 
         /** The current length-delimited field as a message of its own. */
