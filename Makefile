@@ -77,7 +77,7 @@ JAVA21_HOME ?= $(shell for j in /usr/lib/jvm/*/; do \
   if [ -n "$$v" ] && [ "$$v" -ge 21 ]; then echo "$${j%/}"; break; fi; done)
 EXTENSION_MVN := mvn -B -q -f broker-extension/pom.xml
 broker-extension:
-	$(EXTENSION_MVN) package
+	mvn -B -q -f broker-extension/pom.xml package
 	$(EXTENSION_MVN) -Ppulsar-4.2 surefire:test
 	@if [ -x "$(JAVA21_HOME)/bin/java" ]; then \
 	  echo "$(EXTENSION_MVN) -Ppulsar-5.0 -Dtest.jvm=$(JAVA21_HOME)/bin/java surefire:test"; \

@@ -14,8 +14,8 @@ import javax.crypto.spec.SecretKeySpec;
  * Signs what the extension publishes, so the worker can tell the broker's own pending deletions from anything
  * else on the queue: the message property {@value #PROPERTY} = {@code hmac-sha256:} + lowercase hex of
  * HMAC-SHA256(key, the message's payload bytes as sent). The key is the content of the file
- * {@code ledgerDeletionMarkKeyFile} names (trailing whitespace and newlines stripped); the worker holds the same
- * bytes ({@code worker.broker_mark_key_file}).
+ * {@code ledgerDeletionMarkKeyFile} names (trailing ASCII whitespace and newlines stripped); the worker holds the
+ * same bytes ({@code worker.broker_mark_key_file}).
  */
 final class MarkSigner {
     static final String PROPERTY = "ledger-deletion-mark";
@@ -47,13 +47,21 @@ final class MarkSigner {
                     + e + ")", e);
         }
         int end = bytes.length;
-        while (end > 0 && Character.isWhitespace(bytes[end - 1])) {
+        while (end > 0 && isAsciiWhitespace(bytes[end - 1])) {
             end--;
         }
         if (end == 0) {
             throw new IllegalArgumentException(configKey + "=" + path + ": the broker's mark key file is empty");
         }
         return Optional.of(new MarkSigner(Arrays.copyOf(bytes, end)));
+    }
+
+    /**
+     * The bytes the key file's end is stripped of: ASCII whitespace, exactly what the worker's
+     * {@code bytes.rstrip()} strips (a key of random bytes may end in others, such as 0x1f, which both keep).
+     */
+    private static boolean isAsciiWhitespace(byte b) {
+        return b == ' ' || b == '\t' || b == '\n' || b == '\r' || b == 0x0b || b == 0x0c;
     }
 
     /** The value of {@value #PROPERTY} for a message whose payload is {@code payload}. */

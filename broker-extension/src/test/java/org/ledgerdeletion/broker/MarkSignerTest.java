@@ -31,6 +31,15 @@ class MarkSignerTest {
     }
 
     @Test
+    void aBinaryKeyKeepsItsOtherTrailingBytes(@TempDir Path dir) throws Exception {
+        // As the worker's bytes.rstrip(): only ASCII whitespace goes; 0x1f (whitespace to Java) stays.
+        Path key = dir.resolve("binary.key");
+        Files.write(key, new byte[] {1, 2, 0x1f, 0x0b, 0x0c, ' '});
+        assertEquals(new MarkSigner(new byte[] {1, 2, 0x1f}).sign(bytes("payload")),
+                MarkSigner.fromKeyFile(key.toString(), "k").orElseThrow().sign(bytes("payload")));
+    }
+
+    @Test
     void noKeyFileSignsNothing() {
         assertTrue(MarkSigner.fromKeyFile("", "k").isEmpty());
         assertTrue(MarkSigner.fromKeyFile(null, "k").isEmpty());
