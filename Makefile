@@ -69,9 +69,22 @@ helm-overlay-check: venv helm
 	PULSAR_CHART=$(PULSAR_CHART) $(VENV)/bin/pytest -q -rfEs -m apache_chart tests/ops/test_pulsar_chart_render.py
 
 # The broker extension's jar (broker-extension/, docs/broker-extension.md): Java 17, Maven, Pulsar's jars from
-# Maven Central as provided; runs its unit tests. The stack's brokers load it (BROKER_EXTENSION=1, the default).
+# Maven Central as provided; checkstyle, then its JUnit tests on Pulsar 4.0.8's classes. Then the same jar's tests
+# on Pulsar 4.2.4's classes (LightProto metadata) and, with a Java 21+ (JAVA21_HOME, else the first one under
+# /usr/lib/jvm), on 5.0.0-M1's. The stack's brokers load it (BROKER_EXTENSION=1, the default).
+JAVA21_HOME ?= $(shell for j in /usr/lib/jvm/*/; do \
+  v=$$(sed -n 's/^JAVA_VERSION="\([0-9]*\).*/\1/p' "$$j/release" 2>/dev/null); \
+  if [ -n "$$v" ] && [ "$$v" -ge 21 ]; then echo "$${j%/}"; break; fi; done)
+EXTENSION_MVN := mvn -B -q -f broker-extension/pom.xml
 broker-extension:
 	mvn -B -q -f broker-extension/pom.xml package
+	$(EXTENSION_MVN) -Ppulsar-4.2 surefire:test
+	@if [ -x "$(JAVA21_HOME)/bin/java" ]; then \
+	  echo "$(EXTENSION_MVN) -Ppulsar-5.0 -Dtest.jvm=$(JAVA21_HOME)/bin/java surefire:test"; \
+	  $(EXTENSION_MVN) -Ppulsar-5.0 -Dtest.jvm=$(JAVA21_HOME)/bin/java surefire:test; \
+	else \
+	  echo "broker-extension: no Java 21+ (set JAVA21_HOME): its tests on Pulsar 5.0's classes did not run" >&2; \
+	fi
 
 # The leak, side by side (tools/leak_demo.py): trims on many topics, the broker killed at once (kill -9),
 # restart; orphans counted by scan --dry-run before a worker runs and after it drains, stock brokers vs

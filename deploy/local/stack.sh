@@ -19,6 +19,9 @@
 #     its jar on the classpath (PULSAR_EXTRA_CLASSPATH) and managedLedgerStorageClassName naming it, so every
 #     ledger a broker drops is queued on the pending-deletions topic first; 0: stock brokers
 #   BROKER_EXTENSION_SEND_DELAY_S [60]  the extension's ledgerDeletionSendDelaySeconds (deliver-after)
+#     Every profile's brokers sign what the extension publishes with the key in $STACK_DIR/broker-mark.key
+#     (random, made once, mode 600; ledgerDeletionMarkKeyFile): `env` prints it as BROKER_MARK_KEY_FILE for the
+#     worker's worker.broker_mark_key_file.
 #   BROKER_EXTENSION_CONF []  more broker.conf lines for it, space-separated key=value (tests/extension)
 #   BROKER_CONF []  broker.conf lines for every broker, stock or not, space-separated key=value, set last
 #     (bench/extension.py: Pulsar's own rollover defaults instead of this stack's 5-entry ledgers)
@@ -84,6 +87,7 @@ BROKER_EXTENSION=${BROKER_EXTENSION:-1}
 BROKER_EXTENSION_SEND_DELAY_S=${BROKER_EXTENSION_SEND_DELAY_S:-60}
 BOOKIE_ENTRY_LOG_SIZE=${BOOKIE_ENTRY_LOG_SIZE:-8388608}
 extension_jar=$repo/broker-extension/target/ledger-deletion-broker-extension.jar
+mark_key=$STACK_DIR/broker-mark.key
 
 pulsar_home=$STACK_CACHE/apache-pulsar-$PULSAR_VERSION
 offloaders_dir=$STACK_CACHE/offloaders
@@ -204,10 +208,19 @@ build_extension() {
     fail broker-extension "$mlog" "could not build the broker extension"
 }
 
+mark_key_file() {
+  # The secret the brokers sign their pending deletions with and the worker checks them by (HMAC-SHA256,
+  # docs/broker-extension.md): 32 random bytes as hex, made once per stack; deleting $STACK_DIR starts afresh.
+  [[ -s $mark_key ]] && return 0
+  (umask 077 && head -c 32 /dev/urandom | od -An -tx1 -v | tr -d ' \n' >"$mark_key.tmp") && mv -f "$mark_key.tmp" "$mark_key"
+}
+
 extension_conf() {  # extension_conf FILE: the broker.conf lines of docs/broker-extension.md
   [[ $BROKER_EXTENSION == 1 ]] || return 0
+  mark_key_file
   conf_set "$1" managedLedgerStorageClassName org.ledgerdeletion.broker.LedgerDeletionStorage
   conf_set "$1" ledgerDeletionSendDelaySeconds "$BROKER_EXTENSION_SEND_DELAY_S"
+  conf_set "$1" ledgerDeletionMarkKeyFile "$mark_key"
   local kv
   for kv in ${BROKER_EXTENSION_CONF:-}; do conf_set "$1" "${kv%%=*}" "${kv#*=}"; done
 }
@@ -613,6 +626,7 @@ cluster_status() {
 }
 
 cluster_env() {
+  mark_key_file
   cat <<EOF
 PROFILE=cluster
 PULSAR_VERSION=$PULSAR_VERSION
@@ -630,6 +644,7 @@ S3_BUCKET=$S3_BUCKET
 S3_REGION=$S3_REGION
 STACK_DIR=$STACK_DIR
 PULSAR_HOME=$pulsar_home
+BROKER_MARK_KEY_FILE=$mark_key
 EOF
 }
 
@@ -681,6 +696,7 @@ case ${1:-} in
     ;;
   status) status ;;
   env)
+    mark_key_file
     admin_url=http://127.0.0.1:$WEB_PORT
     [[ $PROFILE == auth ]] && admin_url=https://127.0.0.1:$WEB_PORT_TLS
     cat <<EOF
@@ -691,6 +707,7 @@ ZOOKEEPER_HOSTS=127.0.0.1:$ZK_PORT
 S3_ENDPOINT=http://127.0.0.1:$S3_PORT
 S3_BUCKET=$S3_BUCKET
 S3_REGION=$S3_REGION
+BROKER_MARK_KEY_FILE=$mark_key
 EOF
     if [[ $PROFILE == auth ]]; then
       cat <<EOF

@@ -4,14 +4,17 @@ Every test here is marked ``extension`` (and ``integration``). The session fixtu
 (``deploy/local/stack.sh up`` with BROKER_EXTENSION=1, a 1 s send delay, the bucket delayed-delivery
 tracker (``EXT_BROKER_CONF``) and its own ports and data, beside the shared stack: about 20 s and one
 JVM) if it is not up, and stops it after the last test unless it was already up or
-``LDW_EXTENSION_KEEP=1``. ``LDW_EXTENSION=0`` skips these tests, saying so. Its ports and
-data directory come from ``LDW_EXT_<VAR>`` (e.g. ``LDW_EXT_WEB_PORT``), defaults in ``EXT_ENV``.
+``LDW_EXTENSION_KEEP=1``. ``LDW_EXTENSION=0`` skips these tests, saying so. Its ports, data directory and Pulsar
+version come from ``LDW_EXT_<VAR>`` (e.g. ``LDW_EXT_WEB_PORT``), defaults in ``EXT_ENV``: the same jar runs on
+every line ``stack.sh`` can start (``LDW_EXT_PULSAR_VERSION``, else ``PULSAR_VERSION``; its data apart).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict, dataclass
@@ -30,9 +33,13 @@ from worker.broker.admin import PulsarAdmin
 # The extension's own queue (its default): what the broker publishes to.
 PENDING = "persistent://pulsar/system/__ledger_deletion"
 
+# The Pulsar line: the session's own (PULSAR_VERSION) unless LDW_EXT_PULSAR_VERSION says otherwise; another line
+# than 4.0.8 keeps its data apart.
+_VERSION = os.environ.get("LDW_EXT_PULSAR_VERSION", os.environ.get("PULSAR_VERSION", "4.0.8"))
 EXT_ENV = {
     "PROFILE": "standalone",
-    "STACK_DIR": str(REPO / "deploy" / "local" / ".data-extension"),
+    "PULSAR_VERSION": _VERSION,
+    "STACK_DIR": str(REPO / "deploy" / "local" / (".data-extension" + ("" if _VERSION == "4.0.8" else f"-{_VERSION}"))),
     "WEB_PORT": "18080",
     "BROKER_PORT": "16650",
     "BOOKIE_PORT": "13181",
@@ -56,21 +63,47 @@ EXT_BROKER_CONF = (
 )
 
 
-def ext_env() -> dict[str, str]:
+def ext_env(**overrides: str) -> dict[str, str]:
     env = {**os.environ}
     for k, v in EXT_ENV.items():
         env[k] = os.environ.get(f"LDW_EXT_{k}", v)
     env["BROKER_EXTENSION_CONF"] = f"{EXT_BROKER_CONF} {os.environ.get('BROKER_EXTENSION_CONF', '')}".strip()
-    return env
+    return {**env, **overrides}
 
 
-def ext_stack_cmd(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(STACK), *args], env=ext_env(), capture_output=True, text=True, timeout=timeout)
+def ext_stack_cmd(*args: str, timeout: float = 600, **overrides: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(STACK), *args], env=ext_env(**overrides), capture_output=True, text=True, timeout=timeout
+    )
+
+
+def stop_broker(stack_dir: str, sig: signal.Signals) -> float:
+    """Signal the instance's Pulsar process group (broker, bookie and ZooKeeper in one JVM) and wait for it to
+    exit: SIGTERM runs Pulsar's graceful shutdown, SIGKILL none. Returns the seconds until it exited."""
+    pid = int((Path(stack_dir) / "run" / "pulsar.pid").read_text())
+    t0 = time.monotonic()
+    os.killpg(pid, sig)
+    while time.monotonic() - t0 < 120:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return time.monotonic() - t0
+        time.sleep(0.1)
+    raise AssertionError(f"pulsar (pid {pid}) still running 120 s after {sig.name}")
+
+
+def start_broker(*, extension: bool = True, extra_conf: str = "") -> None:
+    """``stack.sh up`` on the instance (S3 is still up): the broker with the extension or stock, and the
+    broker.conf lines ``extra_conf`` (space-separated key=value) besides the instance's own."""
+    conf = f"{EXT_BROKER_CONF} {extra_conf}".strip()
+    r = ext_stack_cmd("up", BROKER_EXTENSION="1" if extension else "0", BROKER_EXTENSION_CONF=conf)
+    assert r.returncode == 0, f"extension stack did not start:\n{r.stderr[-3000:]}"
 
 
 @dataclass(frozen=True)
 class ExtStack(Stack):
     stack_dir: str
+    mark_key_file: str  # the key the broker signs what it queues with (stack.sh's BROKER_MARK_KEY_FILE)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -93,7 +126,10 @@ def ext_stack() -> Iterator[ExtStack]:
     was_up = _up(f"http://127.0.0.1:{env['WEB_PORT']}/admin/v2/brokers/health")
     r = ext_stack_cmd("up")
     assert r.returncode == 0, f"extension stack did not start:\n{r.stderr[-3000:]}"
-    yield ExtStack(**asdict(stack_of(parse_env(ext_stack_cmd("env").stdout))), stack_dir=env["STACK_DIR"])
+    addresses = parse_env(ext_stack_cmd("env").stdout)
+    yield ExtStack(
+        **asdict(stack_of(addresses)), stack_dir=env["STACK_DIR"], mark_key_file=addresses["BROKER_MARK_KEY_FILE"]
+    )
     if not was_up and os.environ.get("LDW_EXTENSION_KEEP") != "1":
         ext_stack_cmd("down")
 

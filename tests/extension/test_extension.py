@@ -9,6 +9,8 @@ have been published no later than that. Without the extension there is no messag
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 import threading
 import time
@@ -132,6 +134,29 @@ def read_queue(service_url: str) -> list[tuple[PendingDeleteLedgerInfo, int]]:
     return out
 
 
+def assert_signed_by_the_broker(stack: ExtStack, topic: str) -> int:
+    """Every message the broker queued for ``topic`` carries its mark: the message property ``ledger-deletion-mark``
+    = ``hmac-sha256:`` + HMAC-SHA256 of the payload under the stack's key (stack.sh's BROKER_MARK_KEY_FILE)."""
+    key = Path(stack.mark_key_file).read_bytes().rstrip()
+    client = pulsar.Client(stack.service_url, logger=quiet_logger())
+    n = 0
+    try:
+        for p in range(4):
+            reader = client.create_reader(f"{PENDING}-partition-{p}", pulsar.MessageId.earliest)
+            while reader.has_message_available():
+                m = reader.read_next(timeout_millis=5000)
+                if decode(m.data()).topic_name != topic:
+                    continue
+                expected = "hmac-sha256:" + hmac.new(key, m.data(), hashlib.sha256).hexdigest()
+                assert m.properties().get("ledger-deletion-mark") == expected, m.properties()
+                n += 1
+            reader.close()
+    finally:
+        client.close()
+    assert n > 0, f"nothing queued for {topic}"
+    return n
+
+
 def queued_for(service_url: str, topic: str) -> dict[tuple[str, int], tuple[PendingDeleteLedgerInfo, int]]:
     return {(i.ledger_type.value, i.ledger_id): (i, ts) for i, ts in read_queue(service_url) if i.topic_name == topic}
 
@@ -204,6 +229,7 @@ async def test_trims_and_rollovers_are_queued_before_the_metadata_forgets(
     for info, _ in queued.values():
         assert info.ledger_component is LedgerComponent.MANAGED_LEDGER
         assert info.properties.get("source") == "broker-extension"
+    assert assert_signed_by_the_broker(ext_stack, topic) >= len(queued)
 
     outcomes = await wait_settled(worker, topic, set(queued))
     print(f"{topic}: dropped {sorted(watch.gone_at_ms)}, queued {sorted(queued)}, settled {outcomes}")

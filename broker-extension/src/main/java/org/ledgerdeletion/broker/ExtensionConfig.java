@@ -22,9 +22,12 @@ public record ExtensionConfig(
         String webServiceUrl,
         String authPlugin,
         String authParams,
-        Set<String> excludedNamespaces) {
+        Set<String> excludedNamespaces,
+        String markKeyFile) {
 
     public static final String PREFIX = "ledgerDeletion";
+    /** The broker.conf key naming the file of the key that signs every message ({@link MarkSigner}). */
+    public static final String MARK_KEY_FILE = PREFIX + "MarkKeyFile";
 
     public static ExtensionConfig from(ServiceConfiguration conf) {
         Properties p = conf.getProperties();
@@ -66,7 +69,8 @@ public record ExtensionConfig(
                 get(p, "WebServiceUrl", defaultWebUrl),
                 plugin,
                 params,
-                Set.copyOf(excluded));
+                Set.copyOf(excluded),
+                get(p, "MarkKeyFile", ""));
     }
 
     private static String get(Properties p, String key, String dflt) {
@@ -75,12 +79,12 @@ public record ExtensionConfig(
     }
 
     /**
-     * Whether a topic's ledgers bypass the extension: the queue's namespace and any configured one, and
-     * topics with a V1 name (tenant/cluster/namespace, e.g. the broker's own heartbeat topic
-     * pulsar/&lt;cluster&gt;/&lt;host:port&gt;/healthcheck), which the worker's message format does not carry.
+     * Whether a managed ledger's ledgers bypass the extension: those of the queue's namespace and any configured
+     * one, and those whose name the worker's messages do not carry ({@link ManagedLedgerName}: version-1 names
+     * such as the broker's own heartbeat topic, pulsar/&lt;cluster&gt;/&lt;host:port&gt;/persistent/healthcheck).
      */
-    public boolean excluded(String topic) {
-        TopicName name = TopicName.get(topic);
-        return !name.isV2() || excludedNamespaces.contains(name.getNamespace());
+    public boolean excluded(String managedLedgerName) {
+        return ManagedLedgerName.parse(managedLedgerName).map(n -> excludedNamespaces.contains(n.namespace()))
+                .orElse(true);
     }
 }

@@ -3,8 +3,10 @@ package org.ledgerdeletion.broker;
 import io.netty.channel.EventLoopGroup;
 import io.opentelemetry.api.OpenTelemetry;
 import java.io.IOException;
+import java.util.Optional;
 import org.apache.bookkeeper.mledger.ManagedLedgerFactoryConfig;
 import org.apache.bookkeeper.mledger.impl.ManagedLedgerFactoryImpl;
+import org.apache.bookkeeper.mledger.impl.MetaStore;
 import org.apache.bookkeeper.stats.StatsLogger;
 import org.apache.pulsar.broker.BookKeeperClientFactory;
 import org.apache.pulsar.broker.ManagedLedgerClientFactory;
@@ -18,14 +20,18 @@ import org.slf4j.LoggerFactory;
  * {@code managedLedgerStorageClassName=org.ledgerdeletion.broker.LedgerDeletionStorage}.
  *
  * <p>Pulsar's default storage ({@link ManagedLedgerClientFactory}) builds its managed-ledger factory in the
- * protected {@code createManagedLedgerFactory}; this class builds a {@link MarkingManagedLedgerFactory}
- * instead, and everything else (BookKeeper clients, storage classes, close) is Pulsar's own.
+ * protected {@code createManagedLedgerFactory}; this class builds a {@link MarkingManagedLedgerFactory} instead,
+ * and everything else (BookKeeper clients, storage classes) is Pulsar's own.
+ *
+ * <p>Closing: the broker closes its topics (their cursors persist their positions, writes this extension may have
+ * to mark) before it closes this storage, and the factory closes whatever is still open; the publisher closes
+ * only after the factory, so no cursor's closing write ever finds it closed. There is no shutdown hook of its own.
  */
 public class LedgerDeletionStorage extends ManagedLedgerClientFactory {
     private static final Logger log = LoggerFactory.getLogger(LedgerDeletionStorage.class);
 
     private PendingDeletePublisher publisher;
-    private Thread shutdownHook;
+    private MetaStoreAdapter adapter;
 
     @Override
     public void initialize(ServiceConfiguration conf, MetadataStoreExtended metadataStore,
@@ -33,20 +39,19 @@ public class LedgerDeletionStorage extends ManagedLedgerClientFactory {
                            OpenTelemetry openTelemetry) throws Exception {
         ExtensionConfig config = ExtensionConfig.from(conf);
         if (config.enabled()) {
-            publisher = new PendingDeletePublisher(config);
-            log.info("[ledger-deletion] mark before update on: queue {}, excluded namespaces {}, via {}",
-                    config.pendingTopic(), config.excludedNamespaces(), config.serviceUrl());
+            adapter = MetaStoreAdapter.of(MetaStore.class);
+            Optional<MarkSigner> signer = MarkSigner.fromKeyFile(config.markKeyFile(), ExtensionConfig.MARK_KEY_FILE);
+            publisher = PendingDeletePublisher.forBroker(config, signer);
+            log.info("[ledger-deletion] mark before update on: queue {}, excluded namespaces {}, via {}; metadata"
+                            + " classes: {}; messages {}", config.pendingTopic(), config.excludedNamespaces(),
+                    config.serviceUrl(), adapter.describe(), signer.isPresent()
+                            ? "signed (" + MarkSigner.PROPERTY + ", key from " + ExtensionConfig.MARK_KEY_FILE + ")"
+                            : "unsigned (" + ExtensionConfig.MARK_KEY_FILE + " not set: the worker releases none)");
         } else {
             log.info("[ledger-deletion] disabled (ledgerDeletionEnabled=false): stock managed-ledger storage");
         }
         super.initialize(conf, metadataStore, bookkeeperProvider, eventLoopGroup, openTelemetry);
         if (publisher != null) {
-            // SIGTERM: the broker closes its topics while its own serving stops; marks still waiting then
-            // fail at once (their writes fail, ledgers stay listed) instead of waiting for a queue that is
-            // going away.
-            PendingDeletePublisher p = publisher;
-            shutdownHook = new Thread(p::beginClose, "ledger-deletion-shutdown");
-            Runtime.getRuntime().addShutdownHook(shutdownHook);
             publisher.start();
         }
     }
@@ -61,24 +66,16 @@ public class LedgerDeletionStorage extends ManagedLedgerClientFactory {
                     managedLedgerFactoryConfig, statsLogger);
         }
         return new MarkingManagedLedgerFactory(metadataStore, bkFactory, managedLedgerFactoryConfig, statsLogger,
-                openTelemetry, publisher);
+                openTelemetry, publisher, adapter);
     }
 
     @Override
     public void close() throws IOException {
-        if (publisher != null) {
-            publisher.beginClose();
-        }
         try {
             super.close();
         } finally {
             if (publisher != null) {
                 publisher.close();
-                try {
-                    Runtime.getRuntime().removeShutdownHook(shutdownHook);
-                } catch (IllegalStateException shuttingDown) {
-                    // already running
-                }
             }
         }
     }

@@ -13,24 +13,26 @@ import org.apache.bookkeeper.stats.StatsLogger;
 import org.apache.pulsar.metadata.api.extended.MetadataStoreExtended;
 
 /**
- * Pulsar's managed-ledger factory, except that each managed ledger it opens gets a {@link MarkingMetaStore}
- * around the real one (the protected {@code createManagedLedger} hook). The queue's own topics (its
- * namespace) get the real store: their ledgers are never queued.
+ * Pulsar's managed-ledger factory, except that each managed ledger it opens gets a {@link MarkingMetaStore} around
+ * the real one (the protected {@code createManagedLedger} hook). The queue's own topics (its namespace) get the
+ * real store: their ledgers are never queued.
  *
  * <p>Not wrapped, and why that leaves no leak: the factory's own delete of a topic that is not open
- * ({@code deleteManagedLedger}) deletes the ledgers first and the metadata last, so a crash leaves them
- * listed, never forgotten; read-only managed ledgers write nothing.
+ * ({@code deleteManagedLedger}) deletes the ledgers first and the metadata last, so a crash leaves them listed,
+ * never forgotten; read-only managed ledgers write nothing.
  */
 public class MarkingManagedLedgerFactory extends ManagedLedgerFactoryImpl {
     private final PendingDeletePublisher publisher;
+    private final MetaStoreAdapter adapter;
 
-    public MarkingManagedLedgerFactory(MetadataStoreExtended metadataStore,
-                                       BookkeeperFactoryForCustomEnsemblePlacementPolicy bookKeeperGroupFactory,
-                                       ManagedLedgerFactoryConfig config, StatsLogger statsLogger,
-                                       OpenTelemetry openTelemetry, PendingDeletePublisher publisher)
-            throws Exception {
+    MarkingManagedLedgerFactory(MetadataStoreExtended metadataStore,
+                                BookkeeperFactoryForCustomEnsemblePlacementPolicy bookKeeperGroupFactory,
+                                ManagedLedgerFactoryConfig config, StatsLogger statsLogger,
+                                OpenTelemetry openTelemetry, PendingDeletePublisher publisher,
+                                MetaStoreAdapter adapter) throws Exception {
         super(metadataStore, bookKeeperGroupFactory, config, statsLogger, openTelemetry);
         this.publisher = publisher;
+        this.adapter = adapter;
     }
 
     @Override
@@ -38,8 +40,8 @@ public class MarkingManagedLedgerFactory extends ManagedLedgerFactoryImpl {
                                                     ManagedLedgerConfig config,
                                                     Supplier<CompletableFuture<Boolean>> mlOwnershipChecker) {
         MetaStore chosen = store;
-        if (!publisher.config().excluded(LedgerDrops.topicName(name))) {
-            chosen = new MarkingMetaStore(store, name, publisher, scheduledExecutor);
+        if (!publisher.config().excluded(name)) {
+            chosen = MarkingMetaStore.wrap(store, name, publisher, scheduledExecutor, adapter);
         }
         return super.createManagedLedger(bk, chosen, name, config, mlOwnershipChecker);
     }

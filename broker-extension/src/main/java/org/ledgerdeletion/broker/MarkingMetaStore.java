@@ -1,301 +1,459 @@
 package org.ledgerdeletion.broker;
 
+import java.lang.reflect.InvocationHandler;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.BiConsumer;
 import java.util.function.Consumer;
+import java.util.function.Supplier;
 import org.apache.bookkeeper.common.util.OrderedExecutor;
 import org.apache.bookkeeper.mledger.ManagedLedgerException;
 import org.apache.bookkeeper.mledger.ManagedLedgerException.MetaStoreException;
 import org.apache.bookkeeper.mledger.impl.MetaStore;
-import org.apache.bookkeeper.mledger.proto.MLDataFormats.ManagedCursorInfo;
-import org.apache.bookkeeper.mledger.proto.MLDataFormats.ManagedLedgerInfo;
+import org.apache.bookkeeper.mledger.impl.MetaStore.MetaStoreCallback;
 import org.apache.pulsar.metadata.api.Stat;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * One managed ledger's view of the metadata store, mark before update: a write that drops ledgers (the
- * ledger list, a cursor's ledger or delayed-delivery bucket ledgers, a cursor, the whole topic) first publishes a pending deletion for each
- * dropped ledger and offloaded copy, and goes ahead only once they are all durable (PIP-186's order). If
- * they cannot be made durable the write fails as on any metadata error: the ledgers stay listed.
+ * One managed ledger's view of the metadata store, mark before update: a write that drops ledgers (the ledger
+ * list, a cursor's ledger or its delayed-delivery bucket ledgers, a cursor, the whole topic) first has a pending
+ * deletion made durable for each dropped ledger and offloaded copy (PIP-186's order).
  *
- * <p>What a write drops is the difference from the last state this store read or wrote (the managed
- * ledger reads its list at open; cursors are read at recovery or created through here); when that state
- * is unknown it is read first. A failed write keeps the old state, so the next write that succeeds
- * drops (and marks) them again.
+ * <p>A {@link Proxy} over the broker's own {@code MetaStore} interface, which calls the real store reflectively
+ * and reads its metadata objects as bytes ({@link MetaStoreAdapter}): one jar serves every Pulsar line whatever
+ * its metadata classes. It intercepts the six calls that read or write this managed ledger's list, its cursors
+ * and its removal; everything else goes to the real store unchanged.
+ *
+ * <p>What a write drops is the difference from the last state this store read or wrote; when that state is
+ * unknown (never read, or a write of it failed, which may or may not have landed) it is read afresh first; a
+ * cursor's removal and the topic's always read afresh. If the marks cannot be made durable in time:
+ * <ul>
+ *   <li>a write that only drops (a trim, an offload's bookkeeping) fails as on any metadata error: the ledgers
+ *       stay listed, the broker deletes nothing, and drops them again later;</li>
+ *   <li>a write that also adds a ledger (a rollover: producers wait on it) goes ahead, writing the ledgers it
+ *       would drop back into the list as they were, to be queued by a later write;</li>
+ *   <li>a cursor write (a cursor's ledger switched, a cursor closed with its position in the znode, a bucket
+ *       property removed), a cursor's removal and a topic's removal go ahead as on a stock broker: failing them
+ *       would lose acknowledgements or refuse unsubscribes and deletions. What they drop is left unmarked (logged,
+ *       counted in {@code ledger_deletion_broker_unmarked_total}): the broker deletes those ledgers itself right
+ *       after such a write (topics' ledgers before it), so only a failed delete or a crash in between leaves one
+ *       behind, as on stock, and {@code scan} finds it. A later message would arrive after the metadata forgot
+ *       the ledger, which is what marking first exists to avoid, and a closing broker has no later write.</li>
+ * </ul>
+ * Every path ends in the caller's callback, exactly once: an exception anywhere in the extension's own code
+ * fails the write (or lets a write that must go ahead proceed), never leaves the topic's metadata mutex held.
  */
-final class MarkingMetaStore implements MetaStore {
+final class MarkingMetaStore implements InvocationHandler {
     private static final Logger log = LoggerFactory.getLogger(MarkingMetaStore.class);
 
     private final MetaStore delegate;
     private final String managedLedgerName;
     private final String topic;
-    private final PendingDeletePublisher publisher;
+    private final Marker marker;
     private final OrderedExecutor executor;
-    private volatile ManagedLedgerInfo lastInfo;
-    // Per cursor (znode name): the ledgers its last stored info named, its own and its delayed-delivery buckets'.
-    private final Map<String, LedgerDrops.CursorLedgers> cursorLedgers = new ConcurrentHashMap<>();
+    private final MetaStoreAdapter adapter;
+    // The topic's ledger list as last read or written; null: unknown, read it before the next write.
+    private volatile LedgerList lastInfo;
+    // Per cursor (znode name): the ledgers its last stored info named; absent: unknown, read it first.
+    private final Map<String, CursorLedgers> cursorLedgers = new ConcurrentHashMap<>();
 
-    MarkingMetaStore(MetaStore delegate, String managedLedgerName, PendingDeletePublisher publisher,
-                     OrderedExecutor executor) {
+    private MarkingMetaStore(MetaStore delegate, String managedLedgerName, Marker marker, OrderedExecutor executor,
+                             MetaStoreAdapter adapter) {
         this.delegate = delegate;
         this.managedLedgerName = managedLedgerName;
-        this.topic = LedgerDrops.topicName(managedLedgerName);
-        this.publisher = publisher;
+        this.topic = ManagedLedgerName.parse(managedLedgerName).orElseThrow(
+                () -> new IllegalArgumentException("not a topic's managed ledger: " + managedLedgerName)).topic();
+        this.marker = marker;
         this.executor = executor;
+        this.adapter = adapter;
     }
 
-    private boolean mine(String name) {
-        return managedLedgerName.equals(name);
-    }
-
-    @Override
-    public void getManagedLedgerInfo(String name, boolean createIfMissing, Map<String, String> properties,
-                                     MetaStoreCallback<ManagedLedgerInfo> callback) {
-        delegate.getManagedLedgerInfo(name, createIfMissing, properties, new MetaStoreCallback<>() {
-            @Override
-            public void operationComplete(ManagedLedgerInfo info, Stat stat) {
-                if (mine(name)) {
-                    lastInfo = info;
-                }
-                callback.operationComplete(info, stat);
-            }
-
-            @Override
-            public void operationFailed(MetaStoreException e) {
-                callback.operationFailed(e);
-            }
-        });
+    /** {@code delegate}, marking before the writes of managed ledger {@code managedLedgerName} that drop ledgers. */
+    static MetaStore wrap(MetaStore delegate, String managedLedgerName, Marker marker, OrderedExecutor executor,
+                          MetaStoreAdapter adapter) {
+        return (MetaStore) Proxy.newProxyInstance(MetaStore.class.getClassLoader(), new Class<?>[] {MetaStore.class},
+                new MarkingMetaStore(delegate, managedLedgerName, marker, executor, adapter));
     }
 
     @Override
-    public void watchManagedLedgerInfo(String name, UpdateCallback<ManagedLedgerInfo> callback) {
-        delegate.watchManagedLedgerInfo(name, callback);
-    }
-
-    @Override
-    public void unwatchManagedLedgerInfo(String name) {
-        delegate.unwatchManagedLedgerInfo(name);
-    }
-
-    @Override
-    public void asyncUpdateLedgerIds(String name, ManagedLedgerInfo info, Stat stat,
-                                     MetaStoreCallback<Void> callback) {
-        if (!mine(name)) {
-            delegate.asyncUpdateLedgerIds(name, info, stat, callback);
-            return;
+    @SuppressWarnings("unchecked")
+    public Object invoke(Object proxy, Method method, Object[] args) throws Throwable {
+        String name = method.getName();
+        if (method.getDeclaringClass() == Object.class) {
+            return switch (name) {
+                case "equals" -> proxy == args[0];
+                case "hashCode" -> System.identityHashCode(proxy);
+                default -> "MarkingMetaStore[" + managedLedgerName + "]";
+            };
         }
-        currentInfo(name).whenComplete((before, readError) -> {
-            if (readError != null) {
-                fail(name, "ledger list", readError, callback);
-                return;
+        int arity = args == null ? 0 : args.length;
+        if (arity > 0 && managedLedgerName.equals(args[0])) {
+            switch (name + "/" + arity) {
+                case "getManagedLedgerInfo/4" -> {
+                    getManagedLedgerInfo((boolean) args[1], (Map<String, String>) args[2],
+                            (MetaStoreCallback<Object>) args[3]);
+                    return null;
+                }
+                case "asyncUpdateLedgerIds/4" -> {
+                    asyncUpdateLedgerIds(args[1], (Stat) args[2], once((MetaStoreCallback<Object>) args[3]));
+                    return null;
+                }
+                case "asyncGetCursorInfo/3" -> {
+                    asyncGetCursorInfo((String) args[1], (MetaStoreCallback<Object>) args[2]);
+                    return null;
+                }
+                case "asyncUpdateCursorInfo/5" -> {
+                    asyncUpdateCursorInfo((String) args[1], args[2], (Stat) args[3],
+                            once((MetaStoreCallback<Object>) args[4]));
+                    return null;
+                }
+                case "asyncRemoveCursor/3" -> {
+                    asyncRemoveCursor((String) args[1], once((MetaStoreCallback<Object>) args[2]));
+                    return null;
+                }
+                case "removeManagedLedger/2" -> {
+                    removeManagedLedger(once((MetaStoreCallback<Object>) args[1]));
+                    return null;
+                }
+                default -> {
+                    // not intercepted: below
+                }
             }
-            List<PendingDeletion> drops = before == null ? List.of() : LedgerDrops.droppedBy(topic, before, info);
-            mark(drops).whenComplete((v, e) -> {
-                ManagedLedgerInfo toWrite = info;
-                if (e != null) {
-                    if (!LedgerDrops.addsLedger(before, info)) {
+        }
+        if (method.isDefault() && name.equals("getManagedLedgerInfo")) {
+            // The interface's shorter form calls the full one on this proxy, which tracks what it reads.
+            return InvocationHandler.invokeDefault(proxy, method, args);
+        }
+        try {
+            return method.invoke(delegate, args);
+        } catch (InvocationTargetException e) {
+            throw e.getCause();
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------------------------
+    // The intercepted calls, for this managed ledger's own name.
+
+    private void getManagedLedgerInfo(boolean createIfMissing, Map<String, String> properties,
+                                      MetaStoreCallback<Object> callback) {
+        MetaStoreAdapter.call(adapter.getManagedLedgerInfo, delegate, managedLedgerName, createIfMissing, properties,
+                callback((info, stat) -> {
+                    lastInfo = readOrNull("ledger list", () -> LedgerList.parse(adapter.ledgerInfoBytes(info)));
+                    callback.operationComplete(info, stat);
+                }, callback::operationFailed));
+    }
+
+    private void asyncUpdateLedgerIds(Object info, Stat stat, MetaStoreCallback<Object> callback) {
+        String what = "ledger list";
+        guarded(callback, what, () -> {
+            // Bytes now: Pulsar may reuse the object once this call returns.
+            byte[] bytes = adapter.ledgerInfoBytes(info);
+            LedgerList after = LedgerList.parse(bytes);
+            CompletableFuture<LedgerList> current = currentInfo();
+            // Known state: the common case, written at once with Pulsar's own object; else a copy, later.
+            boolean inCall = current.isDone();
+            current.whenComplete((before, readError) -> guarded(callback, what, () -> {
+                if (readError != null) {
+                    fail(what, "the stored ledger list could not be read (" + readError + ")", callback);
+                    return;
+                }
+                List<PendingDeletion> drops = before == null ? List.of() : LedgerDrops.droppedBy(topic, before, after);
+                if (drops.isEmpty()) {
+                    writeLedgerIds(inCall ? info : adapter.ledgerInfo(bytes), after, stat, callback);
+                    return;
+                }
+                mark(drops).whenComplete((v, e) -> guarded(callback, what, () -> {
+                    if (e == null) {
+                        writeLedgerIds(adapter.ledgerInfo(bytes), after, stat, callback);
+                    } else if (!LedgerDrops.addsLedger(before, after)) {
                         // A trim (or an offload's bookkeeping): fails, so the broker deletes nothing.
-                        fail(name, "ledger list", e, callback);
-                        return;
+                        fail(what, "its dropped ledgers could not be queued (" + e + "); they stay listed", callback);
+                    } else {
+                        // A rollover must go ahead (producers wait on it): written, keeping listed what it would
+                        // drop (what an earlier failed trim removed from the broker's memory only).
+                        LedgerList kept = LedgerList.parse(LedgerDrops.keepListed(before, after));
+                        Metrics.WRITES_KEPT.inc();
+                        log.warn("[ledger-deletion] [{}] ledger list written keeping {} ledger copies listed: they"
+                                + " could not be queued ({})", managedLedgerName, drops.size(), e.toString());
+                        writeLedgerIds(adapter.ledgerInfo(kept.bytes()), kept, stat, callback);
                     }
-                    // A rollover must go ahead (producers wait on it): written, but keeping listed what it
-                    // would drop (what an earlier failed trim removed from the broker's memory only).
-                    toWrite = LedgerDrops.keepListed(before, info);
-                    Metrics.WRITES_KEPT.inc();
-                    log.warn("[ledger-deletion] [{}] ledger list written keeping {} ledger copies listed: they"
-                            + " could not be queued ({})", name, drops.size(), e.toString());
-                }
-                ManagedLedgerInfo written = toWrite;
-                delegate.asyncUpdateLedgerIds(name, written, stat, tracking(callback, __ -> lastInfo = written));
-            });
+                }));
+            }));
         });
     }
 
-    @Override
-    public void getCursors(String name, MetaStoreCallback<List<String>> callback) {
-        delegate.getCursors(name, callback);
+    private void writeLedgerIds(Object info, LedgerList written, Stat stat, MetaStoreCallback<Object> callback) {
+        MetaStoreAdapter.call(adapter.asyncUpdateLedgerIds, delegate, managedLedgerName, info, stat,
+                tracking(callback, () -> lastInfo = written, () -> lastInfo = null));
     }
 
-    @Override
-    public void asyncGetCursorInfo(String name, String cursor, MetaStoreCallback<ManagedCursorInfo> callback) {
-        delegate.asyncGetCursorInfo(name, cursor, tracking(callback, info -> {
-            if (mine(name)) {
-                cursorLedgers.put(cursor, LedgerDrops.CursorLedgers.of(info));
-            }
-        }));
-    }
-
-    @Override
-    public void asyncUpdateCursorInfo(String name, String cursor, ManagedCursorInfo info, Stat stat,
-                                      MetaStoreCallback<Void> callback) {
-        if (!mine(name)) {
-            delegate.asyncUpdateCursorInfo(name, cursor, info, stat, callback);
-            return;
-        }
-        LedgerDrops.CursorLedgers after = LedgerDrops.CursorLedgers.of(info);
-        LedgerDrops.CursorLedgers known = cursorLedgers.get(cursor);
-        if (known != null && LedgerDrops.droppedByCursorWrite(topic, cursor, known, after).isEmpty()) {
-            // The common case (mark-delete persisted, same ledger, same buckets): nothing dropped, no extra read.
-            delegate.asyncUpdateCursorInfo(name, cursor, info, stat,
-                    tracking(callback, __ -> cursorLedgers.put(cursor, after)));
-            return;
-        }
-        // A cursor ledger switch, or a bucket property removed (Pulsar removes it after deleting the bucket's
-        // snapshot ledger, or with the cursor): queued before the write that forgets them.
-        currentCursor(name, cursor)
-                .thenApply(before -> LedgerDrops.droppedByCursorWrite(topic, cursor, before, after))
-                .thenCompose(this::mark)
-                .whenComplete((v, e) -> {
-                    if (e != null) {
-                        fail(name, "cursor " + cursor, e, callback);
-                        return;
+    private void asyncGetCursorInfo(String cursor, MetaStoreCallback<Object> callback) {
+        MetaStoreAdapter.call(adapter.asyncGetCursorInfo, delegate, managedLedgerName, cursor,
+                callback((info, stat) -> {
+                    CursorLedgers read = readOrNull("cursor " + cursor,
+                            () -> CursorLedgers.parse(adapter.cursorInfoBytes(info)));
+                    if (read != null) {
+                        cursorLedgers.put(cursor, read);
+                    } else {
+                        cursorLedgers.remove(cursor);
                     }
-                    delegate.asyncUpdateCursorInfo(name, cursor, info, stat,
-                            tracking(callback, __ -> cursorLedgers.put(cursor, after)));
-                });
+                    callback.operationComplete(info, stat);
+                }, callback::operationFailed));
     }
 
-    @Override
-    public void asyncRemoveCursor(String name, String cursor, MetaStoreCallback<Void> callback) {
-        if (!mine(name)) {
-            delegate.asyncRemoveCursor(name, cursor, callback);
+    private void asyncUpdateCursorInfo(String cursor, Object info, Stat stat, MetaStoreCallback<Object> callback) {
+        String what = "cursor " + cursor;
+        byte[] bytes;
+        CursorLedgers after;
+        try {
+            bytes = adapter.cursorInfoBytes(info);
+            after = CursorLedgers.parse(bytes);
+        } catch (RuntimeException e) {
+            log.error("[ledger-deletion] [{}] {}: its info could not be read (a defect, please report it): written"
+                    + " unmarked, scan finds what it drops", managedLedgerName, what, e);
+            cursorLedgers.remove(cursor);
+            MetaStoreAdapter.call(adapter.asyncUpdateCursorInfo, delegate, managedLedgerName, cursor, info, stat,
+                    callback);
             return;
         }
+        Runnable written = () -> cursorLedgers.put(cursor, after);
+        Runnable unknown = () -> cursorLedgers.remove(cursor);
+        CursorLedgers known = cursorLedgers.get(cursor);
+        if (known != null && LedgerDrops.droppedByCursorWrite(topic, cursor, known, after).isEmpty()) {
+            // The common case (same ledger, same buckets): nothing dropped, no extra read.
+            MetaStoreAdapter.call(adapter.asyncUpdateCursorInfo, delegate, managedLedgerName, cursor, info, stat,
+                    tracking(callback, written, unknown));
+            return;
+        }
+        // A cursor ledger switch (or the close that stores the position in the znode with no ledger), or a bucket
+        // property removed (Pulsar removes it after deleting the bucket's snapshot ledger).
+        CompletableFuture<CursorLedgers> before = known != null ? CompletableFuture.completedFuture(known)
+                : readCursor(cursor);
+        markOrGoAhead(what, before.thenApply(b -> LedgerDrops.droppedByCursorWrite(topic, cursor, b, after)))
+                .whenComplete((v, e) -> guarded(callback, what, () -> MetaStoreAdapter.call(
+                        adapter.asyncUpdateCursorInfo, delegate, managedLedgerName, cursor, adapter.cursorInfo(bytes),
+                        stat, tracking(callback, written, unknown))));
+    }
+
+    private void asyncRemoveCursor(String cursor, MetaStoreCallback<Object> callback) {
+        String what = "removal of cursor " + cursor;
+        // Read afresh, not from what this store last saw: a cursor write that failed may still have landed.
         // Its ledger and any bucket snapshot ledgers its properties still name (a subscription deleted while
         // delayed delivery is off for the topic keeps them: Pulsar clears buckets only when it is on).
-        currentCursor(name, cursor)
-                .thenApply(before -> LedgerDrops.droppedByCursorWrite(topic, cursor, before,
-                        LedgerDrops.CursorLedgers.NONE))
-                .thenCompose(this::mark)
-                .whenComplete((v, e) -> {
-                    if (e != null) {
-                        fail(name, "removal of cursor " + cursor, e, callback);
-                        return;
-                    }
-                    delegate.asyncRemoveCursor(name, cursor, tracking(callback, __ -> cursorLedgers.remove(cursor)));
-                });
+        markOrGoAhead(what, readCursor(cursor).thenApply(
+                        before -> LedgerDrops.droppedByCursorWrite(topic, cursor, before, CursorLedgers.NONE)))
+                .whenComplete((v, e) -> guarded(callback, what, () -> MetaStoreAdapter.call(adapter.asyncRemoveCursor,
+                        delegate, managedLedgerName, cursor, tracking(callback, () -> cursorLedgers.remove(cursor),
+                                () -> cursorLedgers.remove(cursor)))));
     }
 
-    @Override
-    public void removeManagedLedger(String name, MetaStoreCallback<Void> callback) {
-        if (!mine(name)) {
-            delegate.removeManagedLedger(name, callback);
-            return;
-        }
+    private void removeManagedLedger(MetaStoreCallback<Object> callback) {
+        String what = "topic metadata";
         // Read afresh: the topic is going, and whatever its metadata still lists is queued with it.
-        readInfo(name)
-                .thenApply(before -> before == null ? List.<PendingDeletion>of()
-                        : LedgerDrops.droppedWithTopic(topic, before))
-                .thenCompose(this::mark)
-                .whenComplete((v, e) -> {
-                    if (e != null) {
-                        fail(name, "topic metadata", e, callback);
-                        return;
-                    }
-                    delegate.removeManagedLedger(name, callback);
-                });
+        markOrGoAhead(what, readInfo().thenApply(
+                        before -> before == null ? List.<PendingDeletion>of() : LedgerDrops.droppedWithTopic(topic,
+                                before)))
+                .whenComplete((v, e) -> guarded(callback, what, () -> MetaStoreAdapter.call(
+                        adapter.removeManagedLedger, delegate, managedLedgerName,
+                        tracking(callback, () -> lastInfo = null, () -> lastInfo = null))));
     }
 
-    @Override
-    public Iterable<String> getManagedLedgers() throws MetaStoreException {
-        return delegate.getManagedLedgers();
-    }
-
-    @Override
-    public CompletableFuture<Boolean> asyncExists(String ledgerName) {
-        return delegate.asyncExists(ledgerName);
-    }
-
-    @Override
-    public CompletableFuture<Map<String, String>> getManagedLedgerPropertiesAsync(String name) {
-        return delegate.getManagedLedgerPropertiesAsync(name);
-    }
-
-    // ---------------------------------------------------------------------------------------------------
+    // ---------------------------------------------------------------------------------------------------------
 
     private CompletableFuture<Void> mark(List<PendingDeletion> drops) {
-        if (drops.isEmpty()) {
-            return CompletableFuture.completedFuture(null);
-        }
         Metrics.WRITES_HELD.inc();
-        log.info("[ledger-deletion] [{}] metadata write drops {} ledger copies: marking first {}",
-                managedLedgerName, drops.size(), drops);
-        return publisher.publish(drops);
+        log.info("[ledger-deletion] [{}] metadata write drops {} ledger copies: marking first {}", managedLedgerName,
+                drops.size(), drops);
+        try {
+            CompletableFuture<Void> f = marker.mark(drops);
+            return f != null ? f : CompletableFuture.failedFuture(new IllegalStateException("no mark future"));
+        } catch (Throwable e) {
+            return CompletableFuture.failedFuture(e);
+        }
     }
 
-    private CompletableFuture<ManagedLedgerInfo> currentInfo(String name) {
-        ManagedLedgerInfo known = lastInfo;
-        return known != null ? CompletableFuture.completedFuture(known) : readInfo(name);
+    /**
+     * Marks what {@code drops} completes with, for a write that goes ahead whatever happens: always completes
+     * normally, once the marks are durable or have failed (what they were for is then logged and counted).
+     */
+    private CompletableFuture<Void> markOrGoAhead(String what, CompletableFuture<List<PendingDeletion>> drops) {
+        CompletableFuture<Void> done = new CompletableFuture<>();
+        drops.whenComplete((list, readError) -> {
+            if (readError != null) {
+                log.warn("[ledger-deletion] [{}] {}: the stored metadata could not be read ({}); written unmarked,"
+                        + " scan finds what it drops", managedLedgerName, what, readError.toString());
+                done.complete(null);
+                return;
+            }
+            if (list.isEmpty()) {
+                done.complete(null);
+                return;
+            }
+            mark(list).whenComplete((v, e) -> {
+                if (e != null) {
+                    for (PendingDeletion d : list) {
+                        Metrics.UNMARKED.labels(d.ledgerType().name()).inc();
+                    }
+                    log.warn("[ledger-deletion] [{}] {} written without its pending deletions ({}): left to scan: {}",
+                            managedLedgerName, what, e.toString(), list);
+                }
+                done.complete(null);
+            });
+        });
+        return done;
+    }
+
+    private CompletableFuture<LedgerList> currentInfo() {
+        LedgerList known = lastInfo;
+        return known != null ? CompletableFuture.completedFuture(known) : readInfo();
     }
 
     /** The stored ledger list, or null if the topic has no metadata (nothing to drop). */
-    private CompletableFuture<ManagedLedgerInfo> readInfo(String name) {
-        CompletableFuture<ManagedLedgerInfo> f = new CompletableFuture<>();
-        delegate.getManagedLedgerInfo(name, false, null, new MetaStoreCallback<>() {
-            @Override
-            public void operationComplete(ManagedLedgerInfo info, Stat stat) {
-                f.complete(info);
-            }
-
-            @Override
-            public void operationFailed(MetaStoreException e) {
-                if (e instanceof ManagedLedgerException.MetadataNotFoundException) {
-                    f.complete(null);
-                } else {
-                    f.completeExceptionally(e);
-                }
-            }
-        });
-        return f;
-    }
-
-    /** The ledgers the cursor's stored info names; {@link LedgerDrops.CursorLedgers#NONE} for a new cursor. */
-    private CompletableFuture<LedgerDrops.CursorLedgers> currentCursor(String name, String cursor) {
-        LedgerDrops.CursorLedgers known = cursorLedgers.get(cursor);
-        if (known != null) {
-            return CompletableFuture.completedFuture(known);
+    private CompletableFuture<LedgerList> readInfo() {
+        CompletableFuture<LedgerList> f = new CompletableFuture<>();
+        try {
+            MetaStoreAdapter.call(adapter.getManagedLedgerInfo, delegate, managedLedgerName, false, null,
+                    callback((info, stat) -> supply(f, () -> LedgerList.parse(adapter.ledgerInfoBytes(info))),
+                            e -> completeRead(f, e, null)));
+        } catch (RuntimeException e) {
+            f.completeExceptionally(e);
         }
-        CompletableFuture<LedgerDrops.CursorLedgers> f = new CompletableFuture<>();
-        delegate.asyncGetCursorInfo(name, cursor, new MetaStoreCallback<>() {
-            @Override
-            public void operationComplete(ManagedCursorInfo info, Stat stat) {
-                f.complete(LedgerDrops.CursorLedgers.of(info));
-            }
-
-            @Override
-            public void operationFailed(MetaStoreException e) {
-                if (e instanceof ManagedLedgerException.MetadataNotFoundException) {
-                    f.complete(LedgerDrops.CursorLedgers.NONE);
-                } else {
-                    f.completeExceptionally(e);
-                }
-            }
-        });
         return f;
     }
 
-    private <T> void fail(String name, String what, Throwable e, MetaStoreCallback<T> callback) {
-        Metrics.WRITES_FAILED.inc();
-        log.warn("[ledger-deletion] [{}] {} not written: its dropped ledgers could not be queued ({}); they stay"
-                + " listed", name, what, e.toString());
-        MetaStoreException ex = new MetaStoreException("pending deletions not durable: " + e);
-        executor.executeOrdered(name, () -> callback.operationFailed(ex));
+    /** The ledgers the cursor's stored info names; {@link CursorLedgers#NONE} for a cursor not stored. */
+    private CompletableFuture<CursorLedgers> readCursor(String cursor) {
+        CompletableFuture<CursorLedgers> f = new CompletableFuture<>();
+        try {
+            MetaStoreAdapter.call(adapter.asyncGetCursorInfo, delegate, managedLedgerName, cursor,
+                    callback((info, stat) -> supply(f, () -> CursorLedgers.parse(adapter.cursorInfoBytes(info))),
+                            e -> completeRead(f, e, CursorLedgers.NONE)));
+        } catch (RuntimeException e) {
+            f.completeExceptionally(e);
+        }
+        return f;
     }
 
-    private static <T> MetaStoreCallback<T> tracking(MetaStoreCallback<T> callback, Consumer<T> onSuccess) {
+    private static <T> void supply(CompletableFuture<T> f, Supplier<T> value) {
+        try {
+            f.complete(value.get());
+        } catch (RuntimeException e) {
+            f.completeExceptionally(e);
+        }
+    }
+
+    /** A read that failed: {@code absent} if there is nothing stored, the failure otherwise. */
+    private static <T> void completeRead(CompletableFuture<T> f, MetaStoreException e, T absent) {
+        if (e instanceof ManagedLedgerException.MetadataNotFoundException) {
+            f.complete(absent);
+        } else {
+            f.completeExceptionally(e);
+        }
+    }
+
+    /** A store callback of {@code complete} and {@code failed} (untyped: its result is this line's metadata class). */
+    private MetaStoreCallback<Object> callback(BiConsumer<Object, Stat> complete, Consumer<MetaStoreException> failed) {
         return new MetaStoreCallback<>() {
             @Override
-            public void operationComplete(T result, Stat stat) {
-                onSuccess.accept(result);
+            public void operationComplete(Object result, Stat stat) {
+                complete.accept(result, stat);
+            }
+
+            @Override
+            public void operationFailed(MetaStoreException e) {
+                failed.accept(e);
+            }
+        };
+    }
+
+    /** What {@code read} returns, or null (logged: a defect) if it throws; the state is then read again later. */
+    private <T> T readOrNull(String what, Supplier<T> read) {
+        try {
+            return read.get();
+        } catch (RuntimeException e) {
+            log.error("[ledger-deletion] [{}] {} could not be read (a defect, please report it); read again before"
+                    + " the next write", managedLedgerName, what, e);
+            return null;
+        }
+    }
+
+    /** Runs {@code body}; anything it throws fails the write through {@link #fail}. */
+    private void guarded(MetaStoreCallback<Object> callback, String what, Runnable body) {
+        try {
+            body.run();
+        } catch (Throwable e) {
+            fail(what, "the extension failed (" + e + ")", callback);
+        }
+    }
+
+    /** The write fails, on the managed ledger's own ordered thread (as the store's own failures do). */
+    private void fail(String what, String why, MetaStoreCallback<Object> callback) {
+        Metrics.WRITES_FAILED.inc();
+        log.warn("[ledger-deletion] [{}] {} not written: {}", managedLedgerName, what, why);
+        MetaStoreException ex = new MetaStoreException("ledger-deletion extension: " + what + " not written: " + why);
+        try {
+            executor.executeOrdered(managedLedgerName, () -> callback.operationFailed(ex));
+        } catch (RejectedExecutionException shutDown) {
+            callback.operationFailed(ex);
+        }
+    }
+
+    /** {@code callback}, then {@code onSuccess} or {@code onFailure} first (neither may keep it from running). */
+    private MetaStoreCallback<Object> tracking(MetaStoreCallback<Object> callback, Runnable onSuccess,
+                                              Runnable onFailure) {
+        return new MetaStoreCallback<>() {
+            @Override
+            public void operationComplete(Object result, Stat stat) {
+                run(onSuccess);
                 callback.operationComplete(result, stat);
             }
 
             @Override
             public void operationFailed(MetaStoreException e) {
+                run(onFailure);
                 callback.operationFailed(e);
+            }
+
+            private void run(Runnable r) {
+                try {
+                    r.run();
+                } catch (RuntimeException e) {
+                    log.error("[ledger-deletion] [{}] tracking a write failed", managedLedgerName, e);
+                }
+            }
+        };
+    }
+
+    /** {@code callback} completed at most once: a second completion (a path that failed after it) is ignored. */
+    private MetaStoreCallback<Object> once(MetaStoreCallback<Object> callback) {
+        AtomicBoolean done = new AtomicBoolean();
+        return new MetaStoreCallback<>() {
+            @Override
+            public void operationComplete(Object result, Stat stat) {
+                if (done.compareAndSet(false, true)) {
+                    callback.operationComplete(result, stat);
+                } else {
+                    log.warn("[ledger-deletion] [{}] a second completion of a metadata write ignored",
+                            managedLedgerName);
+                }
+            }
+
+            @Override
+            public void operationFailed(MetaStoreException e) {
+                if (done.compareAndSet(false, true)) {
+                    callback.operationFailed(e);
+                } else {
+                    log.warn("[ledger-deletion] [{}] a second completion of a metadata write ignored ({})",
+                            managedLedgerName, e.toString());
+                }
             }
         };
     }

@@ -3,8 +3,8 @@ package org.ledgerdeletion.broker;
 import io.prometheus.client.Counter;
 
 /**
- * The extension's counters, in the default Prometheus registry that the broker's /metrics endpoint
- * includes. Registered once per JVM (a second storage instance in one JVM, as in tests, shares them).
+ * The extension's counters, in the default Prometheus registry that the broker's /metrics endpoint includes.
+ * Registered once per JVM (a second storage instance in one JVM, as in tests, shares them).
  */
 final class Metrics {
     static final Counter MARKED = register(Counter.build("ledger_deletion_broker_marked",
@@ -15,13 +15,15 @@ final class Metrics {
     static final Counter WRITES_HELD = register(Counter.build("ledger_deletion_broker_metadata_writes_held",
             "Metadata writes that dropped ledgers and waited for their pending deletions"));
     static final Counter WRITES_FAILED = register(Counter.build("ledger_deletion_broker_metadata_writes_failed",
-            "Metadata writes failed because their pending deletions were not durable in time (ledgers kept)"));
-
+            "Trims (ledger-list writes that only drop) failed because their pending deletions were not durable in"
+                    + " time, or because the extension failed (ledgers kept)"));
     static final Counter FAST_FAILS = register(Counter.build("ledger_deletion_broker_fast_fails",
-            "Marks failed at once while the queue is known unavailable (their metadata writes fail, ledgers kept)"));
-
+            "Marks failed at once while the queue is known unavailable"));
     static final Counter WRITES_KEPT = register(Counter.build("ledger_deletion_broker_metadata_writes_kept",
             "Rollover writes that went ahead keeping listed the ledgers they would drop (not queued in time)"));
+    static final Counter UNMARKED = register(Counter.build("ledger_deletion_broker_unmarked",
+            "Ledger copies dropped by a cursor write, a cursor removal or a topic removal that went ahead without"
+                    + " their pending deletion (not durable in time): left to scan").labelNames("ledger_type"));
 
     private Metrics() {
     }

@@ -16,7 +16,8 @@ import org.apache.avro.io.EncoderFactory;
 
 /**
  * The Avro binary encoding of PendingDeleteLedgerInfo, from the schema JSON the Python worker registers
- * (the resource is json.dumps(worker.message.AVRO_SCHEMA), checked by tests/unit/test_broker_extension_schema.py).
+ * (the resource is json.dumps(worker.formats.message.AVRO_SCHEMA), checked by
+ * tests/unit/test_broker_extension_schema.py).
  */
 public final class PendingDeleteCodec {
 
@@ -45,10 +46,10 @@ public final class PendingDeleteCodec {
     public static GenericRecord toRecord(PendingDeletion d, Map<String, String> properties) {
         GenericRecord r = new GenericData.Record(SCHEMA);
         r.put("topicName", d.topicName());
-        r.put("ledgerComponent", new GenericData.EnumSymbol(COMPONENT_SCHEMA, d.component()));
+        r.put("ledgerComponent", new GenericData.EnumSymbol(COMPONENT_SCHEMA, d.component().name()));
         r.put("cursorName", d.cursorName());
         r.put("schemaId", null);
-        r.put("ledgerType", new GenericData.EnumSymbol(TYPE_SCHEMA, d.ledgerType()));
+        r.put("ledgerType", new GenericData.EnumSymbol(TYPE_SCHEMA, d.ledgerType().name()));
         r.put("ledgerId", d.ledgerId());
         if (d.offload() != null) {
             GenericRecord o = new GenericData.Record(OFFLOAD_SCHEMA);

@@ -2,26 +2,21 @@ package org.ledgerdeletion.broker;
 
 import java.util.Map;
 import java.util.Objects;
+import java.util.UUID;
 
 /**
- * One PendingDeleteLedgerInfo message (worker/message.py's schema): a ledger, or an offloaded copy of one,
- * that a metadata write is about to drop.
+ * One PendingDeleteLedgerInfo message (the worker's {@code worker/formats/message.py} schema): a ledger, or an
+ * offloaded copy of one, that a metadata write is about to drop.
  *
  * @param topicName full topic name (a partition's own name for a partition)
- * @param component MANAGED_LEDGER, MANAGED_CURSOR or DELAYED_INDEX_BUCKET (the schema's LedgerComponent symbols)
+ * @param component what owns the ledger
  * @param cursorName the cursor owning a MANAGED_CURSOR ledger (its znode name) or a DELAYED_INDEX_BUCKET ledger
  *                   (the subscription name, as the bucket ledger's own metadata records it), else null
- * @param ledgerType LEDGER (the BookKeeper copy) or OFFLOAD_LEDGER (the tiered-storage copy)
+ * @param ledgerType which copy
  * @param offload the offload attempt (uuid, driver) of an OFFLOAD_LEDGER, else null
  */
-public record PendingDeletion(String topicName, String component, String cursorName, String ledgerType,
+public record PendingDeletion(String topicName, LedgerComponent component, String cursorName, LedgerType ledgerType,
                               long ledgerId, Offload offload) {
-
-    public static final String MANAGED_LEDGER = "MANAGED_LEDGER";
-    public static final String MANAGED_CURSOR = "MANAGED_CURSOR";
-    public static final String DELAYED_INDEX_BUCKET = "DELAYED_INDEX_BUCKET";
-    public static final String LEDGER = "LEDGER";
-    public static final String OFFLOAD_LEDGER = "OFFLOAD_LEDGER";
 
     /** The offload context the worker verifies an offloaded copy by. */
     public record Offload(long uidMsb, long uidLsb, String driverName, Map<String, String> driverMetadata) {
@@ -29,42 +24,47 @@ public record PendingDeletion(String topicName, String component, String cursorN
             Objects.requireNonNull(driverName);
             driverMetadata = Map.copyOf(driverMetadata);
         }
+
+        boolean sameAttempt(Offload other) {
+            return other != null && other.uidMsb == uidMsb && other.uidLsb == uidLsb;
+        }
     }
 
     public PendingDeletion {
         Objects.requireNonNull(topicName);
         Objects.requireNonNull(component);
         Objects.requireNonNull(ledgerType);
-        if ((MANAGED_CURSOR.equals(component) || DELAYED_INDEX_BUCKET.equals(component))
-                && (cursorName == null || cursorName.isEmpty())) {
+        if (component.namesCursor() && (cursorName == null || cursorName.isEmpty())) {
             throw new IllegalArgumentException(component + " needs a cursor name");
         }
-        if (OFFLOAD_LEDGER.equals(ledgerType) && offload == null) {
+        if (ledgerType == LedgerType.OFFLOAD_LEDGER && offload == null) {
             throw new IllegalArgumentException("OFFLOAD_LEDGER needs its offload context");
         }
     }
 
     public static PendingDeletion ledger(String topic, long ledgerId) {
-        return new PendingDeletion(topic, MANAGED_LEDGER, null, LEDGER, ledgerId, null);
+        return new PendingDeletion(topic, LedgerComponent.MANAGED_LEDGER, null, LedgerType.LEDGER, ledgerId, null);
     }
 
     public static PendingDeletion offloaded(String topic, long ledgerId, Offload offload) {
-        return new PendingDeletion(topic, MANAGED_LEDGER, null, OFFLOAD_LEDGER, ledgerId, offload);
+        return new PendingDeletion(topic, LedgerComponent.MANAGED_LEDGER, null, LedgerType.OFFLOAD_LEDGER, ledgerId,
+                offload);
     }
 
     public static PendingDeletion cursorLedger(String topic, String cursor, long ledgerId) {
-        return new PendingDeletion(topic, MANAGED_CURSOR, cursor, LEDGER, ledgerId, null);
+        return new PendingDeletion(topic, LedgerComponent.MANAGED_CURSOR, cursor, LedgerType.LEDGER, ledgerId, null);
     }
 
     /** A delayed-delivery bucket snapshot ledger ({@code BookkeeperBucketSnapshotStorage}) of a subscription. */
     public static PendingDeletion bucketLedger(String topic, String subscription, long ledgerId) {
-        return new PendingDeletion(topic, DELAYED_INDEX_BUCKET, subscription, LEDGER, ledgerId, null);
+        return new PendingDeletion(topic, LedgerComponent.DELAYED_INDEX_BUCKET, subscription, LedgerType.LEDGER,
+                ledgerId, null);
     }
 
     @Override
     public String toString() {
-        return (DELAYED_INDEX_BUCKET.equals(component) ? "bucket " : "") + ledgerType + ":" + ledgerId + " of " + topicName
-                + (cursorName == null ? "" : " cursor " + cursorName)
-                + (offload == null ? "" : " uuid " + new java.util.UUID(offload.uidMsb, offload.uidLsb));
+        return (component == LedgerComponent.DELAYED_INDEX_BUCKET ? "bucket " : "") + ledgerType + ":" + ledgerId
+                + " of " + topicName + (cursorName == null ? "" : " cursor " + cursorName)
+                + (offload == null ? "" : " uuid " + new UUID(offload.uidMsb, offload.uidLsb));
     }
 }

@@ -3,6 +3,7 @@ package org.ledgerdeletion.broker;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import java.io.IOException;
+import java.util.Arrays;
 import java.util.Map;
 import org.apache.avro.generic.GenericDatumReader;
 import org.apache.avro.generic.GenericRecord;
@@ -21,6 +22,14 @@ class PendingDeleteCodecTest {
         assertEquals("OFFLOAD_LEDGER", r.get("ledgerType").toString());
         assertEquals(42L, r.get("ledgerId"));
         assertEquals(-1L, ((GenericRecord) r.get("offloadContext")).get("uidMsb"));
+    }
+
+    @Test
+    void theEnumsAreTheSchemasSymbols() {
+        assertEquals(PendingDeleteCodec.SCHEMA.getField("ledgerComponent").schema().getEnumSymbols(),
+                Arrays.stream(LedgerComponent.values()).map(Enum::name).toList());
+        assertEquals(PendingDeleteCodec.SCHEMA.getField("ledgerType").schema().getEnumSymbols(),
+                Arrays.stream(LedgerType.values()).map(Enum::name).toList());
     }
 
     @Test
