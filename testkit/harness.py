@@ -83,6 +83,9 @@ class WorkerHarness:
             "http": {"host": "127.0.0.1", "port": self.port},
             "logging": {"level": "DEBUG", "format": "json"},
         }
+        if stack.mark_key_file:
+            # The stack's brokers sign what their extension queues: the worker checks it with the same key.
+            cfg["worker"]["broker_mark_key_file"] = stack.mark_key_file
         for section, values in overrides.items():
             cfg.setdefault(section, {}).update(values)
         self.config = cfg

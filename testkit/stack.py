@@ -29,6 +29,8 @@ class Stack:
     zookeeper_hosts: str
     s3_endpoint: str
     s3_bucket: str
+    # The key the stack's brokers sign what their extension queues with (worker.broker_mark_key_file).
+    mark_key_file: str | None = None
 
 
 def parse_env(out: str) -> dict[str, str]:
@@ -58,6 +60,7 @@ def stack_of(env: dict[str, str]) -> Stack:
         zookeeper_hosts=env["ZOOKEEPER_HOSTS"],
         s3_endpoint=env["S3_ENDPOINT"],
         s3_bucket=env["S3_BUCKET"],
+        mark_key_file=env.get("BROKER_MARK_KEY_FILE") or None,
     )
 
 
