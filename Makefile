@@ -131,8 +131,10 @@ test-cluster: venv
 chaos: venv
 	$(VENV)/bin/pytest -q -rfEs -s -m chaos tests/cluster
 
+# The worker checks the brokers' marks with the key the stack made for them (stack.sh env: BROKER_MARK_KEY_FILE).
 run: stack-up
-	$(VENV)/bin/ledger-deletion-worker run --config $(CONFIG)
+	LDW_WORKER__BROKER_MARK_KEY_FILE=$$(PROFILE=$(PROFILE) bash $(STACK) env | sed -n 's/^BROKER_MARK_KEY_FILE=//p') \
+	  $(VENV)/bin/ledger-deletion-worker run --config $(CONFIG)
 
 # A newcomer's tour on the local stack: real orphans, scan, the worker deletes them (deploy/local/demo.sh).
 demo: venv stack-up
