@@ -232,8 +232,7 @@ async def _scan_single(settings: Settings, root: str) -> tuple[int, float, dict[
     from worker.backends.zookeeper import ZooKeeper
     from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
     from worker.broker.admin import PulsarAdmin
-    from worker.broker.live_state_reader import LiveStateReader
-    from worker.broker.snapshot_cache import SnapshotCache
+    from worker.broker.snapshot_cache import snapshot_cache
     from worker.operations.scanner import Scanner
 
     hosts = settings.zookeeper.hosts
@@ -254,7 +253,7 @@ async def _scan_single(settings: Settings, root: str) -> tuple[int, float, dict[
                 return None if got is None else got[0]
 
         admin = PulsarAdmin(str(settings.pulsar.admin_url), session)
-        snaps = SnapshotCache(LiveStateReader(admin), ttl_s=60, max_size=1024, metadata_store=zk)
+        snaps = snapshot_cache(admin, settings.worker, zk, ttl_s=60)
         report = await Scanner(Listing(), snaps, zk, min_age_s=600).scan()
     return len(report.decisions), time.monotonic() - t0, report.counts()
 

@@ -468,6 +468,16 @@ class WorkerSettings(_Section):
         60.0, ge=0, description="Seconds a topic's live state (its owner's internalStats) may be reused."
     )
     snapshot_cache_size: int = Field(1024, ge=1, description="Topics whose live state is cached.")
+    loaded_topics_ttl_s: float = Field(
+        30.0,
+        ge=0,
+        description=(
+            "Seconds the brokers' own lists of the topics they have loaded (broker-stats/topics, refreshed by each "
+            "broker every statsUpdateFrequencyInSecs) are kept: a topic they name is asked of its broker, any other "
+            "one is read from Pulsar's metadata store, never loaded (a superuser's read; without it every topic is "
+            "read from the metadata store)."
+        ),
+    )
     drain_timeout_s: float = Field(
         30.0,
         gt=0,

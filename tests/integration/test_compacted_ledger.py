@@ -34,13 +34,13 @@ from tests.integration.worker_harness import WorkerHarness, create_ledgers
 from worker.backends.bookie_http import BookieClient
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin
-from worker.broker.live_state_reader import LiveStateReader
-from worker.broker.snapshot_cache import SnapshotCache
+from worker.broker.snapshot_cache import snapshot_cache
 from worker.core.decision import Outcome
 from worker.daemon.decider import open_decider
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
 from worker.operations.scanner import Decision, Scanner, Verdict
+from worker.settings import WorkerSettings
 
 pytestmark = pytest.mark.integration
 
@@ -83,7 +83,7 @@ def compacted_metadata(topic: TopicName) -> dict[str, str]:
 async def scan(stack: Stack, admin: PulsarAdmin, bookie: BookieClient, ns: str) -> dict[int, Decision]:
     """The scanner of ``scan`` / ``audit``, on this namespace only (other tests make orphans elsewhere)."""
     async with ZooKeeper(stack.zookeeper_hosts) as zk:
-        snapshots = SnapshotCache(LiveStateReader(admin), ttl_s=0.5, max_size=100, metadata_store=zk)
+        snapshots = snapshot_cache(admin, WorkerSettings(), zk, ttl_s=0.5)
         report = await Scanner(bookie, snapshots, zk, min_age_s=0, namespaces=[ns]).scan()
     return {d.ledger_id: d for d in report.decisions}
 

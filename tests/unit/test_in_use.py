@@ -159,12 +159,12 @@ class FakeReader:
     def forget_owner(self, topic: TopicName) -> None:
         self.forgotten.append(str(topic))
 
-    async def fetch(self, topic: TopicName) -> tuple[dict[str, Any], str] | None:
+    async def fetch(self, topic: TopicName) -> LiveSet | None:
         self.fetches.append(str(topic))
         a = self.answers.get(str(topic))
         if isinstance(a, Exception):
             raise a
-        return a
+        return None if a is None else LiveSet.from_internal_stats(topic, a[0], a[1], -1, 0.0)
 
 
 class Clock:
@@ -568,7 +568,7 @@ async def test_owner_change_of_a_partition_bumps_the_base_epoch() -> None:
     assert not cache.is_current(s1)
 
 
-# ---- LiveStateReader's redirect handling, on a fake admin ----------------------------------------------------------
+# ---- LiveStateReader's lookup path (purge-topic without a metadata store), on a fake admin ----------------
 
 
 class ScriptedAdmin:
@@ -593,14 +593,15 @@ class ScriptedAdmin:
 def reader_on(admin: ScriptedAdmin) -> tuple[LiveStateReader, list[tuple[str, str]]]:
     seen: list[tuple[str, str]] = []
     on: Callable[[str, str], None] = lambda e, o: seen.append((e, o))  # noqa: E731
-    return LiveStateReader(admin, on), seen  # type: ignore[arg-type]
+    # The lookup + internalStats path: what a reader may do only when it may load the topic.
+    return LiveStateReader(admin, on, may_load=True), seen  # type: ignore[arg-type]
 
 
 async def test_reader_caches_the_owner() -> None:
     admin = ScriptedAdmin([A], [stats([1]), stats([1, 2])])
     r, _ = reader_on(admin)
-    assert (await r.fetch(T))[1] == A  # type: ignore[index]
-    assert (await r.fetch(T))[1] == A  # type: ignore[index]
+    assert (await r.fetch(T)).owner_url == A  # type: ignore[union-attr]
+    assert (await r.fetch(T)).owner_url == A  # type: ignore[union-attr]
     assert admin.lookup_calls == 1
     assert admin.stats_bases == [A, A]
 
@@ -609,7 +610,7 @@ async def test_reader_follows_one_redirect_with_a_new_lookup() -> None:
     admin = ScriptedAdmin([A, B], [NotOwner(B), stats([1])])
     r, seen = reader_on(admin)
     got = await r.fetch(T)
-    assert got is not None and got[1] == B
+    assert got is not None and got.owner_url == B
     assert admin.stats_bases == [A, B]
     assert ("internal_stats", "redirect") in seen
 
@@ -636,7 +637,7 @@ async def test_reader_forgets_the_owner_on_error() -> None:
     with pytest.raises(RuntimeError):
         await r.fetch(T)
     got = await r.fetch(T)
-    assert got is not None and got[1] == B
+    assert got is not None and got.owner_url == B
 
 
 async def test_reader_lookup_not_found_is_none() -> None:
@@ -691,13 +692,13 @@ class GatedReader(FakeReader):
             await asyncio.sleep(0)
         raise AssertionError("the fetch never started")
 
-    async def fetch(self, topic: TopicName) -> tuple[dict[str, Any], str] | None:
+    async def fetch(self, topic: TopicName) -> LiveSet | None:
         self.fetches.append(str(topic))
         a = self.answers.get(str(topic))  # the broker's state when the read started
         await self.gate.wait()
         if isinstance(a, Exception):
             raise a
-        return a
+        return None if a is None else LiveSet.from_internal_stats(topic, a[0], a[1], -1, 0.0)
 
 
 def gated() -> tuple[SnapshotCache, GatedReader]:
@@ -794,7 +795,7 @@ async def test_per_topic_state_is_bounded_and_eviction_never_revives_an_old_epoc
 
 async def test_owner_cache_is_bounded() -> None:
     admin = ScriptedAdmin([A] * 20, [stats([1])] * 20)
-    r = LiveStateReader(admin, max_owners=3)  # type: ignore[arg-type]
+    r = LiveStateReader(admin, max_owners=3, may_load=True)  # type: ignore[arg-type]
     for i in range(10):
         await r.fetch(TopicName.parse(f"persistent://t/ns/o{i}"))
     assert len(r._owners) == 3

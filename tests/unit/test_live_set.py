@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from worker.broker.snapshot_cache import in_use
-from worker.core.live_set import Hold, LiveSet, UnreadableLiveState, ledger_hold
+from worker.core.live_set import STORED, Hold, LiveSet, UnreadableLiveState, ledger_hold
+from worker.formats.managed_ledger_metadata import LedgerInfo, ManagedCursorInfo, ManagedLedgerInfo, OffloadInfo
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
 
@@ -140,3 +141,56 @@ def test_an_unreadable_ledger_id_makes_the_live_state_unknown_not_smaller(bad: o
             stats["cursors"] = {"__compaction": {"cursorLedger": 7, "properties": {"CompactedTopicLedger": bad}}}
     with pytest.raises(UnreadableLiveState):
         LiveSet.from_internal_stats(TopicName.parse("persistent://t/n/x"), stats, "http://o", 0, 0.0)
+
+
+# ---- the live set of a topic no broker has loaded, from its records in the metadata store -----------------------
+
+
+def stored(
+    ledgers: list[LedgerInfo],
+    cursors: dict[str, ManagedCursorInfo] | None = None,
+    schema: frozenset[int] = frozenset(),
+) -> LiveSet:
+    return LiveSet.from_stored(T, ManagedLedgerInfo(tuple(ledgers)), cursors or {}, schema, 0, 0.0)
+
+
+def test_from_stored_names_what_internal_stats_would() -> None:
+    offloaded = LedgerInfo(41, offload=OffloadInfo(uid_msb=1, uid_lsb=2, complete=True))
+    attempt = LedgerInfo(42, offload=OffloadInfo(uid_msb=3, uid_lsb=4, complete=False))
+    s = stored(
+        [LedgerInfo(40), offloaded, attempt, LedgerInfo(43)],
+        {"sub": ManagedCursorInfo(50), "closed": ManagedCursorInfo(-1), "__compaction": ManagedCursorInfo(-1)},
+        frozenset({7, 8}),
+    )
+    assert s.stored and s.owner_url == STORED
+    assert s.ml_ledgers == {40, 41, 42, 43} and s.offloaded_ledgers == {41}
+    assert s.cursor_ledgers == {"sub": 50}
+    assert s.schema_ledgers == {7, 8}
+    # Every cursor counts as open: a broker that loaded the topic may hold a bucket of any of them.
+    assert s.cursor_names == {"sub", "closed", "__compaction"}
+    assert s.all_ids == {40, 41, 42, 43, 50, 7, 8} and s.max_id == 50
+
+
+def test_from_stored_reads_the_compacted_ledger_from_the_compaction_cursors_position() -> None:
+    cursor = ManagedCursorInfo(-1, 39, 4, position_properties={"CompactedTopicLedger": 30})
+    s = stored([LedgerInfo(40)], {"__compaction": cursor})
+    assert s.compacted_ledger == 30 and s.compaction_floor == 30
+    assert ledger_hold(s, LedgerComponent.COMPACTED_LEDGER, 30) is Hold.REFERENCED
+    assert ledger_hold(s, LedgerComponent.COMPACTED_LEDGER, 20) is None  # an earlier compaction's
+    # Newer: a compaction whose acknowledgement is only in the cursor ledger's entries, or still coming.
+    assert ledger_hold(s, LedgerComponent.COMPACTED_LEDGER, 31) is Hold.COMPACTION_UNCOMMITTED
+
+
+@pytest.mark.parametrize("props", [{}, {"CompactedTopicLedger": -1}, {"other": 30}])
+def test_from_stored_a_compaction_cursor_naming_nothing_holds_every_compacted_ledger(props: dict[str, int]) -> None:
+    s = stored([LedgerInfo(40)], {"__compaction": ManagedCursorInfo(60, position_properties=props)})
+    assert s.compacted_ledger is None and s.compaction_floor == -1
+    assert ledger_hold(s, LedgerComponent.COMPACTED_LEDGER, 5) is Hold.COMPACTION_UNNAMED
+
+
+def test_from_stored_without_a_compaction_cursor_holds_no_compacted_ledger() -> None:
+    s = stored([LedgerInfo(40)], {"sub": ManagedCursorInfo(-1)})
+    assert s.compaction_floor is None
+    assert ledger_hold(s, LedgerComponent.COMPACTED_LEDGER, 45) is None
+    assert ledger_hold(s, LedgerComponent.MANAGED_LEDGER, 39) is None
+    assert ledger_hold(s, LedgerComponent.MANAGED_CURSOR, 40) is Hold.REFERENCED  # whatever role it is given

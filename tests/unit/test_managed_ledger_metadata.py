@@ -223,6 +223,7 @@ cursors = st.builds(
     mark_delete_entry_id=opt64,
     last_active=opt64,
     cursor_properties=st.dictionaries(text, text, max_size=3),
+    position_properties=st.dictionaries(text, int64, max_size=3),
 )
 
 

@@ -424,7 +424,7 @@ async def test_progress_and_decision_callbacks() -> None:
         on_decision=lambda d: decided.append(d.ledger_id),
         concurrency=2,
     )
-    assert ("metadata", 5, 5) in seen and ("topics", 1, 1) in seen
+    assert ("metadata", 5, 5) in seen and ("ledgers", 5, 5) in seen
     assert sorted(decided) == [1, 2, 3, 4, 5]
 
 

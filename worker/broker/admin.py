@@ -180,6 +180,28 @@ class PulsarAdmin:
     async def list_namespaces(self, tenant: str) -> list[str]:
         return list(await self._call("GET", f"/admin/v2/namespaces/{_q(tenant)}"))
 
+    async def active_brokers(self) -> list[str]:
+        """The ids (``host:port`` of the web service) of the local cluster's live brokers."""
+        return [str(b) for b in await self._call("GET", "/admin/v2/brokers")]
+
+    async def loaded_topics(self) -> dict[str, tuple[str, str]]:
+        """The persistent topics this broker has loaded right now, as of its last statistics update
+        (``statsUpdateFrequencyInSecs``, 60 s by default), each with its namespace and bundle range:
+        ``broker-stats/topics``, the broker's own list of what it serves. Reading it loads nothing
+        (``BrokerService.getDimensionMetrics``); a superuser's call."""
+        d = await self._call("GET", "/admin/v2/broker-stats/topics")
+        if not isinstance(d, dict):
+            raise BackendError("admin", f"broker-stats/topics is not a JSON object: {str(d)[:200]}")
+        out: dict[str, tuple[str, str]] = {}
+        for namespace, bundles in d.items():
+            if not isinstance(bundles, dict):
+                continue
+            for bundle, domains in bundles.items():
+                persistent = domains.get("persistent") if isinstance(domains, dict) else None
+                for topic in persistent or {}:
+                    out[str(topic)] = (str(namespace), str(bundle))
+        return out
+
     async def list_topics(self, namespace: str, *, include_system: bool = False) -> list[str]:
         """Persistent topics of a namespace, partitions included. The broker counts every topic of a
         system namespace (``pulsar/system``, where the deletion topics live by default) as a system topic

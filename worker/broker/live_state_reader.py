@@ -1,29 +1,87 @@
-"""Who owns a topic (lookup, cached per topic, bounded, dropped on a 307 or an error) and what the owner
-says it references (``internalStats`` asked of that owner only): the reads behind the snapshot cache."""
+"""Where a topic's live state is read, without ever loading the topic to learn it: the reads behind the
+snapshot cache (``worker.broker.snapshot_cache``), ``purge-topic``, the scanner and the audit.
+
+- A topic some broker has loaded (that broker's own list names it, ``worker.broker.loaded_topics``) is
+  asked of that broker: ``internalStats``, its memory, is the truth while it serves the topic.
+- Any other topic is read from Pulsar's metadata store (``worker.backends.pulsar_metadata``): its managed
+  ledger, cursors and schema locator, which no broker writes while the topic is not loaded, and which stay
+  a safe answer when a broker loads it meanwhile (docs/design.md, "A topic is never loaded to learn what it
+  uses").
+- A topic without a managed ledger there is gone only if the admin API agrees: its namespace's topic list,
+  read from any broker (no ownership, no load), does not name it, or the namespace does not exist.
+
+Asking ``internalStats`` of a topic's owner, found by a lookup, is what every admin client does, and it
+loads a topic that is not loaded (and a lookup assigns a bundle nobody owns): that is left for the one
+caller that may (``may_load``: ``purge-topic`` without a metadata store, which is about to delete the topic).
+"""
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
 
+from worker.backends.pulsar_metadata import PulsarMetadata
 from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound
+from worker.broker.loaded_topics import LoadedTopics
+from worker.core.live_set import LiveSet
+from worker.errors import BackendError
 from worker.formats.topic_name import TopicName
 
 
+class GoneUnconfirmed(BackendError):
+    """Half of the proof that a topic is gone is missing: the admin API says the topic does not exist
+    while the metadata store still has its managed ledger (a topic that cannot be loaded is not a gone
+    topic), or the other way round, or no metadata store is configured to ask. Transient: nothing is
+    deleted on half a proof."""
+
+    def __init__(self, topic: TopicName, why: str) -> None:
+        super().__init__("admin", f"{topic} not proven gone: {why}")
+        self.topic = topic
+
+
+class NotLoadedUnreadable(BackendError):
+    """No broker has the topic loaded and no metadata store is configured: its live state cannot be read
+    without loading it."""
+
+    def __init__(self, topic: TopicName) -> None:
+        super().__init__(
+            "admin",
+            f"{topic} is not loaded on any broker, and without a metadata store (zookeeper.hosts) its live state "
+            "cannot be read without loading it",
+        )
+
+
 class LiveStateReader:
-    """Owner lookup (cached per topic, bounded, dropped on 307 or error) + ``internalStats`` on the owner."""
+    """A topic's live state from the broker that has it loaded, else from Pulsar's metadata store."""
 
     def __init__(
-        self, admin: PulsarAdmin, on_request: Callable[[str, str], None] | None = None, *, max_owners: int = 100_000
+        self,
+        admin: PulsarAdmin,
+        on_request: Callable[[str, str], None] | None = None,
+        *,
+        metadata: PulsarMetadata | None = None,
+        loaded: LoadedTopics | None = None,
+        listing_ttl_s: float = 0.0,
+        may_load: bool = False,
+        max_owners: int = 100_000,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.admin = admin
+        self.metadata = metadata
+        self.loaded = loaded
+        self.may_load = may_load
         self.max_owners = max_owners
+        self.listing_ttl_s = listing_ttl_s
+        self.clock = clock
         self._owners: OrderedDict[str, str] = OrderedDict()
+        self._listings: OrderedDict[str, tuple[float, frozenset[str] | None]] = OrderedDict()
         self._on_request = on_request or (lambda endpoint, outcome: None)
 
     def forget_owner(self, topic: TopicName) -> None:
         self._owners.pop(str(topic), None)
+        if self.loaded is not None:
+            self.loaded.forget(topic)
 
     async def partitions(self, topic: TopicName) -> int:
         try:
@@ -34,7 +92,68 @@ class LiveStateReader:
         self._on_request("partitions", "ok")
         return n
 
-    async def owner(self, topic: TopicName) -> str:
+    async def fetch(self, topic: TopicName) -> LiveSet | None:
+        """The topic's live state, or None when the admin API says it does not exist (and, where it was
+        read, the metadata store has no managed ledger for it). Raises NotOwner when the broker that listed
+        it answers 307 (the caller bumps the epoch and retries later), GoneUnconfirmed when the two stores
+        disagree, BackendError when nothing could be read."""
+        serving = await self.loaded.serving(topic) if self.loaded is not None else None
+        if serving is not None:
+            try:
+                stats = await self.admin.internal_stats(topic, base=serving.url)
+            except TopicNotFound:
+                # Deleted since the broker listed it: what is left is in the metadata store, if anything.
+                self._on_request("internal_stats", "not_found")
+                self.forget_owner(topic)
+            except NotOwner:
+                self._on_request("internal_stats", "redirect")
+                self.forget_owner(topic)
+                raise
+            except Exception:
+                self._on_request("internal_stats", "error")
+                raise
+            else:
+                self._on_request("internal_stats", "ok")
+                return LiveSet.from_internal_stats(topic, stats, serving.url, -1, self.clock())
+        if self.metadata is not None:
+            stored = await self.metadata.stored_topic(topic)
+            if stored is not None:
+                self._on_request("stored", "ok")
+                return LiveSet.from_stored(
+                    topic, stored.managed_ledger, stored.cursors, stored.schema_ledgers, -1, self.clock()
+                )
+            if await self._listed(topic):
+                raise GoneUnconfirmed(topic, "the admin API lists it, but the metadata store has no managed ledger")
+            self._on_request("stored", "not_found")
+            return None
+        if self.may_load:
+            return await self._fetch_loading(topic)
+        raise NotLoadedUnreadable(topic)
+
+    async def _listed(self, topic: TopicName) -> bool:
+        """Whether the admin API lists ``topic`` among its namespace's persistent topics (system topics
+        included); False when the namespace does not exist. The broker reads that list from its metadata
+        store: no bundle is assigned and nothing is loaded. Kept ``listing_ttl_s`` per namespace."""
+        ns = topic.namespace_name
+        cached = self._listings.get(ns)
+        if cached is None or self.clock() - cached[0] > self.listing_ttl_s:
+            try:
+                names: frozenset[str] | None = frozenset(await self.admin.list_topics(ns, include_system=True))
+                self._on_request("topics", "ok")
+            except TopicNotFound:
+                self._on_request("topics", "not_found")
+                names = None
+            except Exception:
+                self._on_request("topics", "error")
+                raise
+            cached = (self.clock(), names)
+            self._listings[ns] = cached
+            self._listings.move_to_end(ns)
+            while len(self._listings) > self.max_owners:
+                self._listings.popitem(last=False)
+        return cached[1] is not None and str(topic) in cached[1]
+
+    async def _owner(self, topic: TopicName) -> str:
         key = str(topic)
         if key in self._owners:
             self._owners.move_to_end(key)
@@ -46,13 +165,11 @@ class LiveStateReader:
             self._owners.popitem(last=False)  # losing an owner costs one lookup, nothing else
         return url
 
-    async def fetch(self, topic: TopicName) -> tuple[dict[str, Any], str] | None:
-        """(internalStats, owner url), or None when the admin API says the topic does not exist (a lookup
-        or internalStats "not found" in Pulsar's words). Raises NotOwner after a second redirect so the
-        caller can bump the epoch and retry later."""
+    async def _fetch_loading(self, topic: TopicName) -> LiveSet | None:
+        """The owner found by a lookup, then its ``internalStats``: loads the topic if it is not loaded."""
         for attempt in (1, 2):
             try:
-                owner = await self.owner(topic)
+                owner = await self._owner(topic)
             except TopicNotFound:
                 # No namespace, or no topic where auto-creation is off: the lookup is the admin's answer.
                 self._on_request("lookup", "not_found")
@@ -63,7 +180,7 @@ class LiveStateReader:
             try:
                 stats = await self.admin.internal_stats(topic, base=owner)
                 self._on_request("internal_stats", "ok")
-                return stats, owner
+                return LiveSet.from_internal_stats(topic, stats, owner, -1, self.clock())
             except TopicNotFound:
                 self._on_request("internal_stats", "not_found")
                 return None

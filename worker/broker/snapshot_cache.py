@@ -1,9 +1,10 @@
-"""Step 3, the in-use check: the owner broker's live state of a topic, cached safely.
+"""Step 3, the in-use check: a topic's live state, cached safely.
 
-The live set of a topic is every ledger its owner still references: managed-ledger ledgers (the current
-one included), each cursor's ledger, the schema ledgers and the compacted ledger. It comes from
-``internalStats`` on the *owning* broker only; the parse and the in-use rule are ``worker.core.live_set``,
-this module is the I/O around them (owner lookup, the read, the cache).
+The live set of a topic is every ledger it still references: managed-ledger ledgers (the current one
+included), each cursor's ledger, the schema ledgers and the compacted ledger. It comes from
+``internalStats`` on the broker that has the topic loaded, or from Pulsar's metadata store when no broker
+has it loaded (``worker.broker.live_state_reader``: a topic is never loaded to learn what it uses); the
+parse and the in-use rule are ``worker.core.live_set``, this module is the cache around them.
 
 Caching is safe because ledger ids only grow and a removed id never comes back, with two guards:
 - stale-id rule: a ledger id above the largest id of the snapshot may have been created after the
@@ -27,10 +28,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from worker.backends.fresh_reads import received_at
+from worker.backends.pulsar_metadata import PulsarMetadata
+from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import NotOwner, PulsarAdmin
-from worker.broker.live_state_reader import LiveStateReader
+from worker.broker.live_state_reader import GoneUnconfirmed, LiveStateReader
+from worker.broker.loaded_topics import LoadedTopics
 from worker.core.live_set import Hold, LiveSet, Snapshot, TopicGone, ledger_hold
-from worker.errors import BackendError
 from worker.formats.message import PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
 from worker.settings import WorkerSettings
@@ -54,16 +57,6 @@ _GONE = "<gone>"
 _UNCONFIRMED = "<not found, unconfirmed>"
 
 
-class GoneUnconfirmed(BackendError):
-    """The admin API says the topic does not exist, but that is not proven: the metadata store still
-    has its managed ledger (a topic that cannot be loaded is not a gone topic), or no metadata store is
-    configured to ask. Transient: the message is retried, nothing is deleted on half a proof."""
-
-    def __init__(self, topic: TopicName, why: str) -> None:
-        super().__init__("admin", f"{topic} not found by the admin API, but {why}")
-        self.topic = topic
-
-
 class MetadataStore(Protocol):
     """The metadata store's half of the "gone" proof (``worker.backends.zookeeper.ZooKeeper``)."""
 
@@ -74,9 +67,13 @@ async def confirm_gone(topic: TopicName, store: MetadataStore | None) -> None:
     """The one rule, shared by pipeline, scanner and purge-topic: after the admin API said "not found",
     the topic is gone only if the metadata store has no managed ledger for it. Raises GoneUnconfirmed."""
     if store is None:
-        raise GoneUnconfirmed(topic, "no metadata store is configured to confirm it (zookeeper.hosts)")
+        raise GoneUnconfirmed(
+            topic, "not found by the admin API, but no metadata store is configured to confirm it (zookeeper.hosts)"
+        )
     if await store.managed_ledger_exists(topic.managed_ledger_name):
-        raise GoneUnconfirmed(topic, "its managed ledger still exists in the metadata store")
+        raise GoneUnconfirmed(
+            topic, "not found by the admin API, but its managed ledger still exists in the metadata store"
+        )
 
 
 @dataclass(slots=True)
@@ -269,8 +266,8 @@ class SnapshotCache:
             return await self._confirm_gone(topic)
         self._not_found.pop(key, None)
         # The topic's own managed ledger first: most topics are not partitioned, and a partitioned topic's
-        # base name has none (the admin API answers "not found"), so `partitions` is asked only then. One
-        # admin call per read instead of two (docs/benchmarks.md, admin calls per 1,000 messages).
+        # base name has none, so `partitions` is asked only then (docs/benchmarks.md, admin calls per 1,000
+        # messages).
         try:
             got = await self.reader.fetch(topic)
         except NotOwner:
@@ -283,8 +280,7 @@ class SnapshotCache:
             gone = await self._confirm_gone(topic)
             self._remember_not_found(key)
             return gone
-        stats, owner = got
-        return LiveSet.from_internal_stats(topic, stats, owner, -1, self.clock())
+        return dataclasses.replace(got, fetched_at=self.clock())
 
     async def _union_of_partitions(self, topic: TopicName, partitions: int) -> Snapshot:
         parts: list[LiveSet] = []
@@ -399,7 +395,7 @@ def in_use(snap: LiveSet, info: PendingDeleteLedgerInfo) -> bool:
 def snapshot_cache(
     admin: PulsarAdmin,
     w: WorkerSettings,
-    metadata_store: MetadataStore | None,
+    metadata_store: ZooKeeper | None,
     *,
     ttl_s: float | None = None,
     on_request: Callable[[str, str], None] | None = None,
@@ -407,13 +403,38 @@ def snapshot_cache(
     not_found_ttl_s: float = 0.0,
 ) -> SnapshotCache:
     """The one way to build the live-state cache from the settings (size, TTL; the owner cache bounded at
-    ten times the snapshots): the daemon, the replay, ``scan`` and the audit all get it here."""
-    reader = LiveStateReader(admin, on_request, max_owners=10 * w.snapshot_cache_size)
+    ten times the snapshots): the daemon, the replay, ``scan`` and the audit all get it here. With a
+    metadata store (``ZooKeeper``), a topic no broker has loaded is read from it; without one, only topics a
+    broker lists as loaded can be read (nothing is loaded to learn the others)."""
     return SnapshotCache(
-        reader,
+        live_state_reader(admin, w, metadata_store, on_request=on_request, listing_ttl_s=not_found_ttl_s),
         ttl_s=w.snapshot_ttl_s if ttl_s is None else ttl_s,
         max_size=w.snapshot_cache_size,
         metadata_store=metadata_store,
         on_bump=on_bump,
         not_found_ttl_s=not_found_ttl_s,
+    )
+
+
+def live_state_reader(
+    admin: PulsarAdmin,
+    w: WorkerSettings,
+    metadata_store: ZooKeeper | None,
+    *,
+    on_request: Callable[[str, str], None] | None = None,
+    listing_ttl_s: float = 0.0,
+    may_load: bool = False,
+) -> LiveStateReader:
+    """The reader behind every live-state read: the brokers' lists of loaded topics (kept
+    ``worker.loaded_topics_ttl_s``), Pulsar's metadata store when ``metadata_store`` is the ZooKeeper client
+    of it, the admin API's namespace listings (kept ``listing_ttl_s``)."""
+    metadata = PulsarMetadata(metadata_store) if metadata_store is not None else None
+    return LiveStateReader(
+        admin,
+        on_request,
+        metadata=metadata,
+        loaded=LoadedTopics(admin, metadata, ttl_s=w.loaded_topics_ttl_s, on_request=on_request),
+        listing_ttl_s=listing_ttl_s,
+        may_load=may_load,
+        max_owners=10 * w.snapshot_cache_size,
     )

@@ -137,7 +137,7 @@ async def _scan(
 ) -> int:
     from worker.backends.bookie_http import BookieClient
     from worker.backends.http import new_session
-    from worker.backends.ledger_listing import read_listing
+    from worker.backends.ledger_listing import LedgerWalk
     from worker.backends.zookeeper import optional_zookeeper
     from worker.broker.admin import open_admin
     from worker.broker.preflight import check_bookies, prove_metadata_stores
@@ -146,7 +146,7 @@ async def _scan(
     from worker.errors import BackendError, StartupRefused
     from worker.formats.topic_name import TopicName
     from worker.logs import get_logger
-    from worker.operations.scanner import Decision, LedgerListing, Scanner, Verdict
+    from worker.operations.scanner import LISTING_TTL_S, Decision, LedgerChunks, LedgerListing, Scanner, Verdict
 
     log = get_logger(command="scan")
     s = settings
@@ -174,19 +174,14 @@ async def _scan(
             except StartupRefused as e:
                 print(f"ledger-deletion-worker scan: {e}", file=sys.stderr)
                 return 2
-        listing: LedgerListing = bookie
+        listing: LedgerListing | LedgerChunks = bookie
         if (args.metadata_from or ("zookeeper" if zk else "bookie")) == "zookeeper":
             hosts = s.zookeeper.bookkeeper_store
             assert hosts is not None
-            try:
-                listing = await read_listing(hosts, s.zookeeper.ledgers_root, s.zookeeper.timeout_s)
-            except Exception as e:  # kazoo's errors are many; the operator needs the cause, not a traceback
-                print(
-                    f"ledger-deletion-worker scan: reading {s.zookeeper.ledgers_root} from ZooKeeper {hosts}: {e}",
-                    file=sys.stderr,
-                )
-                return 1
-        snapshots = snapshot_cache(admin, s.worker, zk)
+            listing = LedgerWalk(hosts, s.zookeeper.ledgers_root, s.zookeeper.timeout_s)
+        # Live states are read once per topic, after the whole listing: a snapshot is never reused from
+        # the cache, and the namespaces' topic lists (the admin's half of "gone") are kept for the scan.
+        snapshots = snapshot_cache(admin, s.worker, zk, ttl_s=0, not_found_ttl_s=LISTING_TTL_S)
         scanner = Scanner(
             listing,
             snapshots,
@@ -196,11 +191,13 @@ async def _scan(
             concurrency=args.concurrency,
             progress=progress.update,
             on_decision=on_decision,
+            keep_all=args.full,
         )
         try:
             report = await scanner.scan()
         except BackendError as e:
-            print(f"ledger-deletion-worker scan: {e}", file=sys.stderr)
+            where = f"reading {s.zookeeper.ledgers_root}: " if isinstance(listing, LedgerWalk) else ""
+            print(f"ledger-deletion-worker scan: {where}{e}", file=sys.stderr)
             return 1
         orphans = report.orphans
         out: dict[str, Any] = report.to_dict(full=args.full)

@@ -39,12 +39,17 @@ class Progress:
         self._last = 0.0
 
     def update(self, phase: str, done: int, total: int) -> None:
+        """``total`` 0: not known yet (a count, no bar); the phase ends with ``done == total``."""
         if not self.enabled:
             return
         now = time.monotonic()
-        if done < total and now - self._last < 0.1:
+        if (done < total or total <= 0) and now - self._last < 0.1:
             return
         self._last = now
+        if total <= 0:
+            self.stream.write(f"\r{phase:<9} {done}")
+            self.stream.flush()
+            return
         width = 30
         filled = int(width * done / total) if total else width
         self.stream.write(f"\r{phase:<9} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")

@@ -1,4 +1,6 @@
-"""The live set of a topic: every ledger its owner broker still references, parsed from ``internalStats``.
+"""The live set of a topic: every ledger its owner broker still references, parsed from ``internalStats``
+(a topic some broker has loaded), or every ledger Pulsar's metadata store records for it (a topic no
+broker has loaded: :meth:`LiveSet.from_stored`).
 
 One parse for every caller: the worker's in-use check and the scanner (through ``worker.broker.snapshot_cache``'s
 snapshot cache), ``purge-topic`` (what a topic owns) and the nightly audit (through the scanner).
@@ -18,6 +20,19 @@ Where ``internalStats`` names each ledger (Pulsar 4.0.8, ``PersistentTopicIntern
   ledger the broker fails to open does not read as -1 on 4.0.8: ``internalStats`` answers 500, which
   the reader treats as any failed read.)
 
+What the metadata store records for a topic (``from_stored``) is the same set, read where the broker
+persists it: the managed-ledger znode's ledger list (with each ledger's offload state), each cursor znode's
+``cursorsLedgerId``, the schema registry's locator, and the ``CompactedTopicLedger`` property of the
+``__compaction`` cursor's mark-delete position (``ManagedCursorInfo.properties``). It is safe for a loaded
+topic too, because Pulsar writes a reference there before it uses a ledger and removes it before it deletes
+one: a new ledger is added to the znode before it becomes current (``updateLedgersListAfterRollover``), a
+cursor's new ledger is named in its znode before the old one is deleted (``switchToNewLedger``), a trim
+rewrites the znode before deleting, and a compaction switches to its new ledger in memory before the
+acknowledgement that names it. So every ledger a broker may still use, loaded now or loading later, is
+either named there or newer than anything named there; a stored read only misses what the floor rule below
+keeps anyway. Every cursor znode counts as an open subscription (``cursor_names``): a broker that has the
+topic loaded may hold a delayed-delivery bucket of it in memory only (``worker.core.bucket_in_use``).
+
 A topic with a ``__compaction`` cursor that names no compacted ledger is no proof that none is in use
 (observed on 4.0.8: clearing the ``__compaction`` backlog drops the property; after an unload
 ``compactedLedger.ledgerId`` is -1 while the last compacted ledger is still in BookKeeper), and a
@@ -34,8 +49,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from worker.formats.managed_ledger_metadata import ManagedCursorInfo, ManagedLedgerInfo
 from worker.formats.message import LedgerComponent
 from worker.formats.topic_name import TopicName
+
+# ``owner_url`` of a live set read from the metadata store: no broker was asked.
+STORED = "<metadata store>"
 
 COMPACTION_CURSOR = "__compaction"  # Compactor.COMPACTION_SUBSCRIPTION
 COMPACTED_LEDGER_PROPERTY = "CompactedTopicLedger"  # Compactor.COMPACTED_TOPIC_LEDGER_PROPERTY
@@ -62,7 +81,8 @@ def _ledger_id(value: Any) -> int | None:
 
 @dataclass(frozen=True, slots=True)
 class LiveSet:
-    """What the owner of ``topic`` references right now (as of ``fetched_at``)."""
+    """What the owner of ``topic`` references right now (as of ``fetched_at``), or, with ``owner_url``
+    :data:`STORED`, what Pulsar's metadata store records for it then."""
 
     topic: TopicName
     ml_ledgers: frozenset[int]
@@ -88,6 +108,11 @@ class LiveSet:
     # a subscription's delayed-delivery buckets may be referenced from its memory only
     # (``worker.core.bucket_in_use``). A base name's union prefixes each with its partition.
     cursor_names: frozenset[str] = field(default=frozenset())
+
+    @property
+    def stored(self) -> bool:
+        """Read from the metadata store (no broker had the topic loaded), not from a broker's memory."""
+        return self.owner_url == STORED
 
     @property
     def compacted_ledgers(self) -> frozenset[int]:
@@ -152,6 +177,45 @@ class LiveSet:
             other_compacted=frozenset(named - {newest}) if newest is not None else frozenset(),
             compaction_floor=floor,
             cursor_names=frozenset(str(name) for name in raw_cursors),
+        )
+
+    @classmethod
+    def from_stored(
+        cls,
+        topic: TopicName,
+        managed_ledger: ManagedLedgerInfo,
+        cursors: Mapping[str, ManagedCursorInfo],
+        schema_ledgers: frozenset[int],
+        epoch: int,
+        now: float,
+    ) -> LiveSet:
+        """What the metadata store records for ``topic``: its managed-ledger znode, its cursor znodes (by
+        znode name, the names ``internalStats`` shows) and its schema registry locator's ledgers."""
+        ml = frozenset(ld.ledger_id for ld in managed_ledger.ledgers if ld.ledger_id >= 0)
+        offloaded = frozenset(ld.ledger_id for ld in managed_ledger.ledgers if ld.offloaded and ld.ledger_id >= 0)
+        cursor_ledgers = {name: c.cursors_ledger_id for name, c in cursors.items() if c.cursors_ledger_id >= 0}
+        compaction = cursors.get(COMPACTION_CURSOR)
+        named: int | None = None
+        floor = None
+        if compaction is not None:
+            # The position's properties as of the cursor's last znode write: the compacted ledger it names
+            # then, or an older one than the cursor ledger's entries name now (a compaction names newer
+            # ledgers only), which the floor keeps.
+            value = compaction.position_properties.get(COMPACTED_LEDGER_PROPERTY)
+            named = value if value is not None and value >= 0 else None
+            floor = -1 if named is None else named
+        return cls(
+            topic,
+            ml,
+            cursor_ledgers,
+            frozenset(lid for lid in schema_ledgers if lid >= 0),
+            named,
+            offloaded,
+            STORED,
+            epoch,
+            now,
+            compaction_floor=floor,
+            cursor_names=frozenset(cursors),
         )
 
     @classmethod

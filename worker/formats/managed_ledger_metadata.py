@@ -15,7 +15,9 @@ and each child znode (one per cursor) a ``ManagedCursorInfo``; both are proto2 m
     KeyValue             { string key = 1; string value = 2; }
     NestedPositionInfo   { int64 ledgerId = 1; int64 entryId = 2; }
     ManagedCursorInfo    { int64 cursorsLedgerId = 1; int64 markDeleteLedgerId = 2; int64 markDeleteEntryId = 3;
-                           ... int64 lastActive = 6; repeated StringProperty cursorProperties = 8; }
+                           ... repeated LongProperty properties = 5; int64 lastActive = 6;
+                           repeated StringProperty cursorProperties = 8; }
+    LongProperty         { string name = 1; int64 value = 2; }
 
 Compression (``managedLedgerInfoCompressionType``, default NONE): MetaStoreImpl then writes
 ``[0x4778 (2 bytes)][metadata size (4 bytes, big endian)][ManagedLedgerInfoMetadata][compressed payload]``.
@@ -140,6 +142,10 @@ class ManagedCursorInfo:
     mark_delete_entry_id: int | None = None
     last_active: int | None = None
     cursor_properties: Mapping[str, str] = field(default_factory=dict)
+    # The properties of the mark-delete position (``ManagedCursor.markDelete(position, properties)``), as of
+    # the last time the position was written to the znode: when ``cursors_ledger_id`` is -1 they are the
+    # current ones; otherwise the cursor ledger's entries hold newer ones.
+    position_properties: Mapping[str, int] = field(default_factory=dict)
 
 
 # ---- decoding --------------------------------------------------------------------------------------
@@ -250,6 +256,7 @@ def parse_managed_cursor_info(data: bytes) -> ManagedCursorInfo:
     cursors_ledger: int | None = None
     md_ledger = md_entry = last_active = None
     props: dict[str, str] = {}
+    position_props: dict[str, int] = {}
     for f in _fields(data):
         if f.number == 1:
             cursors_ledger = _int(f)
@@ -257,6 +264,9 @@ def parse_managed_cursor_info(data: bytes) -> ManagedCursorInfo:
             md_ledger = _int(f)
         elif f.number == 3:
             md_entry = _int(f)
+        elif f.number == 5:
+            name, value = _long_property(_bytes(f))
+            position_props[name] = value
         elif f.number == 6:
             last_active = _int(f)
         elif f.number == 8:
@@ -264,7 +274,21 @@ def parse_managed_cursor_info(data: bytes) -> ManagedCursorInfo:
             props[k] = v
     if cursors_ledger is None:
         raise MetadataFormatError("ManagedCursorInfo without its required cursorsLedgerId")
-    return ManagedCursorInfo(cursors_ledger, md_ledger, md_entry, last_active, props)
+    return ManagedCursorInfo(cursors_ledger, md_ledger, md_entry, last_active, props, position_props)
+
+
+def _long_property(data: bytes) -> tuple[str, int]:
+    """``LongProperty {name = 1; value = 2}``; both are required by the proto."""
+    name: str | None = None
+    value: int | None = None
+    for f in _fields(data):
+        if f.number == 1:
+            name = _str(f)
+        elif f.number == 2:
+            value = _int(f)
+    if name is None or value is None:
+        raise MetadataFormatError("LongProperty without its required name or value")
+    return name, value
 
 
 def without_ledgers(data: bytes, ids: Iterable[int]) -> bytes:
@@ -346,7 +370,9 @@ def encode_managed_ledger_info(info: ManagedLedgerInfo) -> bytes:
 
 def encode_managed_cursor_info(c: ManagedCursorInfo) -> bytes:
     out = _enc_int(1, c.cursors_ledger_id) + _enc_int(2, c.mark_delete_ledger_id)
-    out += _enc_int(3, c.mark_delete_entry_id) + _enc_int(6, c.last_active)
+    out += _enc_int(3, c.mark_delete_entry_id)
+    out += b"".join(_enc_len(5, _enc_str(1, k) + _enc_int(2, v)) for k, v in c.position_properties.items())
+    out += _enc_int(6, c.last_active)
     out += b"".join(_enc_kv(8, k, v) for k, v in c.cursor_properties.items())
     return out
 

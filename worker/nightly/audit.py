@@ -77,7 +77,7 @@ async def judge_ledgers(
     from worker.broker.snapshot_cache import snapshot_cache
     from worker.errors import BackendError
     from worker.formats.ledger_metadata import parse_metadata, parse_serialized_metadata
-    from worker.operations.scanner import Decision, Scanner, Verdict
+    from worker.operations.scanner import LISTING_TTL_S, Decision, Scanner, Verdict
 
     s = settings
     metadata: dict[int, LedgerMetadata] = {}
@@ -91,7 +91,7 @@ async def judge_ledgers(
         except (ValueError, BackendError) as e:
             out.append(Decision(lid, Verdict.SKIPPED, f"unparseable ledger metadata: {e}").to_dict())
     async with open_admin(s.pulsar) as admin, optional_zookeeper(s.zookeeper) as zk:
-        snapshots = snapshot_cache(admin, s.worker, zk)
+        snapshots = snapshot_cache(admin, s.worker, zk, ttl_s=0, not_found_ttl_s=LISTING_TTL_S)
         scanner = Scanner(_Listing(metadata), snapshots, zk, min_age_s=min_age_s, namespaces=namespaces)
         report = await scanner.scan()
     out.extend(d.to_dict() for d in report.decisions)

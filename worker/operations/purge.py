@@ -5,11 +5,14 @@ every ledger the topic owns is first queued as a pending deletion (phase 1), and
 deleted through the admin API. Whatever Pulsar's own delete leaves behind, the worker removes; what
 Pulsar does delete, the worker finds already gone.
 
-Collected per partition (or for the topic itself): managed-ledger ledgers, cursor ledgers, the compacted
-ledger, the delayed-delivery bucket ledgers its cursors' properties name (with ZooKeeper), and the
-offloaded copy of every ledger with an offload attempt recorded (its ``OffloadContext``: uuid and driver
-metadata from the managed-ledger metadata in ZooKeeper; ``internal-info`` gives the uuid
-when ZooKeeper is not configured). Schema ledgers come from the schema registry of the base topic.
+Collected per partition (or for the topic itself), from the broker that has it loaded or, when none has,
+from Pulsar's metadata store (``worker.broker.live_state_reader``: a topic is never loaded to learn what it
+owns; without a metadata store the owner is asked, which loads it, as the purge deletes it anyway):
+managed-ledger ledgers, cursor ledgers, the compacted ledger, the delayed-delivery bucket ledgers its
+cursors' properties name (with ZooKeeper), and the offloaded copy of every ledger with an offload attempt
+recorded (its ``OffloadContext``: uuid and driver metadata from the managed-ledger metadata in ZooKeeper;
+``internal-info`` gives the uuid when ZooKeeper is not configured). Schema ledgers come from the schema
+registry of the base topic.
 
 Resumable without a state file: every send is idempotent downstream (the worker treats "not found" as
 done), so a re-run re-collects and re-sends everything while the topic exists. Once it is gone, all of
@@ -27,8 +30,7 @@ from typing import Any
 
 from worker.backends.zookeeper import UnreadableManagedLedger, ZooKeeper
 from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound
-from worker.broker.live_state_reader import LiveStateReader
-from worker.broker.snapshot_cache import confirm_gone
+from worker.broker.snapshot_cache import confirm_gone, live_state_reader
 from worker.core.bucket_in_use import bucket_ledgers, subscription_of
 from worker.core.live_set import LiveSet
 from worker.core.offload_driver_metadata import driver_metadata
@@ -36,7 +38,7 @@ from worker.formats.managed_ledger_metadata import ManagedLedgerInfo
 from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
 from worker.operations.phase1 import PendingDeleteSender, SendFailed
-from worker.settings import OffloadSettings, Settings
+from worker.settings import OffloadSettings, Settings, WorkerSettings
 
 
 class PurgeError(Exception):
@@ -107,10 +109,11 @@ class Collector:
         zk: ZooKeeper | None,
         offload: OffloadSettings,
         *,
+        worker: WorkerSettings | None = None,
         properties: dict[str, str] | None = None,
     ) -> None:
         self.admin = admin
-        self.reader = LiveStateReader(admin)
+        self.reader = live_state_reader(admin, worker or WorkerSettings(), zk, may_load=zk is None)
         self.zk = zk
         self.offload = offload
         self.properties = properties or {"source": "purge-topic"}
@@ -127,8 +130,7 @@ class Collector:
             if got is None:
                 continue  # a partition never created owns no ledger
             found_any = True
-            stats, owner = got
-            await self._collect_physical(plan, pt, stats, owner)
+            await self._collect_physical(plan, pt, got)
         if not found_any:
             return None
         if topic.partition_index is None:
@@ -136,7 +138,7 @@ class Collector:
             await self._collect_schema(plan, base, physical)
         return plan
 
-    async def _fetch(self, topic: TopicName) -> tuple[dict[str, Any], str] | None:
+    async def _fetch(self, topic: TopicName) -> LiveSet | None:
         got = await self.reader.fetch(topic)
         if got is None:
             # Not found by the admin API: believed only with the metadata store's agreement (the same
@@ -162,7 +164,7 @@ class Collector:
         except UnreadableManagedLedger as e:
             raise PurgeError(f"managed-ledger metadata of {topic} is unreadable: {e.__cause__ or e}") from e
 
-    async def _collect_physical(self, plan: PurgePlan, pt: TopicName, stats: dict[str, Any], owner: str) -> None:
+    async def _collect_physical(self, plan: PurgePlan, pt: TopicName, live: LiveSet) -> None:
         ml = await self._ml_info(pt)
         offloads: dict[int, OffloadContext] = {}
         bk_deleted: set[int] = set()
@@ -176,12 +178,11 @@ class Collector:
                 offloads[ld.ledger_id] = OffloadContext.from_uuid(o.uuid, o.driver_name, dict(o.driver_metadata))
                 if o.complete and o.bookkeeper_deleted:
                     bk_deleted.add(ld.ledger_id)
-        else:
-            offloads = await self._offloads_from_internal_info(pt, owner)
+        elif not live.stored:
+            offloads = await self._offloads_from_internal_info(pt, live.owner_url)
 
-        # The worker's parse of the owner's view (worker.core.live_set): the compacted ledger included when
-        # only the __compaction cursor names it.
-        live = LiveSet.from_internal_stats(pt, stats, owner, -1, 0.0)
+        # The worker's live set (worker.core.live_set): the compacted ledger included when only the
+        # __compaction cursor names it.
         ledger_ids = sorted(live.ml_ledgers)
         if ml is not None:
             # The stored list and the owner's view agree except for a ledger being added right now.
@@ -234,7 +235,7 @@ class Collector:
         for pt in physical:
             got = await self._fetch(pt)
             if got is not None:
-                ids |= LiveSet.from_internal_stats(pt, got[0], got[1], -1, 0.0).schema_ledgers
+                ids |= got.schema_ledgers
         for lid in sorted(ids):
             plan.add(self._info(base, LedgerComponent.SCHEMA_STORAGE, lid, schema_id=schema_id))
 
@@ -255,7 +256,7 @@ async def purge_topic(
     if topic.partitioned_base in own:
         raise PurgeError(f"{topic} is one of the worker's own topics; purging it would drop queued deletions")
 
-    collector = Collector(admin, zk, settings.offload)
+    collector = Collector(admin, zk, settings.offload, worker=settings.worker)
     say(f"collecting the ledgers of {topic}")
     plan = await collector.collect(topic)
     if plan is None:
@@ -347,6 +348,6 @@ async def collect_only(
 ) -> PurgePlan | None:
     """What a purge of ``topic`` would queue (for tests and dry runs)."""
     try:
-        return await Collector(admin, zk, settings.offload).collect(topic)
+        return await Collector(admin, zk, settings.offload, worker=settings.worker).collect(topic)
     except TopicNotFound:
         return None

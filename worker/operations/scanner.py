@@ -9,8 +9,9 @@ Being wrong one way costs disk; being wrong the other way loses data. So every d
   (``worker.core.ledger_owner``: the very parse the worker verifies a message against);
 - a ledger younger than the minimum age may be one whose id is not yet in its topic's metadata
   (``worker.core.ledger_age``, the worker's rule);
-- the live set comes from the owner broker (``worker.broker.snapshot_cache``), fetched after the ledger listing, so a
-  ledger older than the minimum age is either in it or no longer referenced;
+- the live set comes from the broker that has the topic loaded, else from Pulsar's metadata store (never by
+  loading the topic: ``worker.broker.live_state_reader``), fetched after the ledger listing, so a ledger
+  older than the minimum age is either in it or no longer referenced;
 - "the topic is gone" is believed only when the metadata store agrees: the managed ledger's znode is
   absent too (a managed ledger can exist without a loadable topic, e.g. a transaction log);
 - a delayed-delivery bucket ledger of a live topic is in use while its cursor's properties name it, and
@@ -22,6 +23,10 @@ Being wrong one way costs disk; being wrong the other way loses data. So every d
   its topic's owner nor its stored record names, older than the minimum age: the worker recovers and deletes
   such a ledger, so it is an orphan of its kind (``worker.core.open_ledger``, the worker's rule);
 - an error while reading live state skips that topic's ledgers for this run.
+
+Memory is bounded: the listing is read one chunk at a time (a subtree of the ledgers root), candidates are
+grouped by topic in bounded memory (``worker.operations.topic_groups``), each topic's live state is read
+once, and only orphans and skips are kept in the report unless every decision is asked for.
 """
 
 from __future__ import annotations
@@ -31,9 +36,9 @@ import enum
 import time
 import uuid
 from collections import Counter as Tally
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from worker.broker.snapshot_cache import GoneUnconfirmed, LiveSet, MetadataStore, SnapshotCache
 from worker.core.bucket_in_use import CursorRecord, bucket_hold, cursor_znode_name
@@ -45,6 +50,7 @@ from worker.core.schema_in_use import schema_ledger_hold
 from worker.formats.ledger_metadata import LedgerMetadata
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
+from worker.operations.topic_groups import Row, TopicGroups
 
 
 class Verdict(enum.StrEnum):
@@ -96,15 +102,23 @@ class ScanReport:
     listed: int = 0
     filtered: int = 0
     finished_at: float | None = None
+    # Every decision when ``keep_all``; otherwise the orphans and the skips only (an operator acts on both),
+    # the others counted in ``tally``.
     decisions: list[Decision] = field(default_factory=list)
+    keep_all: bool = True
+    tally: Tally[str] = field(default_factory=Tally)
+
+    def add(self, d: Decision) -> None:
+        self.tally[d.verdict.value] += 1
+        if self.keep_all or d.verdict in (Verdict.ORPHAN, Verdict.SKIPPED):
+            self.decisions.append(d)
 
     @property
     def orphans(self) -> list[Decision]:
         return [d for d in self.decisions if d.verdict is Verdict.ORPHAN]
 
     def counts(self) -> dict[str, int]:
-        c = Tally(d.verdict.value for d in self.decisions)
-        return {v.value: c.get(v.value, 0) for v in Verdict}
+        return {v.value: self.tally.get(v.value, 0) for v in Verdict}
 
     def to_dict(self, *, full: bool = False) -> dict[str, Any]:
         """Orphans and skips in full (an operator acts on both); the rest as counts unless ``full``."""
@@ -148,12 +162,20 @@ class MetadataStoreView(MetadataStore, Protocol):
 
 
 class LedgerListing(Protocol):
-    """Where the scan gets BookKeeper's ledgers: the bookie HTTP API (``BookieClient``) for ``scan``,
-    ledger metadata already read from the metadata store for the Spark audit (``worker.nightly.audit``)."""
+    """Where the scan gets BookKeeper's ledgers one by one: the bookie HTTP API (``BookieClient``), or ledger
+    metadata already read (``worker.backends.ledger_listing.MetadataListing``: the Spark audit's partition)."""
 
     async def list_ledger_ids(self) -> list[int]: ...
 
     async def get_metadata(self, ledger_id: int) -> LedgerMetadata | None: ...
+
+
+@runtime_checkable
+class LedgerChunks(Protocol):
+    """Where the scan gets BookKeeper's ledgers a chunk at a time, each chunk read at one time: the walk of
+    the metadata store (``worker.backends.ledger_listing.LedgerWalk``)."""
+
+    def chunks(self) -> AsyncIterator[Sequence[LedgerMetadata]]: ...
 
 
 @dataclass
@@ -162,11 +184,28 @@ class _Candidate:
     owner: Owner
     age_s: float
 
+    def row(self) -> Row:
+        o, md = self.owner, self.md
+        return [md.ledger_id, md.ctime_ms, md.length, md.state, o.component.value, o.cursor, o.schema_id, self.age_s]
+
+    @classmethod
+    def of_row(cls, topic: TopicName, row: Row) -> _Candidate:
+        lid, ctime, length, state, component, cursor, schema_id, age_s = row
+        md = LedgerMetadata(lid, {}, ctime, length, state)
+        return cls(md, Owner(LedgerComponent(component), topic, cursor, schema_id), age_s)
+
+
+# Ledgers whose metadata is read at once when the listing gives ids (the bookie HTTP API).
+ID_CHUNK = 10_000
+# How long a namespace's topic list (the admin API's half of a "gone" proof) is reused within a scan: a topic
+# listed then and missing from the metadata store now is a skip, not an orphan, so a stale list costs no safety.
+LISTING_TTL_S = 60.0
+
 
 class Scanner:
     def __init__(
         self,
-        bookie: LedgerListing,
+        bookie: LedgerListing | LedgerChunks,
         snapshots: SnapshotCache,
         metadata_store: MetadataStoreView | None,
         *,
@@ -176,6 +215,8 @@ class Scanner:
         clock: Callable[[], float] = time.time,
         progress: Callable[[str, int, int], None] | None = None,
         on_decision: Callable[[Decision], None] | None = None,
+        keep_all: bool = True,
+        groups: TopicGroups | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -188,17 +229,44 @@ class Scanner:
         self.clock = clock
         self.progress = progress or (lambda phase, done, total: None)
         self.on_decision = on_decision or (lambda d: None)
+        self.keep_all = keep_all
+        self.groups = groups
 
     async def scan(self) -> ScanReport:
-        report = ScanReport(uuid.uuid4().hex[:12], self.clock(), self.min_age_s, self.namespaces)
+        report = ScanReport(
+            uuid.uuid4().hex[:12], self.clock(), self.min_age_s, self.namespaces, keep_all=self.keep_all
+        )
+        groups = self.groups or TopicGroups()
+        try:
+            async for chunk in self._chunks(report):
+                # Ages are taken against one instant after the chunk was read, and the live sets are read
+                # after the whole listing: a ledger old enough here was created before any of them.
+                self._classify(report, chunk, self.clock() * 1000, groups)
+            await self._judge_topics(report, groups)
+        finally:
+            groups.close()
+        report.decisions.sort(key=lambda d: d.ledger_id)
+        report.finished_at = self.clock()
+        return report
+
+    async def _chunks(self, report: ScanReport) -> AsyncIterator[Sequence[LedgerMetadata]]:
+        if isinstance(self.bookie, LedgerChunks):
+            async for chunk in self.bookie.chunks():
+                report.listed += len(chunk)
+                self.progress("metadata", report.listed, 0)
+                yield chunk
+            self.progress("metadata", report.listed, report.listed)
+            return
         ids = await self.bookie.list_ledger_ids()
         report.listed = len(ids)
-        metadata = await self._read_metadata(ids)
-        # Ages are taken against one instant after the whole listing, and the live sets are fetched after
-        # it: a ledger old enough here was created before any snapshot below.
-        now_ms = self.clock() * 1000
-        by_topic: dict[TopicName, list[_Candidate]] = {}
-        for md in metadata:
+        for start in range(0, len(ids), ID_CHUNK):
+            yield await self._read_metadata(ids[start : start + ID_CHUNK], start, len(ids))
+        self.progress("metadata", len(ids), len(ids))
+
+    def _classify(
+        self, report: ScanReport, chunk: Sequence[LedgerMetadata], now_ms: float, groups: TopicGroups
+    ) -> None:
+        for md in chunk:
             try:
                 owner = owner_of(md.custom_metadata)
             except Unmapped as e:
@@ -233,45 +301,40 @@ class Scanner:
                     report, self._decision(md, owner, Verdict.TOO_YOUNG, f"younger than {self.min_age_s:g}s", age_s)
                 )
                 continue
-            by_topic.setdefault(owner.topic, []).append(_Candidate(md, owner, age_s))
-        await self._judge_topics(report, by_topic)
-        report.decisions.sort(key=lambda d: d.ledger_id)
-        report.finished_at = self.clock()
-        return report
+            groups.add(str(owner.topic), _Candidate(md, owner, age_s).row())
 
-    async def _read_metadata(self, ids: Sequence[int]) -> list[LedgerMetadata]:
+    async def _read_metadata(self, ids: Sequence[int], done_before: int, total: int) -> list[LedgerMetadata]:
         out: list[LedgerMetadata] = []
         it = iter(ids)
-        done = 0
-        total = len(ids)
+        done = done_before
 
         async def worker() -> None:
             nonlocal done
             for lid in it:  # one shared iterator: each id is read by exactly one worker
-                md = await self.bookie.get_metadata(lid)
+                md = await self.bookie.get_metadata(lid)  # type: ignore[union-attr]
                 if md is not None:  # deleted since the listing: nothing to judge
                     out.append(md)
                 done += 1
                 self.progress("metadata", done, total)
 
-        await asyncio.gather(*(worker() for _ in range(min(self.concurrency, max(1, total)))))
-        self.progress("metadata", total, total)
+        await asyncio.gather(*(worker() for _ in range(min(self.concurrency, max(1, len(ids))))))
         return out
 
-    async def _judge_topics(self, report: ScanReport, by_topic: dict[TopicName, list[_Candidate]]) -> None:
-        topics = list(by_topic)
-        it = iter(topics)
+    async def _judge_topics(self, report: ScanReport, groups: TopicGroups) -> None:
+        it: Iterator[tuple[str, list[Row]]] = iter(groups)
         done = 0
 
         async def worker() -> None:
             nonlocal done
-            for topic in it:
-                for d in await self._judge_topic(topic, by_topic[topic]):
+            for key, rows in it:  # one shared iterator: each topic is judged by exactly one worker
+                topic = TopicName.parse(key)
+                for d in await self._judge_topic(topic, [_Candidate.of_row(topic, r) for r in rows]):
                     self._decide(report, d)
-                done += 1
-                self.progress("topics", done, len(topics))
+                done += len(rows)
+                self.progress("ledgers", done, groups.rows)
 
-        await asyncio.gather(*(worker() for _ in range(min(self.concurrency, max(1, len(topics))))))
+        await asyncio.gather(*(worker() for _ in range(self.concurrency)))
+        self.progress("ledgers", groups.rows, groups.rows)
 
     async def _judge_topic(self, topic: TopicName, cands: list[_Candidate]) -> list[Decision]:
         snap: LiveSet | TopicGone
@@ -395,6 +458,6 @@ class Scanner:
         )
 
     def _decide(self, report: ScanReport, d: Decision) -> None:
-        report.decisions.append(d)
+        report.add(d)
         self.on_decision(d)
 
