@@ -447,3 +447,11 @@ async def test_a_ledger_created_after_now_is_too_young_even_without_a_minimum_ag
     # The worker's age rule (worker.core.ledger_age): the scanner used to clamp the age to 0 and queue it.
     got, _, _ = await scan([md(1, ml(A), ctime=int(NOW_S * 1000) + 5000)], {A: live(A, set())}, min_age_s=0)
     assert got[1].verdict is Verdict.TOO_YOUNG and got[1].age_s == 0.0
+
+
+def test_a_decision_renders_every_field() -> None:
+    from dataclasses import asdict, fields
+
+    d = Decision(7, Verdict.ORPHAN, "why", "MANAGED_LEDGER", "persistent://t/ns/x", None, None, 12.5, 100, "CLOSED")
+    assert set(d.to_dict()) == {f.name for f in fields(Decision)}
+    assert d.to_dict() == {**asdict(d), "verdict": "orphan"}

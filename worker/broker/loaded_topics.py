@@ -27,6 +27,9 @@ from worker.backends.pulsar_metadata import PulsarMetadata
 from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound
 from worker.errors import BackendError
 from worker.formats.topic_name import TopicName
+from worker.logs import get_logger
+
+log = get_logger(component="loaded_topics")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +87,11 @@ class LoadedTopics:
         async with self._lock:
             if self._read_at is not None and self.clock() - self._read_at < self.ttl_s:
                 return
+            was_unreadable = self.unreadable
             self._serving, self.unreadable = await self._read()
             self._read_at = self.clock()
+            if self.unreadable is not None and was_unreadable is None:
+                log.warning("every topic's live state is read from the metadata store", reason=self.unreadable)
 
     async def _read(self) -> tuple[dict[str, Serving], str | None]:
         try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import re
 import sys
 from collections.abc import Sequence
@@ -152,8 +153,11 @@ async def _scan(
     s = settings
     progress = Progress()
 
+    # One log line per decision when no progress bar shows (and the level keeps info lines).
+    log_decisions = not progress.enabled and logging.getLevelName(s.logging.level.upper()) <= logging.INFO
+
     def on_decision(d: Decision) -> None:
-        if not progress.enabled and d.verdict is not Verdict.NOT_PULSAR:
+        if log_decisions and d.verdict is not Verdict.NOT_PULSAR:
             log.info("ledger decision", **d.to_dict())
 
     async with (

@@ -37,7 +37,7 @@ import time
 import uuid
 from collections import Counter as Tally
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from worker.broker.snapshot_cache import GoneUnconfirmed, LiveSet, MetadataStore, SnapshotCache
@@ -88,9 +88,19 @@ class Decision:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["verdict"] = self.verdict.value
-        return d
+        # By hand: dataclasses.asdict deep-copies every field, a measurable share of a large scan.
+        return {
+            "ledger_id": self.ledger_id,
+            "verdict": self.verdict.value,
+            "why": self.why,
+            "component": self.component,
+            "topic": self.topic,
+            "cursor": self.cursor,
+            "schema_id": self.schema_id,
+            "age_s": self.age_s,
+            "size": self.size,
+            "state": self.state,
+        }
 
 
 @dataclass
@@ -197,6 +207,9 @@ class _Candidate:
 
 # Ledgers whose metadata is read at once when the listing gives ids (the bookie HTTP API).
 ID_CHUNK = 10_000
+# Topics whose live state is read at once: their metadata-store reads go out together in multiReads, so more
+# topics in flight mean fewer, fuller requests (docs/benchmarks.md, scanning at scale).
+TOPIC_CONCURRENCY = 64
 # How long a namespace's topic list (the admin API's half of a "gone" proof) is reused within a scan: a topic
 # listed then and missing from the metadata store now is a skip, not an orphan, so a stale list costs no safety.
 LISTING_TTL_S = 60.0
@@ -217,6 +230,7 @@ class Scanner:
         on_decision: Callable[[Decision], None] | None = None,
         keep_all: bool = True,
         groups: TopicGroups | None = None,
+        topic_concurrency: int = TOPIC_CONCURRENCY,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -231,6 +245,7 @@ class Scanner:
         self.on_decision = on_decision or (lambda d: None)
         self.keep_all = keep_all
         self.groups = groups
+        self.topic_concurrency = topic_concurrency
 
     async def scan(self) -> ScanReport:
         report = ScanReport(
@@ -333,7 +348,7 @@ class Scanner:
                 done += len(rows)
                 self.progress("ledgers", done, groups.rows)
 
-        await asyncio.gather(*(worker() for _ in range(self.concurrency)))
+        await asyncio.gather(*(worker() for _ in range(self.topic_concurrency)))
         self.progress("ledgers", groups.rows, groups.rows)
 
     async def _judge_topic(self, topic: TopicName, cands: list[_Candidate]) -> list[Decision]:
