@@ -295,12 +295,15 @@ def _namespace_args() -> list[str]:
 
 
 class TreeRss:
-    """The peak of the summed RSS of a process and its descendants, sampled every ``interval_s``."""
+    """The peak of the summed RSS of a process and its descendants, sampled every ``interval_s``, and their
+    CPU time (each process's last sampled utime + stime: a process that ends between two samples loses at
+    most its last ``interval_s``)."""
 
     def __init__(self, pid: int, interval_s: float = 0.2) -> None:
         self.pid = pid
         self.interval_s = interval_s
         self.peak_kib = 0
+        self.cpu_ticks: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -332,7 +335,10 @@ class TreeRss:
                         for line in f:
                             if line.startswith("VmRSS:"):
                                 total += int(line.split()[1])
-                except OSError:
+                    with open(f"/proc/{p}/stat") as f:
+                        stat = f.read().rsplit(")", 1)[1].split()
+                    self.cpu_ticks[p] = int(stat[11]) + int(stat[12])
+                except (OSError, ValueError, IndexError):
                     continue
             self.peak_kib = max(self.peak_kib, total)
             self._stop.wait(self.interval_s)
@@ -342,11 +348,19 @@ class TreeRss:
         self._thread.join()
         return self.peak_kib
 
+    @property
+    def cpu_s(self) -> float:
+        return sum(self.cpu_ticks.values()) / os.sysconf("SC_CLK_TCK")
+
 
 def _idle_rate(seconds: float = 10.0) -> float:
     a = zk_packets()
     time.sleep(seconds)
     return (zk_packets() - a) / seconds
+
+
+def load_average() -> float:
+    return round(os.getloadavg()[0], 1)
 
 
 def run_scan(config: Path, concurrency: int) -> dict[str, Any]:
@@ -369,6 +383,7 @@ def run_scan(config: Path, concurrency: int) -> dict[str, Any]:
     return {
         "wall_s": round(wall, 1),
         "cpu_s": round(cpu_s, 1),
+        "load_average_after": load_average(),
         "peak_rss_mib": round(peak_kib / 1024, 1),
         "zk_requests": packets,
         "zk_requests_idle_share": round(idle * wall),
@@ -397,6 +412,8 @@ def run_audit(config: Path, report_dir: Path) -> dict[str, Any]:
     rows = table.to_pydict()
     return {
         "wall_s": round(wall, 1),
+        "cpu_s": round(rss.cpu_s, 1),
+        "load_average_after": load_average(),
         "peak_tree_rss_mib": round(peak_kib / 1024, 1),
         "zk_requests": packets,
         "zk_requests_idle_share": round(idle * wall),
@@ -431,7 +448,8 @@ def one_size(n: int, concurrency: int, keep: bool) -> dict[str, Any]:
             audited = {lid for lid, v in audit.pop("verdicts").items() if v == "orphan"}
             audit_exact = audited == syn.orphans
             print(
-                f"[bench] audit: {audit['wall_s']} s, peak tree RSS {audit['peak_tree_rss_mib']} MiB, "
+                f"[bench] audit: {audit['wall_s']} s ({audit['cpu_s']} s CPU), peak tree RSS "
+                f"{audit['peak_tree_rss_mib']} MiB, "
                 f"{audit['zk_requests']} ZooKeeper requests; orphans exact: {audit_exact}",
                 flush=True,
             )

@@ -45,17 +45,12 @@ def admin_call(stack: Stack, method: str, path: str, body: object | None = None)
     urllib.request.urlopen(req, timeout=30).close()
 
 
-def answer_for(proxy: HttpProxy, stack: Stack, topic_part: str, answer: tuple[int, str]) -> None:
-    """The owner's internalStats of the topic answered with ``answer``: the lookup names the proxy as the
-    owner (so the owner's answer passes through it), and the proxy replaces that one answer."""
-    owner = json.dumps({"httpUrl": proxy.url, "brokerUrl": stack.service_url})
+def answer_listing(proxy: HttpProxy, namespace: str, answer: tuple[int, str]) -> None:
+    """The admin API's topic list of ``namespace`` (its half of a "gone" proof for a topic no broker has
+    loaded) answered with ``answer``; every other request passes through."""
 
     def fault(method: str, path: str) -> tuple[int, str] | None:
-        if topic_part not in path:
-            return None
-        if path.startswith("/lookup/"):
-            return 200, owner
-        return answer if "/internalStats" in path else None
+        return answer if path.split("?")[0] == f"/admin/v2/persistent/{namespace}" else None
 
     proxy.fault(fault)
 
@@ -93,7 +88,8 @@ async def test_ledgers_of_a_deleted_namespace_are_deleted(
 async def test_deleted_topic_is_cleaned_where_auto_creation_is_off(
     stack: Stack, unique: str, bookie: BookieClient, tmp_path: Path, harnesses: list[WorkerHarness]
 ) -> None:
-    # allowAutoTopicCreation=false (common in production) makes the lookup of a deleted topic a 404 too.
+    # allowAutoTopicCreation=false (common in production) made the lookup of a deleted topic a 404 too. No
+    # lookup is made any more: the topic has no managed ledger, and its namespace's topic list does not name it.
     ns = f"public/noauto-{unique}"
     admin_call(stack, "PUT", f"/admin/v2/namespaces/{ns}")
     admin_call(stack, "POST", f"/admin/v2/namespaces/{ns}/autoTopicCreation", {"allowAutoTopicCreation": False})
@@ -107,7 +103,8 @@ async def test_deleted_topic_is_cleaned_where_auto_creation_is_off(
         return w.metric("ledger_deletion_deleted_total", result="deleted", route="direct") == 2
 
     await eventually(all_deleted, timeout=60, what="the deleted topic's ledgers deleted")
-    assert w.metric("ledger_deletion_admin_requests_total", endpoint="lookup", outcome="not_found") >= 1
+    assert w.metric("ledger_deletion_admin_requests_total", endpoint="topics", outcome="ok") >= 1
+    assert w.metric("ledger_deletion_admin_requests_total", endpoint="lookup", outcome="ok") == 0
     for lid in ids:
         assert await bookie.get_metadata(lid) is None
 
@@ -115,16 +112,17 @@ async def test_deleted_topic_is_cleaned_where_auto_creation_is_off(
 async def test_a_404_without_pulsars_reason_deletes_nothing(
     stack: Stack,
     unique: str,
-    test_namespace: str,
     bookie: BookieClient,
     tmp_path: Path,
     harnesses: list[WorkerHarness],
     admin_proxy: HttpProxy,
 ) -> None:
     # Defect: any 404 made a topic "gone", and the direct route then deleted on identity and age alone.
-    topic = f"persistent://{test_namespace}/html404-{unique}"
+    ns = f"public/html404-{unique}"
+    admin_call(stack, "PUT", f"/admin/v2/namespaces/{ns}")
+    topic = f"persistent://{ns}/t"
     [lid] = create_ledgers(stack, 1, pulsar_ml_metadata(topic))
-    answer_for(admin_proxy, stack, f"html404-{unique}", (404, "<html><body>Not Found</body></html>"))
+    answer_listing(admin_proxy, ns, (404, "<html><body>Not Found</body></html>"))
     w = worker(
         harnesses,
         stack,
@@ -145,43 +143,54 @@ async def test_a_404_without_pulsars_reason_deletes_nothing(
     assert "without Pulsar's reason" in dead.properties()["last_error"]
 
 
-async def test_a_not_found_that_the_metadata_store_contradicts_deletes_nothing(
+async def test_the_two_stores_disagreeing_deletes_nothing(
     stack: Stack,
     unique: str,
-    test_namespace: str,
     admin: PulsarAdmin,
     bookie: BookieClient,
     tmp_path: Path,
     harnesses: list[WorkerHarness],
     admin_proxy: HttpProxy,
 ) -> None:
-    # A live topic that the admin API (wrongly, here through the proxy) calls "not found": its managed
-    # ledger in ZooKeeper says otherwise, so its old ledger, which identity and age alone would let go,
-    # stays.
-    topic = f"persistent://{test_namespace}/lying-{unique}"
-    produce(stack.service_url, topic, 12)
-    old = ml_ledger_ids(await admin.internal_stats(TopicName.parse(topic)))[0]
-    reason = json.dumps({"reason": f"Topic {topic} not found"})
-    answer_for(admin_proxy, stack, f"lying-{unique}", (404, reason))
+    # The admin API (wrongly, here through the proxy) lists one topic that has no managed ledger, and not the
+    # live one. The live topic's managed ledger in ZooKeeper decides: its old ledger, which identity and age
+    # alone would let go, stays in use. The listed topic is not proven gone either: its ledger stays, and the
+    # message is dead-lettered as transient.
+    ns = f"public/lying-{unique}"
+    admin_call(stack, "PUT", f"/admin/v2/namespaces/{ns}")
+    admin_call(
+        stack, "POST", f"/admin/v2/namespaces/{ns}/retention", {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
+    )
+    live = f"persistent://{ns}/live"
+    produce(stack.service_url, live, 12)
+    old = ml_ledger_ids(await admin.internal_stats(TopicName.parse(live)))[0]
+    await admin.unload(TopicName.parse(live))
+    phantom = f"persistent://{ns}/phantom"
+    [lid] = create_ledgers(stack, 1, pulsar_ml_metadata(phantom))
+    answer_listing(admin_proxy, ns, (200, json.dumps([phantom])))
     w = worker(
         harnesses,
         stack,
         tmp_path,
         f"w-lie-{unique}",
         pulsar={"admin_url": admin_proxy.url},
-        worker={"max_attempts": 2, "backoff_initial_s": 0.5, "backoff_max_s": 1},
+        worker={"max_attempts": 2, "backoff_initial_s": 0.5, "backoff_max_s": 1, "in_use_retry_s": 0.5},
     )
-    w.send(ml_info(topic, old))
+    w.send(ml_info(live, old))
+    w.send(ml_info(phantom, lid))
 
     async def parked() -> bool:
         return w.metric("ledger_deletion_dlq_total", reason="transient") == 1
 
     await eventually(parked, timeout=60, what="the dead letter")
-    assert await bookie.get_metadata(old) is not None
+    assert w.metric("ledger_deletion_in_use_total") >= 1
+    for ledger in (old, lid):
+        assert await bookie.get_metadata(ledger) is not None
     assert w.metric("ledger_deletion_deleted_total") == 0
-    [dead] = w.read_dlq()
-    assert "managed ledger still exists" in dead.properties()["last_error"]
-    assert count_from_earliest(stack.service_url, topic) == 12
+    # (The live ledger, in use for max_attempts deliveries, is dead-lettered as in_use.)
+    [dead] = [m for m in w.read_dlq() if m.properties()["reason"] == "transient"]
+    assert "the admin API lists it, but the metadata store has no managed ledger" in dead.properties()["last_error"]
+    assert count_from_earliest(stack.service_url, live) == 12
 
 
 # ---- every failure is an attempt: counted, retried, dead-lettered ---------------------------------------------
@@ -190,32 +199,22 @@ async def test_a_not_found_that_the_metadata_store_contradicts_deletes_nothing(
 async def test_unforeseen_admin_answers_are_counted_retried_and_dead_lettered(
     stack: Stack,
     unique: str,
-    test_namespace: str,
-    admin: PulsarAdmin,
     bookie: BookieClient,
     tmp_path: Path,
     harnesses: list[WorkerHarness],
     admin_proxy: HttpProxy,
 ) -> None:
-    # Defect: an exception the pipeline did not map (a lookup answered in plain text, an odd internalStats
-    # value) reached the daemon, whose un-awaited negative_acknowledge parked the message forever.
-    plain, odd = f"persistent://{test_namespace}/plain-{unique}", f"persistent://{test_namespace}/odd-{unique}"
-    for t in (plain, odd):
-        produce(stack.service_url, t, 6)
-    plain_ledger = ml_ledger_ids(await admin.internal_stats(TopicName.parse(plain)))[0]
-    odd_ledger = ml_ledger_ids(await admin.internal_stats(TopicName.parse(odd)))[0]
-
-    def faults(method: str, path: str) -> tuple[int, str] | None:
-        if path.startswith("/lookup/") and f"plain-{unique}" in path:
-            return 200, "the owner is broker-1"
-        if path.startswith("/lookup/") and f"odd-{unique}" in path:
-            # The owner is "the proxy", so that the owner's internalStats passes through it too.
-            return 200, json.dumps({"httpUrl": admin_proxy.url, "brokerUrl": stack.service_url})
-        if "/internalStats" in path and f"odd-{unique}" in path:
-            return 200, json.dumps({"ledgers": [{"ledgerId": "not-a-number"}]})
-        return None
-
-    admin_proxy.fault(faults)
+    # Defect: an exception the pipeline did not map (an admin answer in plain text, an odd value) reached the
+    # daemon, whose un-awaited negative_acknowledge parked the message forever. And a topic list that is not a
+    # list of names must never read as one that does not name the topic.
+    plain_ns, odd_ns = f"public/plain-{unique}", f"public/odd-{unique}"
+    for ns in (plain_ns, odd_ns):
+        admin_call(stack, "PUT", f"/admin/v2/namespaces/{ns}")
+    plain, odd = f"persistent://{plain_ns}/t", f"persistent://{odd_ns}/t"
+    [plain_ledger] = create_ledgers(stack, 1, pulsar_ml_metadata(plain))
+    [odd_ledger] = create_ledgers(stack, 1, pulsar_ml_metadata(odd))
+    answer_listing(admin_proxy, plain_ns, (200, "the topics are a and b"))
+    answer_listing(admin_proxy, odd_ns, (200, json.dumps({"topics": []})))
     w = worker(
         harnesses,
         stack,

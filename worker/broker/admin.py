@@ -207,7 +207,11 @@ class PulsarAdmin:
         system namespace (``pulsar/system``, where the deletion topics live by default) as a system topic
         and lists it only with ``include_system``."""
         params = {"includeSystemTopic": "true"} if include_system else None
-        return list(await self._call("GET", f"/admin/v2/persistent/{namespace}", params=params))
+        d = await self._call("GET", f"/admin/v2/persistent/{namespace}", params=params)
+        # Read as proof that a topic is absent: anything but a list of names is a failure, never an empty list.
+        if not isinstance(d, list) or not all(isinstance(t, str) for t in d):
+            raise BackendError("admin", f"the topic list of {namespace} is not a list of names: {str(d)[:200]}")
+        return d
 
     # ---- topics -----------------------------------------------------------------------------------
     async def lookup(self, topic: TopicName) -> str:

@@ -16,6 +16,8 @@ class MetadataFormatError(ValueError):
 
 
 def read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    if pos < len(data) and data[pos] < 0x80:
+        return data[pos], pos + 1  # one byte: every tag and most values of the messages read here
     result = shift = 0
     while True:
         if pos >= len(data):

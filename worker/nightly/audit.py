@@ -123,20 +123,41 @@ def _judge_ledgers_partition(settings: Settings, min_age_s: float, namespaces: l
 
 
 def read_ledger_metadata(spark: Any, settings: Settings, ledgers_root: str | None = None) -> Any:
-    """DataFrame (:data:`METADATA_SCHEMA`) of every ledger under ``ledgers_root``."""
+    """DataFrame (:data:`METADATA_SCHEMA`) of every ledger under ``ledgers_root``: one partition per subtree
+    (at most 10,000 ledgers), read in multiReads and handed to Spark as Arrow batches."""
     hosts = settings.zookeeper.bookkeeper_store  # BookKeeper's metadata store: the ledgers are there
     if not hosts:
         return _bookie_listing(spark, settings)
     root = (ledgers_root or settings.zookeeper.ledgers_root).rstrip("/")
     subtrees = ledger_subtrees(hosts, root, settings.zookeeper.timeout_s)
-    timeout = settings.zookeeper.timeout_s
-    rdd = spark.sparkContext.parallelize(subtrees, max(1, len(subtrees))).mapPartitions(
-        lambda paths: (
-            (lid, data, ctime, owner_key(lid, data, ctime), None)
-            for lid, data, ctime in read_subtrees(hosts, root, paths, timeout)
-        )
-    )
-    return spark.createDataFrame(rdd, METADATA_SCHEMA)
+    paths = spark.sparkContext.parallelize([(p,) for p in subtrees], max(1, len(subtrees))).toDF("path string")
+    return paths.mapInArrow(_read_subtrees_partition(hosts, root, settings.zookeeper.timeout_s), METADATA_SCHEMA)
+
+
+def _read_subtrees_partition(hosts: str, root: str, timeout: float) -> Any:
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        paths = [p for batch in batches for p in batch.column("path").to_pylist()]
+        for base in paths:
+            ids, data, ctimes, owners = [], [], [], []
+            for lid, d, ctime in read_subtrees(hosts, root, iter([base]), timeout):
+                ids.append(lid)
+                data.append(d)
+                ctimes.append(ctime)
+                owners.append(owner_key(lid, d, ctime))
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array(ids, pa.int64()),
+                    pa.array(data, pa.binary()),
+                    pa.array(ctimes, pa.int64()),
+                    pa.array(owners, pa.string()),
+                    pa.nulls(len(ids), pa.string()),
+                ],
+                names=[c.split()[0] for c in METADATA_SCHEMA.split(", ")],
+            )
+
+    return run
 
 
 def _bookie_listing(spark: Any, settings: Settings) -> Any:
@@ -216,7 +237,9 @@ def audit_ledgers(
 ) -> Any:
     """The scanner's decisions for every ledger, as a DataFrame of :data:`LEDGER_DECISION_SCHEMA`."""
     md = read_ledger_metadata(spark, settings, ledgers_root)
-    n = partitions or spark.sparkContext.defaultParallelism
+    # About two subtrees' worth of ledgers a partition (each partition holds its rows while it judges them):
+    # bounded memory per task, and more topics in flight at once than the task slots alone would give.
+    n = partitions or max(spark.sparkContext.defaultParallelism, md.rdd.getNumPartitions() // 2)
     return md.repartition(n, "owner").mapInPandas(
         _judge_ledgers_partition(settings, min_age_s, list(namespaces)), LEDGER_DECISION_SCHEMA
     )
