@@ -37,7 +37,7 @@ ATTEMPTS = 5
 def partitioned_metadata_path(topic: TopicName) -> str:
     """Where the broker keeps ``{"partitions": N, ...}`` of a partitioned topic."""
     return (
-        f"/admin/partitioned-topics/{topic.tenant}/{topic.namespace}/{topic.domain}/{java_url_encode(topic.local_name)}"
+        f"/admin/partitioned-topics/{topic.namespace_name}/{topic.domain}/{java_url_encode(topic.local_name)}"
     )
 
 

@@ -28,7 +28,7 @@ from worker.core.schema_in_use import schema_ledger_hold
 from worker.core.verification import Verdict as Identity
 from worker.core.verification import verify_bookkeeper, verify_offload_object_metadata
 from worker.formats.ledger_metadata import LedgerMetadata, parse_metadata
-from worker.formats.message import InvalidMessage, LedgerType, PendingDeleteLedgerInfo
+from worker.formats.message import LedgerType, PendingDeleteLedgerInfo
 from worker.formats.topic_name import InvalidTopicName, TopicName
 from worker.operations.scanner import Decision, Verdict
 
@@ -136,25 +136,20 @@ def test_a_name_pulsar_would_not_write_is_refused_both_ways(name: str) -> None:
 V1_ML = "pulsar/standalone/127.0.0.1:8080/persistent/healthcheck"  # the broker's health check topic
 
 
-def test_v1_names_are_refused_both_ways() -> None:
-    # metadata -> owner: never a candidate, and a reason the worker reports
+def test_v1_names_are_owners_both_ways() -> None:
+    # metadata -> owner: the broker's own names for a v1 topic's ledgers
+    v1 = TopicName.parse("persistent://pulsar/standalone/127.0.0.1:8080/healthcheck")
     cm = {"application": "pulsar", "component": "managed-ledger", "pulsar/managed-ledger": V1_ML}
-    with pytest.raises(Unmapped, match="v1 topic") as e:
-        owner_of(cm)
-    assert (e.value.component, e.value.reason) == (LedgerComponent.MANAGED_LEDGER, "topic_mismatch")
-    compacted = {
-        "application": "pulsar",
-        "component": "compacted-ledger",
-        "pulsar/compactedTopic": "persistent://pulsar/standalone/127.0.0.1:8080/healthcheck",
-    }
-    with pytest.raises(Unmapped, match="unparseable"):
-        owner_of(compacted)
-    # message -> owner: a message naming a v1 topic is invalid (dead-lettered at once), never verified
-    for component in LedgerComponent:
-        with pytest.raises(InvalidMessage, match="expected persistent://tenant/namespace/topic"):
-            PendingDeleteLedgerInfo(
-                "persistent://pulsar/standalone/127.0.0.1:8080/healthcheck", component, LedgerType.LEDGER, 1
-            )
+    assert owner_of(cm) == Owner(LedgerComponent.MANAGED_LEDGER, v1)
+    assert owner_of({**cm, "pulsar/cursor": "sub"}) == Owner(LedgerComponent.MANAGED_CURSOR, v1, cursor="sub")
+    compacted = {"application": "pulsar", "component": "compacted-ledger", "pulsar/compactedTopic": str(v1)}
+    assert owner_of(compacted) == Owner(LedgerComponent.COMPACTED_LEDGER, v1)
+    # message -> owner: a message naming a v1 topic is a message like any other, verified against the same names
+    info = PendingDeleteLedgerInfo(str(v1), LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, 1)
+    assert info.topic == v1
+    assert verify_bookkeeper(info, md(1, cm), now_ms=NOW, min_age_ms=0).verdict is Identity.MATCH
+    v2_named = {**cm, "pulsar/managed-ledger": "pulsar/127.0.0.1:8080/persistent/healthcheck"}
+    assert verify_bookkeeper(info, md(1, v2_named), now_ms=NOW, min_age_ms=0).verdict is Identity.REJECTED
 
 
 def test_a_v1_topics_schema_id_reads_as_a_v2_name() -> None:

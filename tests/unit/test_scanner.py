@@ -78,7 +78,6 @@ def test_not_a_pulsar_ledger(custom: dict[str, str]) -> None:
         ({"application": "pulsar"}, "unknown component"),
         ({"application": "pulsar", "component": "bookie-thing"}, "unknown component"),
         (ML, "without pulsar/managed-ledger"),
-        ({**ML, "pulsar/managed-ledger": "pulsar/standalone/127.0.0.1:8080/persistent/healthcheck"}, "v1 topic"),
         # Not the encoding Pulsar writes (java.net.URLEncoder: upper-case escapes, "+" for a space).
         ({**ML, "pulsar/managed-ledger": "t/ns/persistent/a%3ab"}, "not the managed-ledger name Pulsar writes"),
         ({**ML, "pulsar/managed-ledger": "t/ns/persistent/a%20b"}, "not the managed-ledger name Pulsar writes"),
@@ -93,6 +92,12 @@ def test_not_a_pulsar_ledger(custom: dict[str, str]) -> None:
 def test_unmappable_pulsar_ledgers_are_never_candidates(custom: dict[str, str], why: str) -> None:
     with pytest.raises(Unmapped, match=why):
         owner_of(md(1, custom))
+
+
+def test_a_version_1_topics_ledger_is_a_candidate_of_its_v1_topic() -> None:
+    v1 = "persistent://pulsar/standalone/127.0.0.1:8080/healthcheck"
+    custom = {**ML, "pulsar/managed-ledger": "pulsar/standalone/127.0.0.1:8080/persistent/healthcheck"}
+    assert owner_of(md(1, custom)) == Owner(LedgerComponent.MANAGED_LEDGER, TopicName.parse(v1))
 
 
 # ---- the schema registry's locator ----------------------------------------------------------------------

@@ -125,7 +125,7 @@ def test_client_options_map_onto_pulsar_client_keywords() -> None:
         ({"topic": "t", "startingOffset": "earliest"}, "startingoffset"),
         ({}, "topic"),
         ({"topic": "t", "topicsPattern": "x"}, "topic"),
-        ({"topic": "a/b/c/d"}, "topic"),
+        ({"topic": "a/b/c/d/e"}, "topic"),
         ({"topics": " , "}, "topics"),
         ({"topicsPattern": "non-persistent://a/b/c"}, "topicsPattern"),
         ({"topic": "t", "startingOffsets": "latest"}, "startingOffsets"),

@@ -45,6 +45,29 @@ def test_parse_full_name() -> None:
     assert t.namespace_name == "my-tenant/my-ns"
 
 
+def test_a_version_1_name_keeps_its_cluster_where_pulsar_does() -> None:
+    t = TopicName.parse("persistent://pulsar/standalone/127.0.0.1:8080/healthcheck")
+    assert (t.tenant, t.cluster, t.namespace, t.local_name) == ("pulsar", "standalone", "127.0.0.1:8080", "healthcheck")
+    assert str(t) == "persistent://pulsar/standalone/127.0.0.1:8080/healthcheck"
+    assert t.namespace_name == "pulsar/standalone/127.0.0.1:8080"
+    # What the broker wrote on the health check's ledgers (pulsar/managed-ledger), and its schema id.
+    assert t.managed_ledger_name == "pulsar/standalone/127.0.0.1:8080/persistent/healthcheck"
+    assert t.schema_name == "pulsar/127.0.0.1:8080/healthcheck"
+    assert TopicName.from_managed_ledger_name(t.managed_ledger_name) == t
+    # The v1 admin API and lookup, each segment encoded.
+    assert t.admin_path == "persistent/pulsar/standalone/127.0.0.1%3A8080/healthcheck"
+    assert t.lookup_path == "/lookup/v2/destination/persistent/pulsar/standalone/127.0.0.1%3A8080/healthcheck"
+    p = t.partition(2)
+    assert str(p) == "persistent://pulsar/standalone/127.0.0.1:8080/healthcheck-partition-2"
+    assert p.partitioned_base == t and p.cluster == "standalone"
+    v2 = TopicName.parse("persistent://a/ns/x")
+    assert (
+        v2.cluster is None
+        and v2.admin_path == "v2/persistent/a/ns/x"
+        and v2.lookup_path == "/lookup/v2/topic/persistent/a/ns/x"
+    )
+
+
 def test_parse_without_domain_is_persistent() -> None:
     # PIP-186 writes tenant/ns/topic.
     assert TopicName.parse("a/b/c") == TopicName.parse("persistent://a/b/c")
@@ -57,7 +80,9 @@ def test_parse_without_domain_is_persistent() -> None:
         "non-persistent://a/b/c",
         "http://a/b/c",
         "persistent://a/b",
-        "persistent://a/b/c/d",  # v1 names with a cluster, or a slash in the local name
+        "persistent://a/b/c/d/e",  # a slash in a v1 name's local name
+        "persistent://a/b c/n/t",  # a v1 cluster outside the NamedEntity rule
+        "persistent://a/b/../t",
         "persistent://a/b/",
         "persistent://a//c",
         "persistent:///b/c",

@@ -207,7 +207,9 @@ class PulsarAdmin:
         system namespace (``pulsar/system``, where the deletion topics live by default) as a system topic
         and lists it only with ``include_system``."""
         params = {"includeSystemTopic": "true"} if include_system else None
-        d = await self._call("GET", f"/admin/v2/persistent/{namespace}", params=params)
+        # A version-1 namespace (tenant/cluster/ns) is listed by the v1 API.
+        api = "/admin/persistent" if namespace.count("/") == 2 else "/admin/v2/persistent"
+        d = await self._call("GET", f"{api}/{namespace}", params=params)
         # Read as proof that a topic is absent: anything but a list of names is a failure, never an empty list.
         if not isinstance(d, list) or not all(isinstance(t, str) for t in d):
             raise BackendError("admin", f"the topic list of {namespace} is not a list of names: {str(d)[:200]}")
@@ -222,7 +224,7 @@ class PulsarAdmin:
         once more to the broker it assigns the bundle to: a lookup follows those hops, as Pulsar's own
         clients do. A lookup answer only names the owner; the owner's internalStats, not followed, stays
         the proof of ownership."""
-        path = f"/lookup/v2/topic/{topic.rest_path}"
+        path = topic.lookup_path
         ask = f"{self.admin_url}{path}"
         for _ in range(_LOOKUP_HOPS):
             try:
@@ -257,7 +259,7 @@ class PulsarAdmin:
         """Partition count of the partitioned topic ``topic`` (0: not partitioned, or absent)."""
         d = await self._call(
             "GET",
-            f"/admin/v2/{topic.rest_path}/partitions",
+            f"/admin/{topic.admin_path}/partitions",
             params={"checkAllowAutoCreation": "false"},
             not_found_ok=True,
         )
@@ -266,7 +268,7 @@ class PulsarAdmin:
     async def internal_stats(self, topic: TopicName, *, base: str | None = None) -> dict[str, Any]:
         """Live state; raises TopicNotFound when the topic does not exist, NotOwner on redirect."""
         d = await self._call(
-            "GET", f"/admin/v2/{topic.rest_path}/internalStats", base=base, params={"authoritative": "false"}
+            "GET", f"/admin/{topic.admin_path}/internalStats", base=base, params={"authoritative": "false"}
         )
         if not isinstance(d, dict):
             raise BackendError("admin", f"internalStats of {topic} is not a JSON object: {str(d)[:200]}")
@@ -274,7 +276,7 @@ class PulsarAdmin:
 
     async def internal_info(self, topic: TopicName, *, base: str | None = None) -> dict[str, Any]:
         """Managed-ledger metadata as stored (includes offload context uuids)."""
-        return dict(await self._call("GET", f"/admin/v2/{topic.rest_path}/internal-info", base=base))
+        return dict(await self._call("GET", f"/admin/{topic.admin_path}/internal-info", base=base))
 
     async def offload_uuids(self, topic: TopicName, *, base: str | None = None) -> dict[int, str]:
         """Ledger id -> the offload uuid the topic's managed-ledger metadata records (internal-info's
@@ -288,40 +290,40 @@ class PulsarAdmin:
 
     async def stats(self, topic: TopicName, earliest_time_in_backlog: bool = False) -> dict[str, Any]:
         params = {"getEarliestTimeInBacklog": "true"} if earliest_time_in_backlog else None
-        return dict(await self._call("GET", f"/admin/v2/{topic.rest_path}/stats", params=params, follow_redirect=True))
+        return dict(await self._call("GET", f"/admin/{topic.admin_path}/stats", params=params, follow_redirect=True))
 
     async def partitioned_stats(self, topic: TopicName, earliest_time_in_backlog: bool = False) -> dict[str, Any]:
         params = {"perPartition": "false"}
         if earliest_time_in_backlog:  # the broker reads the oldest backlog entry of every subscription for it
             params["getEarliestTimeInBacklog"] = "true"
-        return dict(await self._call("GET", f"/admin/v2/{topic.rest_path}/partitioned-stats", params=params))
+        return dict(await self._call("GET", f"/admin/{topic.admin_path}/partitioned-stats", params=params))
 
     async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
-        await self._call("PUT", f"/admin/v2/{topic.rest_path}/partitions", body=partitions, ok=(200, 204, 409))
+        await self._call("PUT", f"/admin/{topic.admin_path}/partitions", body=partitions, ok=(200, 204, 409))
 
     async def create_topic(self, topic: TopicName) -> None:
-        await self._call("PUT", f"/admin/v2/{topic.rest_path}", ok=(200, 204, 409), follow_redirect=True)
+        await self._call("PUT", f"/admin/{topic.admin_path}", ok=(200, 204, 409), follow_redirect=True)
 
     async def create_subscription(self, topic: TopicName, subscription: str) -> None:
         """Idempotent; on a partitioned topic the broker creates it on every partition."""
         earliest = {"ledgerId": -1, "entryId": -1, "partitionIndex": -1}
         await self._call(
             "PUT",
-            f"/admin/v2/{topic.rest_path}/subscription/{_q(subscription)}",
+            f"/admin/{topic.admin_path}/subscription/{_q(subscription)}",
             body=earliest,
             ok=(200, 204, 409),
             follow_redirect=True,
         )
 
     async def subscriptions(self, topic: TopicName) -> list[str]:
-        return list(await self._call("GET", f"/admin/v2/{topic.rest_path}/subscriptions", follow_redirect=True))
+        return list(await self._call("GET", f"/admin/{topic.admin_path}/subscriptions", follow_redirect=True))
 
     async def delete_topic(self, topic: TopicName, *, force: bool = True) -> bool:
         """True if the topic existed and is deleted, False if the broker answered 404 (topic or namespace
         not found). A success carries no body, so the status is the only evidence: hence no not_found_ok."""
         try:
             await self._call(
-                "DELETE", f"/admin/v2/{topic.rest_path}", params={"force": str(force).lower()}, follow_redirect=True
+                "DELETE", f"/admin/{topic.admin_path}", params={"force": str(force).lower()}, follow_redirect=True
             )
         except TopicNotFound:
             return False
@@ -329,14 +331,14 @@ class PulsarAdmin:
 
     async def delete_partitioned_topic(self, topic: TopicName, *, force: bool = True) -> None:
         await self._call(
-            "DELETE", f"/admin/v2/{topic.rest_path}/partitions", params={"force": str(force).lower()}, not_found_ok=True
+            "DELETE", f"/admin/{topic.admin_path}/partitions", params={"force": str(force).lower()}, not_found_ok=True
         )
 
     async def unload(self, topic: TopicName) -> None:
-        await self._call("PUT", f"/admin/v2/{topic.rest_path}/unload", follow_redirect=True)
+        await self._call("PUT", f"/admin/{topic.admin_path}/unload", follow_redirect=True)
 
     async def trim(self, topic: TopicName) -> None:
-        await self._call("POST", f"/admin/v2/{topic.rest_path}/trim", follow_redirect=True)
+        await self._call("POST", f"/admin/{topic.admin_path}/trim", follow_redirect=True)
 
     async def schema_info(self, topic: TopicName) -> dict[str, Any] | None:
         d = await self._call(
@@ -361,24 +363,24 @@ class PulsarAdmin:
         """Offload every ledger before position (ledger_id, entry_id) to tiered storage (asynchronous)."""
         await self._call(
             "PUT",
-            f"/admin/v2/{topic.rest_path}/offload",
+            f"/admin/{topic.admin_path}/offload",
             body={"ledgerId": ledger_id, "entryId": entry_id, "partitionIndex": -1},
             follow_redirect=True,
         )
 
     async def offload_status(self, topic: TopicName) -> dict[str, Any]:
         """``{"status": NOT_RUN|RUNNING|SUCCESS|ERROR, "lastError": ...}``."""
-        return dict(await self._call("GET", f"/admin/v2/{topic.rest_path}/offload", follow_redirect=True))
+        return dict(await self._call("GET", f"/admin/{topic.admin_path}/offload", follow_redirect=True))
 
     # ---- policies (the queue topics' namespace: worker.core.queue_policies) ------------------------
     async def topic_policy(self, topic: TopicName, name: str, *, applied: bool) -> Any:
         """A topic-level policy (``messageTTL``, ``backlogQuotaMap``, ...): with ``applied`` the value the
         broker applies (topic, else namespace, else broker default), else the topic's own (None: unset)."""
         params = {"applied": "true"} if applied else None
-        return await self._call("GET", f"/admin/v2/{topic.rest_path}/{name}", params=params, follow_redirect=True)
+        return await self._call("GET", f"/admin/{topic.admin_path}/{name}", params=params, follow_redirect=True)
 
     async def remove_topic_policy(self, topic: TopicName, name: str, params: Mapping[str, str] | None = None) -> None:
-        await self._call("DELETE", f"/admin/v2/{topic.rest_path}/{name}", params=params, follow_redirect=True)
+        await self._call("DELETE", f"/admin/{topic.admin_path}/{name}", params=params, follow_redirect=True)
 
     async def namespace_policy(self, namespace: str, name: str) -> Any:
         """A namespace policy as set (None: unset, the broker's default applies)."""

@@ -25,7 +25,7 @@ from worker.settings import Settings
 
 # Pulsar's rule for tenant and namespace names.
 _NS_PART = re.compile(r"^[-=:.\w]+$")
-_NS_HELP = "only ledgers of topics in this namespace (tenant/namespace); repeatable"
+_NS_HELP = "only ledgers of topics in this namespace (tenant/namespace, or tenant/cluster/namespace); repeatable"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -58,9 +58,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 
 def valid_namespace(ns: str) -> bool:
-    """``tenant/namespace``, each part by Pulsar's rule."""
+    """``tenant/namespace`` (or a version-1 ``tenant/cluster/namespace``), each part by Pulsar's rule."""
     parts = ns.split("/")
-    return len(parts) == 2 and all(_NS_PART.match(x) for x in parts)
+    return len(parts) in (2, 3) and all(_NS_PART.match(x) for x in parts)
 
 
 def _validate(args: argparse.Namespace, settings: Settings) -> tuple[float, list[str]] | str:
@@ -76,7 +76,7 @@ def _validate(args: argparse.Namespace, settings: Settings) -> tuple[float, list
     namespaces = []
     for ns in args.namespace:
         if not valid_namespace(ns):
-            return f"--namespace: expected tenant/namespace, got {ns!r}"
+            return f"--namespace: expected tenant/namespace (or a version-1 tenant/cluster/namespace), got {ns!r}"
         namespaces.append(ns)
     if args.concurrency < 1 or args.concurrency > 1024:
         return "--concurrency: must be between 1 and 1024"

@@ -18,11 +18,10 @@ Pulsar 4.0.8 topic named ``h11 enc:x~é*``):
 
 An encoded name is accepted only when it is exactly the encoding of the name it decodes to (the round
 trip), so an owner parsed here and a name a message carries compare equal exactly when Pulsar would have
-written that message's name. Version-1 names (``tenant/cluster/ns/...``: the broker's health check topic
-still uses one) are refused: nothing here can route or verify them, and a refused owner is never deleted
-(the worker rejects it, the scanner skips it). A v1 topic's schema id carries no cluster
-(``getSchemaName`` drops it): it reads as the v2 name ``tenant/ns/topic``, which is why a schema
-ledger's registry entry, not its topic, decides whether it is in use (``worker.core.schema_in_use``).
+written that message's name. Version-1 names (``tenant/cluster/ns/persistent/...``: the broker's health
+check topic still uses one) are owners like any other (``worker.formats.topic_name``). A v1 topic's schema id
+carries no cluster (``getSchemaName`` drops it): it reads as the v2 name ``tenant/ns/topic``, which is why
+a schema ledger's registry entry, not its topic, decides whether it is in use (``worker.core.schema_in_use``).
 """
 
 from __future__ import annotations
@@ -57,10 +56,9 @@ class Unmapped(ValueError):
 
 
 def topic_of_managed_ledger_name(name: str) -> TopicName:
-    """The topic a managed-ledger name (``tenant/ns/persistent/<encoded>``) names; raises InvalidTopicName
-    for a v1 name, an unparseable one, or one that is not the canonical encoding of its topic."""
-    if len(name.split("/")) == 5:
-        raise InvalidTopicName(f"v1 topic name, not supported: {name!r}")
+    """The topic a managed-ledger name (``tenant/ns/persistent/<encoded>``, or ``tenant/cluster/ns/...`` for a
+    version-1 name) names; raises InvalidTopicName for an unparseable one, or one that is not the canonical
+    encoding of its topic."""
     topic = TopicName.from_managed_ledger_name(name)
     if topic.managed_ledger_name != name:
         raise InvalidTopicName(f"not the managed-ledger name Pulsar writes for {str(topic)!r}: {name!r}")

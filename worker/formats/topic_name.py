@@ -3,10 +3,17 @@
 A message is untrusted input. Its topic name decides which broker we ask and which BookKeeper metadata
 we compare against, so it is parsed strictly (``persistent://tenant/ns/name``, no ``..``, no empty
 segment) and every REST path segment is URL-encoded.
+
+Version-1 names, ``persistent://tenant/cluster/ns/name`` (a namespace of the pre-2.0 form, still served by
+Pulsar 4.0: the broker's own health-check namespace ``pulsar/<cluster>/<broker>`` is one), are supported
+as Pulsar handles them: the namespace is ``tenant/cluster/ns``, the managed ledger
+``tenant/cluster/ns/persistent/<encoded name>``, the admin API the v1 one (``/admin/persistent/...``,
+``/lookup/v2/destination/...``), and the schema id drops the cluster (``TopicName.getSchemaName``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from dataclasses import dataclass
@@ -52,6 +59,8 @@ class TopicName:
     tenant: str
     namespace: str
     local_name: str
+    # A version-1 name's cluster (``persistent://tenant/cluster/ns/name``); None for every v2 name.
+    cluster: str | None = None
 
     @classmethod
     def parse(cls, value: str) -> TopicName:
@@ -71,18 +80,22 @@ class TopicName:
         if domain != "persistent":
             raise InvalidTopicName(f"only persistent topics own ledgers: {value!r}")
         parts = rest.split("/")
-        if len(parts) != 3:
+        if len(parts) not in (3, 4):
             raise InvalidTopicName(f"expected persistent://tenant/namespace/topic: {value!r}")
-        tenant, namespace, local = parts
+        cluster: str | None = None
+        if len(parts) == 4:
+            tenant, cluster, namespace, local = parts
+        else:
+            tenant, namespace, local = parts
         for seg in parts:
             if not seg or seg in (".", ".."):
                 raise InvalidTopicName(f"empty or relative segment in {value!r}")
             if any(ord(c) < 0x20 for c in seg):
                 raise InvalidTopicName(f"control character in {value!r}")
-        for seg in (tenant, namespace):
+        for seg in parts[:-1]:
             if not _ENTITY.match(seg):
-                raise InvalidTopicName(f"invalid tenant or namespace {seg!r} in {value!r}")
-        topic = cls(domain, tenant, namespace, local)
+                raise InvalidTopicName(f"invalid tenant, cluster or namespace {seg!r} in {value!r}")
+        topic = cls(domain, tenant, namespace, local, cluster)
         path_bytes = len(_ML_ROOT) + len(topic.managed_ledger_name)  # ASCII: URL-encoded
         if path_bytes > MAX_MANAGED_LEDGER_PATH_BYTES:
             raise InvalidTopicName(
@@ -93,17 +106,21 @@ class TopicName:
         return topic
 
     def __str__(self) -> str:
-        return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local_name}"
+        return f"{self.domain}://{self.namespace_name}/{self.local_name}"
 
     @property
     def namespace_name(self) -> str:
+        """``tenant/ns``, or ``tenant/cluster/ns`` for a version-1 name."""
+        if self.cluster is not None:
+            return f"{self.tenant}/{self.cluster}/{self.namespace}"
         return f"{self.tenant}/{self.namespace}"
 
     @property
     def managed_ledger_name(self) -> str:
         """The name BookKeeper metadata and ZooKeeper paths use: ``tenant/ns/persistent/<encoded topic>``
-        (Pulsar's ``getPersistenceNamingEncoding``: the local name through Java's URLEncoder)."""
-        return f"{self.tenant}/{self.namespace}/{self.domain}/{java_url_encode(self.local_name)}"
+        (``tenant/cluster/ns/...`` for a version-1 name; Pulsar's ``getPersistenceNamingEncoding``: the local
+        name through Java's URLEncoder)."""
+        return f"{self.namespace_name}/{self.domain}/{java_url_encode(self.local_name)}"
 
     @property
     def partition_index(self) -> int | None:
@@ -113,12 +130,13 @@ class TopicName:
     @property
     def partitioned_base(self) -> TopicName:
         m = _partition_match(self.local_name)
-        return TopicName(self.domain, self.tenant, self.namespace, m.group("base")) if m else self
+        return dataclasses.replace(self, local_name=m.group("base")) if m else self
 
     @property
     def schema_name(self) -> str:
         """The schema registry's id (Pulsar's ``getSchemaName``): ``tenant/ns/<encoded base topic>``, the
-        value BookKeeper schema ledgers carry as ``pulsar/schemaId``."""
+        value BookKeeper schema ledgers carry as ``pulsar/schemaId``. A version-1 name's cluster is not in it
+        (``getNamespacePortion``)."""
         base = self.partitioned_base
         return f"{base.tenant}/{base.namespace}/{java_url_encode(base.local_name)}"
 
@@ -132,21 +150,33 @@ class TopicName:
         return cls.parse(f"persistent://{tenant}/{namespace}/{unquote_plus(local)}")
 
     def partition(self, index: int) -> TopicName:
-        return TopicName(self.domain, self.tenant, self.namespace, f"{self.local_name}-partition-{index}")
+        return dataclasses.replace(self, local_name=f"{self.local_name}-partition-{index}")
 
     @property
     def rest_path(self) -> str:
-        """``persistent/tenant/ns/topic`` with every segment URL-encoded, for admin and lookup URLs."""
-        segs = (self.domain, self.tenant, self.namespace, self.local_name)
+        """``persistent/tenant/ns/topic`` (``persistent/tenant/cluster/ns/topic`` for a version-1 name) with
+        every segment URL-encoded, for admin and lookup URLs."""
+        segs = (self.domain, *self.namespace_name.split("/"), self.local_name)
         return "/".join(quote(s, safe="") for s in segs)
+
+    @property
+    def admin_path(self) -> str:
+        """The topic's path under ``/admin/``: the v2 API's ``v2/persistent/...``, or the v1 API's
+        ``persistent/tenant/cluster/ns/topic`` for a version-1 name (the v2 API has no cluster segment)."""
+        return self.rest_path if self.cluster is not None else f"v2/{self.rest_path}"
+
+    @property
+    def lookup_path(self) -> str:
+        """The topic's lookup path: ``/lookup/v2/topic/...``, or the v1 form ``/lookup/v2/destination/...``."""
+        return f"/lookup/v2/{'destination' if self.cluster is not None else 'topic'}/{self.rest_path}"
 
     @classmethod
     def from_managed_ledger_name(cls, name: str) -> TopicName:
         parts = name.split("/")
-        if len(parts) != 4:
+        if len(parts) not in (4, 5):
             raise InvalidTopicName(f"not a managed-ledger name: {name!r}")
-        tenant, namespace, domain, local = parts
-        return cls.parse(f"{domain}://{tenant}/{namespace}/{unquote_plus(local)}")
+        *namespace, domain, local = parts
+        return cls.parse(f"{domain}://{'/'.join(namespace)}/{unquote_plus(local)}")
 
 
 # Every message names its topic, and a backlog names few topics many times: parsing (and Java's URL
