@@ -36,9 +36,7 @@ ATTEMPTS = 5
 
 def partitioned_metadata_path(topic: TopicName) -> str:
     """Where the broker keeps ``{"partitions": N, ...}`` of a partitioned topic."""
-    return (
-        f"/admin/partitioned-topics/{topic.namespace_name}/{topic.domain}/{java_url_encode(topic.local_name)}"
-    )
+    return f"/admin/partitioned-topics/{topic.namespace_name}/{topic.domain}/{java_url_encode(topic.local_name)}"
 
 
 async def partition_count(admin: PulsarAdmin, topic: TopicName) -> int:
