@@ -1,0 +1,148 @@
+"""Where a topic's live state is read (``worker.broker.live_state_reader``), on scripted fakes of the admin
+API, the brokers' lists and the metadata store: the routing rules only. The real ones are exercised on the
+stack (tests/integration/test_read_only_scan.py, test_worker_decisions.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from worker.backends.pulsar_metadata import StoredTopic
+from worker.broker.admin import NotOwner, TopicNotFound
+from worker.broker.live_state_reader import GoneUnconfirmed, LiveStateReader, NotLoadedUnreadable
+from worker.broker.loaded_topics import Serving
+from worker.core.live_set import STORED
+from worker.errors import BackendError
+from worker.formats.managed_ledger_metadata import LedgerInfo, ManagedCursorInfo, ManagedLedgerInfo
+from worker.formats.topic_name import TopicName
+
+T = TopicName.parse("persistent://t/ns/x")
+A = "http://broker-a:8080"
+
+
+class Admin:
+    """internalStats and the namespace's topic list, scripted; every call recorded."""
+
+    def __init__(self, stats: Any = None, listing: Any = ()) -> None:
+        self.stats = stats
+        self.listing = listing
+        self.calls: list[str] = []
+
+    async def internal_stats(self, topic: TopicName, *, base: str | None = None) -> dict[str, Any]:
+        self.calls.append(f"internal_stats {base}")
+        if isinstance(self.stats, Exception):
+            raise self.stats
+        return dict(self.stats)
+
+    async def list_topics(self, namespace: str, *, include_system: bool = False) -> list[str]:
+        self.calls.append(f"list {namespace}")
+        if isinstance(self.listing, Exception):
+            raise self.listing
+        return list(self.listing)
+
+    async def lookup(self, topic: TopicName) -> str:
+        self.calls.append("lookup")
+        return A
+
+
+class Loaded:
+    def __init__(self, serving: Serving | None) -> None:
+        self.where = serving
+        self.forgotten: list[TopicName] = []
+
+    async def serving(self, topic: TopicName) -> Serving | None:
+        return self.where
+
+    def forget(self, topic: TopicName) -> None:
+        self.forgotten.append(topic)
+        self.where = None
+
+
+class Metadata:
+    def __init__(self, stored: StoredTopic | None) -> None:
+        self.stored = stored
+        self.reads = 0
+
+    async def stored_topic(self, topic: TopicName) -> StoredTopic | None:
+        self.reads += 1
+        return self.stored
+
+
+def stored(ids: list[int], cursor: int = -1) -> StoredTopic:
+    ml = ManagedLedgerInfo(tuple(LedgerInfo(i) for i in ids))
+    return StoredTopic(T, 3, ml, {"sub": ManagedCursorInfo(cursor)}, frozenset())
+
+
+def reader(admin: Admin, loaded: Loaded | None, metadata: Metadata | None, **kw: Any) -> LiveStateReader:
+    return LiveStateReader(admin, metadata=metadata, loaded=loaded, **kw)  # type: ignore[arg-type]
+
+
+STATS = {"ledgers": [{"ledgerId": 5}, {"ledgerId": 6}], "cursors": {}}
+
+
+async def test_a_loaded_topic_is_asked_of_the_broker_that_lists_it() -> None:
+    admin, meta = Admin(STATS), Metadata(stored([1]))
+    got = await reader(admin, Loaded(Serving(A, "t/ns", "0x0_0x1")), meta).fetch(T)
+    assert got is not None and got.owner_url == A and got.ml_ledgers == {5, 6}
+    assert admin.calls == [f"internal_stats {A}"] and meta.reads == 0
+
+
+async def test_a_topic_no_broker_lists_is_read_from_the_metadata_store_and_nothing_is_asked() -> None:
+    admin, meta = Admin(STATS), Metadata(stored([1, 2], cursor=9))
+    got = await reader(admin, Loaded(None), meta).fetch(T)
+    assert got is not None and got.owner_url == STORED and got.ml_ledgers == {1, 2} and got.cursor_ledgers == {"sub": 9}
+    assert admin.calls == []  # no internalStats, no lookup: nothing is loaded, no bundle assigned
+
+
+async def test_a_listed_topic_deleted_since_falls_back_to_its_records() -> None:
+    admin, loaded, meta = Admin(TopicNotFound("Topic not found")), Loaded(Serving(A, "t/ns", "b")), Metadata(None)
+    assert await reader(admin, loaded, meta).fetch(T) is None
+    assert loaded.forgotten == [T] and meta.reads == 1 and admin.calls[-1] == "list t/ns"
+
+
+async def test_a_redirect_from_the_listing_broker_forgets_it_and_is_raised() -> None:
+    admin, loaded = Admin(NotOwner("http://broker-b:8080")), Loaded(Serving(A, "t/ns", "b"))
+    with pytest.raises(NotOwner):
+        await reader(admin, loaded, Metadata(stored([1]))).fetch(T)
+    assert loaded.forgotten == [T]
+
+
+async def test_no_managed_ledger_and_not_listed_is_the_admin_apis_not_found() -> None:
+    admin = Admin(listing=["persistent://t/ns/other"])
+    assert await reader(admin, Loaded(None), Metadata(None)).fetch(T) is None
+    admin = Admin(listing=TopicNotFound("Namespace does not exist"))
+    assert await reader(admin, Loaded(None), Metadata(None)).fetch(T) is None
+
+
+async def test_no_managed_ledger_but_listed_is_not_proven_gone() -> None:
+    with pytest.raises(GoneUnconfirmed, match="the admin API lists it"):
+        await reader(Admin(listing=[str(T)]), Loaded(None), Metadata(None)).fetch(T)
+
+
+async def test_a_listing_that_fails_is_a_failure_never_an_absence() -> None:
+    admin = Admin(listing=BackendError("admin", "401 Unauthorized", 401))
+    with pytest.raises(BackendError, match="Unauthorized"):
+        await reader(admin, Loaded(None), Metadata(None)).fetch(T)
+
+
+async def test_the_listing_is_kept_for_its_ttl() -> None:
+    clock = [0.0]
+    admin = Admin(listing=[])
+    r = reader(admin, Loaded(None), Metadata(None), listing_ttl_s=60, clock=lambda: clock[0])
+    for _ in range(3):
+        assert await r.fetch(T) is None
+    assert admin.calls.count("list t/ns") == 1
+    clock[0] = 61
+    await r.fetch(T)
+    assert admin.calls.count("list t/ns") == 2
+
+
+async def test_without_a_metadata_store_a_topic_no_broker_lists_is_never_loaded() -> None:
+    admin = Admin(STATS)
+    with pytest.raises(NotLoadedUnreadable, match="without loading it"):
+        await reader(admin, Loaded(None), None).fetch(T)
+    assert admin.calls == []
+    # Only a caller that may load it (purge-topic, which deletes the topic) asks the owner.
+    got = await reader(admin, Loaded(None), None, may_load=True).fetch(T)
+    assert got is not None and admin.calls == ["lookup", f"internal_stats {A}"]
