@@ -40,7 +40,10 @@ class PulsarSettings(_Section):
     )
     admin_url: HttpUrl = Field(
         HttpUrl("http://127.0.0.1:8080"),
-        description="Any broker's admin REST endpoint; lookups find each topic's owner from there.",
+        description=(
+            "Any broker's admin REST endpoint; the other brokers are reached at the addresses they register in "
+            "Pulsar's metadata store (else those the admin API lists)."
+        ),
     )
     auth_token: str | None = Field(
         None,
@@ -465,7 +468,12 @@ class WorkerSettings(_Section):
         ),
     )
     snapshot_ttl_s: float = Field(
-        60.0, ge=0, description="Seconds a topic's live state (its owner's internalStats) may be reused."
+        60.0,
+        ge=0,
+        description=(
+            "Seconds a topic's live state (its broker's internalStats, or its records in Pulsar's metadata store "
+            "when no broker has it loaded) may be reused."
+        ),
     )
     snapshot_cache_size: int = Field(1024, ge=1, description="Topics whose live state is cached.")
     loaded_topics_ttl_s: float = Field(

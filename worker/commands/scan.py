@@ -57,10 +57,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
     return p
 
 
-def valid_namespace(ns: str) -> bool:
-    """``tenant/namespace`` (or a version-1 ``tenant/cluster/namespace``), each part by Pulsar's rule."""
+def valid_namespace(ns: str, *, v1: bool = False) -> bool:
+    """``tenant/namespace`` (with ``v1``, a version-1 ``tenant/cluster/namespace`` too), each part by Pulsar's
+    rule."""
     parts = ns.split("/")
-    return len(parts) in (2, 3) and all(_NS_PART.match(x) for x in parts)
+    return len(parts) in ((2, 3) if v1 else (2,)) and all(_NS_PART.match(x) for x in parts)
 
 
 def _validate(args: argparse.Namespace, settings: Settings) -> tuple[float, list[str]] | str:
@@ -75,7 +76,7 @@ def _validate(args: argparse.Namespace, settings: Settings) -> tuple[float, list
             return f"--min-age: {e}"
     namespaces = []
     for ns in args.namespace:
-        if not valid_namespace(ns):
+        if not valid_namespace(ns, v1=True):
             return f"--namespace: expected tenant/namespace (or a version-1 tenant/cluster/namespace), got {ns!r}"
         namespaces.append(ns)
     if args.concurrency < 1 or args.concurrency > 1024:

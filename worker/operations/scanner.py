@@ -475,4 +475,3 @@ class Scanner:
     def _decide(self, report: ScanReport, d: Decision) -> None:
         report.add(d)
         self.on_decision(d)
-
