@@ -33,7 +33,7 @@ def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return run_profile("auth", *args, timeout=timeout)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AuthStack(Stack):
     admin_url_plain: str
     service_url_tls: str

@@ -38,7 +38,7 @@ def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return run_profile("cluster", *args, timeout=timeout)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Cluster(Stack):
     admin_url_2: str
     service_url_1: str
