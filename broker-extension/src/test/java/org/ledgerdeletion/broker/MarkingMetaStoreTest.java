@@ -345,6 +345,62 @@ class MarkingMetaStoreTest {
     }
 
     @Test
+    void deferModeRecordsWhatASuccessfulWriteDroppedAndQueued() throws Exception {
+        DeferredDeletes registry = new DeferredDeletes(100);
+        MetaStore deferring = MarkingMetaStore.wrap(fake.proxy(), ML, marker, executor, adapter, registry);
+        fake.ledgerLists.put(ML, ledgerList(plain(1), plain(2), offloaded(3, 7, 8, false), plain(4)));
+        // A trim that fails (the write itself): nothing recorded, the broker deletes nothing either.
+        fake.writes = FakeStore.Fault.FAIL;
+        Result failed = new Result();
+        MetaStoreAdapter.call(adapter.asyncUpdateLedgerIds, deferring, ML,
+                adapter.ledgerInfo(ledgerList(plain(4))), null, failed);
+        assertFalse(failed.succeeded());
+        assertEquals(0, registry.size());
+        // It succeeds: 1 and 2 and 3's BookKeeper copy are recorded, not 3's offloaded copy (the offloader's).
+        fake.writes = FakeStore.Fault.NONE;
+        Result ok = new Result();
+        MetaStoreAdapter.call(adapter.asyncUpdateLedgerIds, deferring, ML,
+                adapter.ledgerInfo(ledgerList(offloaded(3, 7, 8, true), plain(4))), null, ok);
+        assertTrue(ok.succeeded());
+        assertEquals(3, registry.size());
+        for (long id : List.of(1L, 2L, 3L)) {
+            assertTrue(registry.claim(id).get(), "ledger " + id);
+        }
+    }
+
+    @Test
+    void deferModeRecordsNothingAWriteDroppedUnmarked() throws Exception {
+        DeferredDeletes registry = new DeferredDeletes(100);
+        MetaStore deferring = MarkingMetaStore.wrap(fake.proxy(), ML, marker, executor, adapter, registry);
+        fake.cursors.put("c", Metadata.cursor(5));
+        fake.cursors.put("d", Metadata.cursor(6));
+        fake.ledgerLists.put(ML, ledgerList(plain(1)));
+        marker.failing();
+        Result close = new Result();
+        MetaStoreAdapter.call(adapter.asyncUpdateCursorInfo, deferring, ML, "c", adapter.cursorInfo(
+                Metadata.cursor(-1)), null, close);
+        assertTrue(close.succeeded());
+        assertEquals(0, registry.size(), "went ahead unmarked: the broker deletes it, as stock");
+        // Marked and written: a cursor switch and an unsubscribe are recorded; a topic deletion is not (Pulsar
+        // deletes a topic's ledgers before removing its metadata).
+        marker.answer = d -> CompletableFuture.completedFuture(null);
+        Result switched = new Result();
+        MetaStoreAdapter.call(adapter.asyncUpdateCursorInfo, deferring, ML, "d", adapter.cursorInfo(
+                Metadata.cursor(9)), null, switched);
+        assertTrue(switched.succeeded());
+        Result removed = new Result();
+        MetaStoreAdapter.call(adapter.asyncRemoveCursor, deferring, ML, "d", removed);
+        assertTrue(removed.succeeded());
+        Result topic = new Result();
+        MetaStoreAdapter.call(adapter.removeManagedLedger, deferring, ML, topic);
+        assertTrue(topic.succeeded());
+        assertEquals(2, registry.size());
+        assertTrue(registry.claim(6).get());
+        assertTrue(registry.claim(9).get());
+        assertFalse(registry.claim(1).get());
+    }
+
+    @Test
     void everyOtherCallGoesToTheRealStoreUnchanged() throws Exception {
         // Whatever this line's interface has besides the six calls the extension intercepts (Pulsar 5.0.1 adds
         // unwatchManagedLedgerInfo(String, UpdateCallback) and close()), the real store gets it as it is.
