@@ -3,15 +3,15 @@ its metadata writes, stock brokers against brokers with the extension (and in de
 
 Each round, on a standalone stack instance of its own (broker, bookie and ZooKeeper in one JVM; ports and data
 apart from the shared stacks), one namespace per drop path is staged with ``--topics`` topics, then every path's
-drop operations are fired, spread evenly over ``--spread-ms`` (so that at the kill they stand at every point from
-not yet sent, through their metadata write, to long done), and the JVM is killed with SIGKILL ``delay`` ms after
-the first of them:
+drop operations are fired (at once, or spread evenly over ``--spread-ms``), and the JVM is killed with SIGKILL
+``delay`` ms after the first of them; the kill points span the time the drops take on the machine, from before any
+metadata write to after the last (each row says how many of the path's drops had answered before the kill):
 
     trim                 retention cut to 0, then a trim of each topic (the trim's ledger-list write, then deletes)
     rollover-cleanup     topics unloaded with an empty current ledger, then loaded: the load's write drops it
     cursor-switch        a consumer acknowledging one by one: its cursor ledger switches every 5 positions
     unsubscribe          each topic's subscription (with its cursor ledger) deleted
-    topic-deletion       each topic (ledgers and a subscription with its cursor ledger) deleted
+    topic-deletion       each topic (ledgers, a subscription with its cursor ledger, a compacted ledger) deleted
     namespace-deletion   the whole namespace deleted
     offload              ledgers offloaded (deletion lag 0), then a trim: the BookKeeper copies are released
     compaction           a second compaction of each keyed topic: the first compacted ledger is replaced
@@ -25,7 +25,7 @@ what the broker or an operator does next is done again (trims, compaction, the d
 the queue (extension modes); ``scan --dry-run`` counts again. Printed: one table, one row per path and mode, each
 kill point as ``before/on the queue/after the drain`` for the dropped ledgers, and a JSON summary as the last line.
 
-    python -m tools.leak_demo [--modes stock,extension,defer] [--delays-ms 100,300,600,1200] [--spread-ms 500]
+    python -m tools.leak_demo [--modes stock,extension,defer] [--delays-ms 250,500,1000,2000,4000] [--spread-ms 0]
                               [--topics 12] [--paths trim,...] [--json-out FILE]
 
 The stack instance's ports, directory and heap come from ``LDW_DEMO_<VAR>`` (defaults in ``DEMO_ENV``).
@@ -219,6 +219,10 @@ class Round:
             if p.name != "cursor-switch":
                 # Acknowledged one by one: each subscription persists its position in a cursor ledger.
                 await asyncio.to_thread(consume_and_acknowledge, s, names, 12)
+            if p.name == "topic-deletion":
+                # And compacted once: a deleted topic's compacted ledger goes with its __compaction cursor.
+                await asyncio.gather(*(asyncio.to_thread(produce_keyed, s.service_url, n, 6) for n in names))
+                await asyncio.gather(*(self.compact(t) for t in p.topics))
         if p.name == "offload":
             for t in p.topics:
                 current = max(ml_ledger_ids(await a.internal_stats(t)))
@@ -573,9 +577,9 @@ async def main() -> int:
     ap.add_argument("--rounds", type=int, default=1, help="rounds per kill point and mode")
     ap.add_argument("--topics", type=int, default=12, help="topics per drop path")
     ap.add_argument(
-        "--delays-ms", default="100,300,600,1200", help="kill points: ms after each path's first drop is fired"
+        "--delays-ms", default="250,500,1000,2000,4000", help="kill points: ms after each path's first drop is fired"
     )
-    ap.add_argument("--spread-ms", type=float, default=500, help="each path's drops are fired over this long")
+    ap.add_argument("--spread-ms", type=float, default=0, help="each path's drops are fired over this long")
     ap.add_argument("--modes", default=",".join(MODES), help=f"any of {', '.join(MODES)}")
     ap.add_argument("--paths", default=",".join(PATHS), help=f"any of {', '.join(PATHS)}")
     ap.add_argument("--json-out", type=Path, help="also write the rows here")

@@ -6,6 +6,8 @@ on this instance (deploy/local/stack.sh sets both with the extension).
   ``internalStats`` every 50 ms and notes when the topic stopped naming that ledger (neither the loaded compacted
   ledger nor the ``__compaction`` cursor's ``CompactedTopicLedger`` property); its queue message, signed, was
   published no later. The worker settles it; ``scan --dry-run`` then finds no orphan.
+- A compacted topic deleted: Pulsar removes its ``__compaction`` cursor and then deletes the compacted ledger; the
+  extension queued that ledger before the cursor's removal (a poller reads its BookKeeper metadata every 50 ms).
 - Schemas: a schema of two versions (two ledgers) deleted with ``force`` through the admin API, and a topic with a
   schema deleted (Pulsar deletes its schema with it). A poller reads each schema ledger's BookKeeper metadata and
   the registry's locator every 50 ms: every ledger was queued, signed, before Pulsar deleted it (and before the
@@ -138,6 +140,47 @@ async def test_a_compactions_replaced_ledger_is_queued_before_the_topic_stops_na
     outcomes = await wait_settled(w, str(t), {("LEDGER", old)})
     print(f"{t}: compacted ledger {old} replaced, settled {outcomes}")
     assert outcomes[("LEDGER", old)] in SETTLED
+    assert scan_orphans(ext_stack, tmp_path, ns) == []
+
+
+async def test_a_deleted_topics_compacted_ledger_is_queued_before_pulsar_deletes_it(
+    ext_stack: ExtStack, ext_admin: PulsarAdmin, unique: str, tmp_path: Path, ext_harnesses: list[WorkerHarness]
+) -> None:
+    ns = f"public/ext-compact-del-{unique}"
+    await ext_admin.ensure_namespace(ns)
+    t = TopicName.parse(f"persistent://{ns}/keyed")
+    produce_keyed(ext_stack.service_url, t, 12)
+    await compact(ext_stack, t)
+    [compacted] = compacted_ledgers_named(internal_stats(ext_stack, t))
+    zk = KazooClient(hosts=ext_stack.zookeeper_hosts)
+    zk.start(timeout=15)
+    gone_at: dict[int, float] = {}
+
+    def poll() -> None:
+        if compacted not in gone_at and zk.exists(hierarchical_ledger_path(compacted)) is None:
+            gone_at[compacted] = time.time() * 1000
+
+    try:
+        with Poller(poll):
+            await ext_admin.delete_topic(t)
+
+            async def deleted() -> bool:
+                return compacted in gone_at
+
+            await eventually(deleted, timeout=60, what="Pulsar deleting the compacted ledger with its topic")
+    finally:
+        zk.stop()
+        zk.close()
+    queued = queued_for(ext_stack.service_url, str(t))
+    info, published = queued[("LEDGER", compacted)]
+    assert info.ledger_component is LedgerComponent.COMPACTED_LEDGER
+    assert published <= gone_at[compacted], f"queued at {published}, deleted at {gone_at[compacted]}"
+    w = worker_on_extension_queue(ext_stack, tmp_path, "compact-del")
+    ext_harnesses.append(w)
+    w.start()
+    outcomes = await wait_settled(w, str(t), set(queued))
+    print(f"{t}: deleted with compacted ledger {compacted}, settled {outcomes}")
+    assert set(outcomes.values()) <= SETTLED
     assert scan_orphans(ext_stack, tmp_path, ns) == []
 
 

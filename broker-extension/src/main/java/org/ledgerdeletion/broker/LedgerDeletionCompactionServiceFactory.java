@@ -21,6 +21,7 @@ public class LedgerDeletionCompactionServiceFactory extends PulsarCompactionServ
 
     private volatile ExtensionConfig config;
     private volatile CompactedLedgers compactedLedgers;
+    private volatile CompactedLedgerIndex index;
 
     @Override
     public CompletableFuture<Void> initialize(PulsarService pulsarService) {
@@ -30,6 +31,7 @@ public class LedgerDeletionCompactionServiceFactory extends PulsarCompactionServ
                 PendingDeletePublisher publisher = storage.publisher().get();
                 config = publisher.config();
                 compactedLedgers = new CompactedLedgers(publisher, storage.deferred().orElse(null));
+                index = storage.compactedLedgerIndex();
                 log.info("[ledger-deletion] compacted ledgers queued before a compaction replaces them{}",
                         storage.deferred().isPresent() ? " (defer mode: the worker deletes them)" : "");
             } else {
@@ -53,6 +55,6 @@ public class LedgerDeletionCompactionServiceFactory extends PulsarCompactionServ
                     } catch (Throwable e) {
                         throw new CompletionException(e);
                     }
-                }, queue));
+                }, queue, index));
     }
 }

@@ -33,6 +33,7 @@ public class LedgerDeletionStorage extends ManagedLedgerClientFactory {
     private PendingDeletePublisher publisher;
     private MetaStoreAdapter adapter;
     private DeferredDeletes deferred;
+    private final CompactedLedgerIndex compactedLedgerIndex = new CompactedLedgerIndex();
 
     @Override
     public void initialize(ServiceConfiguration conf, MetadataStoreExtended metadataStore,
@@ -75,7 +76,12 @@ public class LedgerDeletionStorage extends ManagedLedgerClientFactory {
                     managedLedgerFactoryConfig, statsLogger);
         }
         return new MarkingManagedLedgerFactory(metadataStore, bkFactory, managedLedgerFactoryConfig, statsLogger,
-                openTelemetry, publisher, adapter, deferred);
+                openTelemetry, publisher, adapter, deferred, compactedLedgerIndex);
+    }
+
+    /** What each loaded topic's compaction service knows of its compacted ledger (the compaction factory fills it). */
+    CompactedLedgerIndex compactedLedgerIndex() {
+        return compactedLedgerIndex;
     }
 
     /** The publisher of this broker's pending deletions; empty when the extension is off. */

@@ -26,16 +26,19 @@ public class MarkingManagedLedgerFactory extends ManagedLedgerFactoryImpl {
     private final PendingDeletePublisher publisher;
     private final MetaStoreAdapter adapter;
     private final DeferredDeletes deferred;
+    private final CompactedLedgerIndex compacted;
 
     MarkingManagedLedgerFactory(MetadataStoreExtended metadataStore,
                                 BookkeeperFactoryForCustomEnsemblePlacementPolicy bookKeeperGroupFactory,
                                 ManagedLedgerFactoryConfig config, StatsLogger statsLogger,
                                 OpenTelemetry openTelemetry, PendingDeletePublisher publisher,
-                                MetaStoreAdapter adapter, DeferredDeletes deferred) throws Exception {
+                                MetaStoreAdapter adapter, DeferredDeletes deferred, CompactedLedgerIndex compacted)
+            throws Exception {
         super(metadataStore, bookKeeperGroupFactory, config, statsLogger, openTelemetry);
         this.publisher = publisher;
         this.adapter = adapter;
         this.deferred = deferred;
+        this.compacted = compacted;
     }
 
     @Override
@@ -44,7 +47,7 @@ public class MarkingManagedLedgerFactory extends ManagedLedgerFactoryImpl {
                                                     Supplier<CompletableFuture<Boolean>> mlOwnershipChecker) {
         MetaStore chosen = store;
         if (!publisher.config().excluded(name)) {
-            chosen = MarkingMetaStore.wrap(store, name, publisher, scheduledExecutor, adapter, deferred);
+            chosen = MarkingMetaStore.wrap(store, name, publisher, scheduledExecutor, adapter, deferred, compacted);
         }
         return super.createManagedLedger(bk, chosen, name, config, mlOwnershipChecker);
     }

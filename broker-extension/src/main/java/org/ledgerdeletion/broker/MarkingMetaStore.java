@@ -4,8 +4,10 @@ import java.lang.reflect.InvocationHandler;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.OptionalLong;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.RejectedExecutionException;
@@ -62,13 +64,15 @@ final class MarkingMetaStore implements InvocationHandler {
     private final MetaStoreAdapter adapter;
     // Defer mode's registry (null: off): what a successful write dropped, once queued, the worker deletes.
     private final DeferredDeletes deferred;
+    // The compacted ledger each topic's compaction service has loaded (null: not known), dropped with __compaction.
+    private final CompactedLedgerIndex compacted;
     // The topic's ledger list as last read or written; null: unknown, read it before the next write.
     private volatile LedgerList lastInfo;
     // Per cursor (znode name): the ledgers its last stored info named; absent: unknown, read it first.
     private final Map<String, CursorLedgers> cursorLedgers = new ConcurrentHashMap<>();
 
     private MarkingMetaStore(MetaStore delegate, String managedLedgerName, Marker marker, OrderedExecutor executor,
-                             MetaStoreAdapter adapter, DeferredDeletes deferred) {
+                             MetaStoreAdapter adapter, DeferredDeletes deferred, CompactedLedgerIndex compacted) {
         this.delegate = delegate;
         this.managedLedgerName = managedLedgerName;
         this.topic = ManagedLedgerName.parse(managedLedgerName).orElseThrow(
@@ -77,22 +81,24 @@ final class MarkingMetaStore implements InvocationHandler {
         this.executor = executor;
         this.adapter = adapter;
         this.deferred = deferred;
+        this.compacted = compacted;
     }
 
     /** {@code delegate}, marking before the writes of managed ledger {@code managedLedgerName} that drop ledgers. */
     static MetaStore wrap(MetaStore delegate, String managedLedgerName, Marker marker, OrderedExecutor executor,
                           MetaStoreAdapter adapter) {
-        return wrap(delegate, managedLedgerName, marker, executor, adapter, null);
+        return wrap(delegate, managedLedgerName, marker, executor, adapter, null, null);
     }
 
     /**
      * As above; in defer mode ({@code deferred} not null) each write that succeeds records the BookKeeper ledgers it
-     * dropped and had queued, so the broker's own delete of them is left to the worker.
+     * dropped and had queued, so the broker's own delete of them is left to the worker; {@code compacted} (or null)
+     * names the topic's compacted ledger, queued with the removal of its {@code __compaction} cursor.
      */
     static MetaStore wrap(MetaStore delegate, String managedLedgerName, Marker marker, OrderedExecutor executor,
-                          MetaStoreAdapter adapter, DeferredDeletes deferred) {
+                          MetaStoreAdapter adapter, DeferredDeletes deferred, CompactedLedgerIndex compacted) {
         return (MetaStore) Proxy.newProxyInstance(MetaStore.class.getClassLoader(), new Class<?>[] {MetaStore.class},
-                new MarkingMetaStore(delegate, managedLedgerName, marker, executor, adapter, deferred));
+                new MarkingMetaStore(delegate, managedLedgerName, marker, executor, adapter, deferred, compacted));
     }
 
     @Override
@@ -269,12 +275,30 @@ final class MarkingMetaStore implements InvocationHandler {
         // Its ledger and any bucket snapshot ledgers its properties still name (a subscription deleted while
         // delayed delivery is off for the topic keeps them: Pulsar clears buckets only when it is on).
         markOrGoAhead(what, readCursor(cursor).thenApply(
-                        before -> LedgerDrops.droppedByCursorWrite(topic, cursor, before, CursorLedgers.NONE)))
+                        before -> withCompactedLedger(cursor,
+                                LedgerDrops.droppedByCursorWrite(topic, cursor, before, CursorLedgers.NONE))))
                 .whenComplete((queued, e) -> guarded(callback, what, () -> MetaStoreAdapter.call(
                         adapter.asyncRemoveCursor, delegate, managedLedgerName, cursor, tracking(callback, () -> {
                             cursorLedgers.remove(cursor);
                             defer(queued);
                         }, () -> cursorLedgers.remove(cursor)))));
+    }
+
+    /**
+     * {@code drops}, plus the topic's compacted ledger when the cursor is {@code __compaction}: Pulsar deletes that
+     * ledger right after removing the cursor (the subscription deleted, or the topic).
+     */
+    private List<PendingDeletion> withCompactedLedger(String cursor, List<PendingDeletion> drops) {
+        if (compacted == null || !CompactedLedgerIndex.COMPACTION_CURSOR.equals(cursor)) {
+            return drops;
+        }
+        OptionalLong id = compacted.current(topic);
+        if (id.isEmpty()) {
+            return drops;
+        }
+        List<PendingDeletion> out = new ArrayList<>(drops);
+        out.add(PendingDeletion.compactedLedger(topic, id.getAsLong()));
+        return out;
     }
 
     private void removeManagedLedger(MetaStoreCallback<Object> callback) {
@@ -339,17 +363,19 @@ final class MarkingMetaStore implements InvocationHandler {
     }
 
     /**
-     * Defer mode, after a write that succeeded: its queued BookKeeper copies that the broker deletes through this
-     * managed ledger's client (its ledgers and its cursors' ledgers) are left to the worker. Bucket ledgers are
-     * deleted through another client, and before the write that drops them, so they are not recorded.
+     * Defer mode, after a write that succeeded: its queued BookKeeper copies that the broker deletes through the
+     * storage's clients (its ledgers, its cursors' ledgers, the compacted ledger a {@code __compaction} cursor's
+     * removal drops) are left to the worker. Bucket ledgers are deleted through another client, and before the
+     * write that drops them, so they are not recorded.
      */
     private void defer(List<PendingDeletion> queued) {
         if (deferred == null || queued == null || queued.isEmpty()) {
             return;
         }
         List<Long> ids = queued.stream()
-                .filter(d -> d.ledgerType() == LedgerType.LEDGER && (d.component() == LedgerComponent.MANAGED_LEDGER
-                        || d.component() == LedgerComponent.MANAGED_CURSOR))
+                .filter(d -> d.ledgerType() == LedgerType.LEDGER
+                        && d.component() != LedgerComponent.DELAYED_INDEX_BUCKET
+                        && d.component() != LedgerComponent.SCHEMA_STORAGE)
                 .map(PendingDeletion::ledgerId).toList();
         if (!ids.isEmpty()) {
             int n = deferred.record(ids);

@@ -1,5 +1,6 @@
 package org.ledgerdeletion.broker;
 
+import java.io.IOException;
 import java.util.OptionalLong;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Supplier;
@@ -18,17 +19,33 @@ import org.apache.pulsar.compaction.PulsarTopicCompactionService;
 final class QueueingTopicCompactionService extends PulsarTopicCompactionService {
     private final String topic;
     private final CompactedLedgers compactedLedgers;
+    private final CompactedLedgerIndex index;
+    private final Supplier<OptionalLong> loaded = this::loadedCompactedLedger;
 
     QueueingTopicCompactionService(String topic, BookKeeper bookKeeper, Supplier<Compactor> compactor,
-                                   CompactedLedgers compactedLedgers) {
+                                   CompactedLedgers compactedLedgers, CompactedLedgerIndex index) {
         super(topic, bookKeeper, compactor);
         this.topic = topic;
         this.compactedLedgers = compactedLedgers;
+        this.index = index;
+        index.register(topic, loaded);
     }
 
     @Override
     public CompletableFuture<Void> compact() {
         return compactedLedgers.compact(topic, currentCompactedLedger(), super::compact);
+    }
+
+    @Override
+    public void close() throws IOException {
+        index.unregister(topic, loaded);
+        super.close();
+    }
+
+    /** The compacted ledger loaded now, if it is known without waiting (for the removal of the topic's cursor). */
+    private OptionalLong loadedCompactedLedger() {
+        CompletableFuture<OptionalLong> f = currentCompactedLedger();
+        return f.isDone() && !f.isCompletedExceptionally() ? f.join() : OptionalLong.empty();
     }
 
     /** The compacted ledger the topic has loaded: what a committed compaction replaces and Pulsar then deletes. */
