@@ -549,6 +549,9 @@ async def one_round(
 
 
 def table(rows: list[dict[str, Any]], delays: list[float], modes: list[str], names: list[str]) -> str:
+    """One row per path and mode; each kill point's cell is ``before/on the queue/after [answered]``: orphans of
+    dropped ledgers before the worker, of them on the queue, after the drain, and how many of the path's drops had
+    answered before the kill (where the kill landed: 0, before their writes; all, after)."""
     head = ["path", "brokers"] + [f"kill +{d:g} ms" for d in delays] + ["total", "never listed"]
     lines = [head]
     for name in names:
@@ -563,13 +566,28 @@ def table(rows: list[dict[str, Any]], delays: list[float], modes: list[str], nam
                 tb, tq, ta = tb + b, tq + q, ta + a
                 nl += sum(r["never_listed_before_worker"] for r in rs)
                 nla += sum(r["never_listed_after_drain"] for r in rs)
-                cells.append(f"{b}/{q}/{a}" if rs else "-")
+                answered = (
+                    "" if name == "cursor-switch" else f" [{sum(r.get('drops_done_before_kill', 0) for r in rs)}]"
+                )
+                cells.append(f"{b}/{q}/{a}{answered}" if rs else "-")
             cells += [f"{tb}/{tq}/{ta}", f"{nl}->{nla}"]
             lines.append(cells)
     widths = [max(len(str(r[i])) for r in lines) for i in range(len(head))]
-    out = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in lines]
+    out = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in lines]
     out.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(out)
+
+
+def in_order(rows: list[dict[str, Any]], key: str) -> list[Any]:
+    """The distinct values of ``key`` in the rows, in their first-seen order."""
+    return list(dict.fromkeys(r[key] for r in rows))
+
+
+LEGEND = (
+    "cells: orphans of dropped ledgers before the worker / of them on the queue / after the drain [drops answered"
+    " before the kill]\nnever listed: orphans created during the round that no metadata ever listed, before -> after"
+    " the drain (scan's to find)"
+)
 
 
 async def main() -> int:
@@ -584,7 +602,13 @@ async def main() -> int:
     ap.add_argument("--paths", default=",".join(PATHS), help=f"any of {', '.join(PATHS)}")
     ap.add_argument("--json-out", type=Path, help="also write the rows here")
     ap.add_argument("--keep", action="store_true", help="leave the demo stack up at the end")
+    ap.add_argument("--table-from", type=Path, help="print the table of a saved --json-out run, run nothing")
     args = ap.parse_args()
+    if args.table_from:
+        saved: list[dict[str, Any]] = json.loads(args.table_from.read_text())["rows"]
+        print(LEGEND)
+        print(table(saved, in_order(saved, "delay_ms"), in_order(saved, "mode"), in_order(saved, "path")))
+        return 0
     modes = [m for m in args.modes.split(",") if m]
     names = [p for p in args.paths.split(",") if p]
     for m in modes:
@@ -618,8 +642,7 @@ async def main() -> int:
         if not args.keep and modes:
             stack_sh(modes[-1], "down")
     print()
-    print("orphans of the dropped ledgers: before the worker / of them on the queue / after the drain")
-    print("(never listed: ledgers created during the round that no metadata listed, before -> after; scan's)")
+    print(LEGEND)
     print(table(rows, delays, modes, names))
     print(f"\n{len(rows)} rows in {time.monotonic() - t0:.0f} s")
     if args.json_out:
