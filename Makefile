@@ -7,7 +7,7 @@ CONFIG ?= config/worker.example.yaml
 # standalone (the default stack) or cluster (ZooKeeper, two bookies, two brokers: deploy/local/stack.sh)
 PROFILE ?= standalone
 
-.PHONY: venv protos ops-tools helm helm-chart dashboards broker-extension leak-demo reclaim-demo stack-up stack-down stack-status test test-cluster chaos unit integration lint run demo bench bench-bookies bench-extension bench-scale clean
+.PHONY: venv protos ops-tools helm helm-chart dashboards broker-extension leak-demo reclaim-demo stack-up stack-down stack-status test test-cluster chaos unit integration lint run demo bench bench-bookies bench-extension bench-scale bench-purge clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -86,9 +86,12 @@ broker-extension:
 	  echo "broker-extension: no Java 21+ (set JAVA21_HOME): its tests on Pulsar 5.0's classes did not run" >&2; \
 	fi
 
-# The leak, side by side (tools/leak_demo.py): trims on many topics, the broker killed at once (kill -9),
-# restart; orphans counted by scan --dry-run before a worker runs and after it drains, stock brokers vs
-# brokers with the extension, on a stack instance of its own. LEAK_DEMO_ARGS=--rounds 1 for a short run.
+# The crash matrix (tools/leak_demo.py): every drop path the extension covers (trim, rollover clean-up, cursor
+# switch, unsubscribe, topic and namespace deletion, offload, compaction, schema deletion, delayed-delivery buckets),
+# the broker killed with SIGKILL at several points after the drops are fired, restarted; orphans before the worker,
+# of them on the queue, after the drain: one table, stock brokers vs the extension vs defer mode, on a stack instance
+# of its own (LDW_DEMO_<VAR> moves its ports). Not in `make test`: about an hour. LEAK_DEMO_ARGS, e.g.
+# "--modes stock,extension --delays-ms 60 --topics 2" for a short run.
 leak-demo: venv broker-extension
 	$(PY) -m tools.leak_demo $(LEAK_DEMO_ARGS)
 
@@ -164,6 +167,12 @@ bench-bookies: venv
 # of its own (started and stopped by it, beside the shared stack). BENCH_EXT_* sizes it.
 bench-extension: venv broker-extension
 	$(PY) -m bench.extension
+
+# The purge benchmark (bench/purge.py): retention cut to 0 on 100 topics x 200 closed ledgers (BENCH_PURGE_* sizes
+# it), a ZooKeeper probe and a paced producer running, stock brokers vs the extension vs defer mode with the worker
+# draining; results under bench/results/. A stack instance of its own (LDW_BENCH_PURGE_<VAR>); not in `make test`.
+bench-purge: venv broker-extension
+	$(PY) -m bench.purge
 
 # The nightly jobs on a Spark cluster whose nodes do not have the project installed (docs/nightly.md):
 # dist/ledger_deletion_worker.zip for spark-submit --py-files, dist/node-requirements.txt for the nodes' Python;

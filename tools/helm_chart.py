@@ -67,6 +67,8 @@ EXTENSION_IMAGE_DIR = "/opt/ledger-deletion"
 EXTENSION_VOLUME = "ledger-deletion-extension"
 EXTENSION_DIR = "/pulsar/ledger-deletion"
 STORAGE_CLASS = "org.ledgerdeletion.broker.LedgerDeletionStorage"
+COMPACTION_SERVICE_FACTORY = "org.ledgerdeletion.broker.LedgerDeletionCompactionServiceFactory"
+SCHEMA_STORAGE_FACTORY = "org.ledgerdeletion.broker.LedgerDeletionSchemaStorageFactory"
 # The broker mark key: a Kubernetes Secret mounted on every broker (ledgerDeletionMarkKeyFile) and on the worker
 # (the chart's brokerMarkKey.secretName, which sets worker.broker_mark_key_file).
 MARK_KEY_SECRET = "ledger-deletion-mark-key"
@@ -220,6 +222,9 @@ def _overlay(cfg: dict[str, Any], version: str, *, mark_key: bool) -> dict[str, 
     # (bin/apply-config-from-env.py) only replaces keys broker.conf has unless the prefix asks it to add them.
     config_data = {
         "PULSAR_PREFIX_managedLedgerStorageClassName": STORAGE_CLASS,
+        # Compacted and schema ledgers queued too: the extension's compaction service and schema storage.
+        "PULSAR_PREFIX_compactionServiceFactoryClassName": COMPACTION_SERVICE_FACTORY,
+        "PULSAR_PREFIX_schemaRegistryStorageClassName": SCHEMA_STORAGE_FACTORY,
         "PULSAR_PREFIX_ledgerDeletionPendingTopic": topics["pending"],
         "PULSAR_PREFIX_ledgerDeletionPartitions": str(topics["parallelism"]),
         "PULSAR_PREFIX_ledgerDeletionSubscription": topics["subscription"],

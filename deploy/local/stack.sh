@@ -18,6 +18,10 @@
 #   BROKER_EXTENSION [1]  1: brokers run the broker extension (broker-extension/, docs/broker-extension.md):
 #     its jar on the classpath (PULSAR_EXTRA_CLASSPATH) and managedLedgerStorageClassName naming it, so every
 #     ledger a broker drops is queued on the pending-deletions topic first; 0: stock brokers
+#     With it, the brokers' compaction service and schema storage are the extension's too
+#     (compactionServiceFactoryClassName, schemaRegistryStorageClassName): compacted and schema ledgers are queued
+#   BROKER_EXTENSION_DEFER [0]  1: defer mode (ledgerDeletionDeferBrokerDeletes=true): the BookKeeper copies the
+#     extension queued are deleted by the worker, not by the broker
 #   BROKER_EXTENSION_SEND_DELAY_S [60]  the extension's ledgerDeletionSendDelaySeconds (deliver-after)
 #     Every profile's brokers sign what the extension publishes with the key in $STACK_DIR/broker-mark.key
 #     (random, made once, mode 600; ledgerDeletionMarkKeyFile): `env` prints it as BROKER_MARK_KEY_FILE for the
@@ -85,6 +89,7 @@ PYTHON=${PYTHON:-$repo/.venv/bin/python}
 export PULSAR_MEM=${PULSAR_MEM:--Xms512m -Xmx1g -XX:MaxDirectMemorySize=1g}
 BROKER_EXTENSION=${BROKER_EXTENSION:-1}
 BROKER_EXTENSION_SEND_DELAY_S=${BROKER_EXTENSION_SEND_DELAY_S:-60}
+BROKER_EXTENSION_DEFER=${BROKER_EXTENSION_DEFER:-0}
 BOOKIE_ENTRY_LOG_SIZE=${BOOKIE_ENTRY_LOG_SIZE:-8388608}
 extension_jar=$repo/broker-extension/target/ledger-deletion-broker-extension.jar
 mark_key=$STACK_DIR/broker-mark.key
@@ -219,8 +224,11 @@ extension_conf() {  # extension_conf FILE: the broker.conf lines of docs/broker-
   [[ $BROKER_EXTENSION == 1 ]] || return 0
   mark_key_file
   conf_set "$1" managedLedgerStorageClassName org.ledgerdeletion.broker.LedgerDeletionStorage
+  conf_set "$1" compactionServiceFactoryClassName org.ledgerdeletion.broker.LedgerDeletionCompactionServiceFactory
+  conf_set "$1" schemaRegistryStorageClassName org.ledgerdeletion.broker.LedgerDeletionSchemaStorageFactory
   conf_set "$1" ledgerDeletionSendDelaySeconds "$BROKER_EXTENSION_SEND_DELAY_S"
   conf_set "$1" ledgerDeletionMarkKeyFile "$mark_key"
+  conf_set "$1" ledgerDeletionDeferBrokerDeletes "$([[ $BROKER_EXTENSION_DEFER == 1 ]] && echo true || echo false)"
   local kv
   for kv in ${BROKER_EXTENSION_CONF:-}; do conf_set "$1" "${kv%%=*}" "${kv#*=}"; done
 }

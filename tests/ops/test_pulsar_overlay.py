@@ -139,6 +139,8 @@ def test_broker_conf_has_the_extensions_lines(pulsar_home: Path, name: str) -> N
     cfg = yaml.safe_load((REPO / helm_chart.VALUES).read_text())["config"]
     want = {
         "managedLedgerStorageClassName": helm_chart.STORAGE_CLASS,
+        "compactionServiceFactoryClassName": helm_chart.COMPACTION_SERVICE_FACTORY,
+        "schemaRegistryStorageClassName": helm_chart.SCHEMA_STORAGE_FACTORY,
         "ledgerDeletionPendingTopic": cfg["topics"]["pending"],
         "ledgerDeletionPartitions": str(cfg["topics"]["parallelism"]),
         "ledgerDeletionSubscription": cfg["topics"]["subscription"],

@@ -23,11 +23,15 @@ public record ExtensionConfig(
         String authPlugin,
         String authParams,
         Set<String> excludedNamespaces,
-        String markKeyFile) {
+        String markKeyFile,
+        boolean deferBrokerDeletes,
+        int deferMaxLedgers) {
 
     public static final String PREFIX = "ledgerDeletion";
     /** The broker.conf key naming the file of the key that signs every message ({@link MarkSigner}). */
     public static final String MARK_KEY_FILE = PREFIX + "MarkKeyFile";
+    /** The broker.conf key of defer mode: the broker leaves the BookKeeper copies it queued to the worker. */
+    public static final String DEFER_BROKER_DELETES = PREFIX + "DeferBrokerDeletes";
 
     public static ExtensionConfig from(ServiceConfiguration conf) {
         Properties p = conf.getProperties();
@@ -70,7 +74,22 @@ public record ExtensionConfig(
                 plugin,
                 params,
                 Set.copyOf(excluded),
-                get(p, "MarkKeyFile", ""));
+                get(p, "MarkKeyFile", ""),
+                Boolean.parseBoolean(get(p, "DeferBrokerDeletes", "false")),
+                positive(p, "DeferMaxLedgers", 100_000));
+    }
+
+    private static int positive(Properties p, String key, int dflt) {
+        String v = get(p, key, Integer.toString(dflt));
+        try {
+            int n = Integer.parseInt(v);
+            if (n > 0) {
+                return n;
+            }
+        } catch (NumberFormatException e) {
+            // below
+        }
+        throw new IllegalArgumentException(PREFIX + key + " must be a positive integer, not '" + v + "'");
     }
 
     private static String get(Properties p, String key, String dflt) {
@@ -86,5 +105,10 @@ public record ExtensionConfig(
     public boolean excluded(String managedLedgerName) {
         return ManagedLedgerName.parse(managedLedgerName).map(n -> excludedNamespaces.contains(n.namespace()))
                 .orElse(true);
+    }
+
+    /** {@link #excluded} for a topic named as such ({@code persistent://tenant/ns/topic}). */
+    public boolean excludedTopic(String topic) {
+        return ManagedLedgerName.ofTopic(topic).map(n -> excludedNamespaces.contains(n.namespace())).orElse(true);
     }
 }

@@ -2,8 +2,9 @@ package org.ledgerdeletion.broker;
 
 /**
  * What owns a pending deletion's ledger: the symbols of the Avro enum {@code LedgerComponent} (the worker's
- * {@code worker.formats.message.LedgerComponent}), in the schema's order. The extension queues MANAGED_LEDGER,
- * MANAGED_CURSOR and DELAYED_INDEX_BUCKET; the others are the worker's own.
+ * {@code worker.formats.message.LedgerComponent}), in the schema's order. The extension queues every one:
+ * MANAGED_LEDGER, MANAGED_CURSOR and DELAYED_INDEX_BUCKET through the metadata store's seam, COMPACTED_LEDGER
+ * through the compaction service, SCHEMA_STORAGE through the schema storage.
  */
 public enum LedgerComponent {
     MANAGED_LEDGER,

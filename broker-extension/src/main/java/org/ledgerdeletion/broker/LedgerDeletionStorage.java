@@ -32,12 +32,15 @@ public class LedgerDeletionStorage extends ManagedLedgerClientFactory {
 
     private PendingDeletePublisher publisher;
     private MetaStoreAdapter adapter;
+    private DeferredDeletes deferred;
+    private final CompactedLedgerIndex compactedLedgerIndex = new CompactedLedgerIndex();
 
     @Override
     public void initialize(ServiceConfiguration conf, MetadataStoreExtended metadataStore,
                            BookKeeperClientFactory bookkeeperProvider, EventLoopGroup eventLoopGroup,
                            OpenTelemetry openTelemetry) throws Exception {
         ExtensionConfig config = ExtensionConfig.from(conf);
+        BookKeeperClientFactory clients = bookkeeperProvider;
         if (config.enabled()) {
             adapter = MetaStoreAdapter.of(MetaStore.class);
             Optional<MarkSigner> signer = MarkSigner.fromKeyFile(config.markKeyFile(), ExtensionConfig.MARK_KEY_FILE);
@@ -47,10 +50,17 @@ public class LedgerDeletionStorage extends ManagedLedgerClientFactory {
                     config.serviceUrl(), adapter.describe(), signer.isPresent()
                             ? "signed (" + MarkSigner.PROPERTY + ", key from " + ExtensionConfig.MARK_KEY_FILE + ")"
                             : "unsigned (" + ExtensionConfig.MARK_KEY_FILE + " not set: the worker releases none)");
+            if (config.deferBrokerDeletes()) {
+                deferred = new DeferredDeletes(config.deferMaxLedgers());
+                clients = new DeferringBookKeeperClientFactory(bookkeeperProvider, deferred);
+                log.info("[ledger-deletion] defer mode on ({}=true): the BookKeeper copies this broker queues are"
+                        + " deleted by the worker, not by the broker (at most {} awaiting their broker delete)",
+                        ExtensionConfig.DEFER_BROKER_DELETES, config.deferMaxLedgers());
+            }
         } else {
             log.info("[ledger-deletion] disabled (ledgerDeletionEnabled=false): stock managed-ledger storage");
         }
-        super.initialize(conf, metadataStore, bookkeeperProvider, eventLoopGroup, openTelemetry);
+        super.initialize(conf, metadataStore, clients, eventLoopGroup, openTelemetry);
         if (publisher != null) {
             publisher.start();
         }
@@ -66,7 +76,22 @@ public class LedgerDeletionStorage extends ManagedLedgerClientFactory {
                     managedLedgerFactoryConfig, statsLogger);
         }
         return new MarkingManagedLedgerFactory(metadataStore, bkFactory, managedLedgerFactoryConfig, statsLogger,
-                openTelemetry, publisher, adapter);
+                openTelemetry, publisher, adapter, deferred, compactedLedgerIndex);
+    }
+
+    /** What each loaded topic's compaction service knows of its compacted ledger (the compaction factory fills it). */
+    CompactedLedgerIndex compactedLedgerIndex() {
+        return compactedLedgerIndex;
+    }
+
+    /** The publisher of this broker's pending deletions; empty when the extension is off. */
+    Optional<PendingDeletePublisher> publisher() {
+        return Optional.ofNullable(publisher);
+    }
+
+    /** Defer mode's registry; empty when defer mode is off. */
+    Optional<DeferredDeletes> deferred() {
+        return Optional.ofNullable(deferred);
     }
 
     @Override

@@ -38,4 +38,20 @@ record ManagedLedgerName(String namespace, String topic) {
         }
         return Optional.empty();
     }
+
+    /**
+     * A persistent topic's name ({@code persistent://tenant/ns/topic}) read as its managed ledger's; empty for any
+     * other form (a version-1 name has a cluster: four parts).
+     */
+    static Optional<ManagedLedgerName> ofTopic(String topic) {
+        String prefix = "persistent://";
+        if (topic == null || !topic.startsWith(prefix)) {
+            return Optional.empty();
+        }
+        String[] p = topic.substring(prefix.length()).split("/", -1);
+        if (p.length != 3 || p[0].isEmpty() || p[1].isEmpty() || p[2].isEmpty()) {
+            return Optional.empty();
+        }
+        return Optional.of(new ManagedLedgerName(p[0] + "/" + p[1], topic));
+    }
 }

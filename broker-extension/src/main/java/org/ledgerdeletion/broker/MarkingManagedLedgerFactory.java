@@ -15,7 +15,8 @@ import org.apache.pulsar.metadata.api.extended.MetadataStoreExtended;
 /**
  * Pulsar's managed-ledger factory, except that each managed ledger it opens gets a {@link MarkingMetaStore} around
  * the real one (the protected {@code createManagedLedger} hook). The queue's own topics (its namespace) get the
- * real store: their ledgers are never queued.
+ * real store: their ledgers are never queued. In defer mode ({@code deferred} not null) each successful write
+ * records the BookKeeper ledgers it queued and dropped, whose broker delete the metadata driver then skips.
  *
  * <p>Not wrapped, and why that leaves no leak: the factory's own delete of a topic that is not open
  * ({@code deleteManagedLedger}) deletes the ledgers first and the metadata last, so a crash leaves them listed,
@@ -24,15 +25,20 @@ import org.apache.pulsar.metadata.api.extended.MetadataStoreExtended;
 public class MarkingManagedLedgerFactory extends ManagedLedgerFactoryImpl {
     private final PendingDeletePublisher publisher;
     private final MetaStoreAdapter adapter;
+    private final DeferredDeletes deferred;
+    private final CompactedLedgerIndex compacted;
 
     MarkingManagedLedgerFactory(MetadataStoreExtended metadataStore,
                                 BookkeeperFactoryForCustomEnsemblePlacementPolicy bookKeeperGroupFactory,
                                 ManagedLedgerFactoryConfig config, StatsLogger statsLogger,
                                 OpenTelemetry openTelemetry, PendingDeletePublisher publisher,
-                                MetaStoreAdapter adapter) throws Exception {
+                                MetaStoreAdapter adapter, DeferredDeletes deferred, CompactedLedgerIndex compacted)
+            throws Exception {
         super(metadataStore, bookKeeperGroupFactory, config, statsLogger, openTelemetry);
         this.publisher = publisher;
         this.adapter = adapter;
+        this.deferred = deferred;
+        this.compacted = compacted;
     }
 
     @Override
@@ -41,7 +47,7 @@ public class MarkingManagedLedgerFactory extends ManagedLedgerFactoryImpl {
                                                     Supplier<CompletableFuture<Boolean>> mlOwnershipChecker) {
         MetaStore chosen = store;
         if (!publisher.config().excluded(name)) {
-            chosen = MarkingMetaStore.wrap(store, name, publisher, scheduledExecutor, adapter);
+            chosen = MarkingMetaStore.wrap(store, name, publisher, scheduledExecutor, adapter, deferred, compacted);
         }
         return super.createManagedLedger(bk, chosen, name, config, mlOwnershipChecker);
     }

@@ -4,8 +4,10 @@ import java.lang.reflect.InvocationHandler;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.OptionalLong;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.RejectedExecutionException;
@@ -60,13 +62,17 @@ final class MarkingMetaStore implements InvocationHandler {
     private final Marker marker;
     private final OrderedExecutor executor;
     private final MetaStoreAdapter adapter;
+    // Defer mode's registry (null: off): what a successful write dropped, once queued, the worker deletes.
+    private final DeferredDeletes deferred;
+    // The compacted ledger each topic's compaction service has loaded (null: not known), dropped with __compaction.
+    private final CompactedLedgerIndex compacted;
     // The topic's ledger list as last read or written; null: unknown, read it before the next write.
     private volatile LedgerList lastInfo;
     // Per cursor (znode name): the ledgers its last stored info named; absent: unknown, read it first.
     private final Map<String, CursorLedgers> cursorLedgers = new ConcurrentHashMap<>();
 
     private MarkingMetaStore(MetaStore delegate, String managedLedgerName, Marker marker, OrderedExecutor executor,
-                             MetaStoreAdapter adapter) {
+                             MetaStoreAdapter adapter, DeferredDeletes deferred, CompactedLedgerIndex compacted) {
         this.delegate = delegate;
         this.managedLedgerName = managedLedgerName;
         this.topic = ManagedLedgerName.parse(managedLedgerName).orElseThrow(
@@ -74,13 +80,25 @@ final class MarkingMetaStore implements InvocationHandler {
         this.marker = marker;
         this.executor = executor;
         this.adapter = adapter;
+        this.deferred = deferred;
+        this.compacted = compacted;
     }
 
     /** {@code delegate}, marking before the writes of managed ledger {@code managedLedgerName} that drop ledgers. */
     static MetaStore wrap(MetaStore delegate, String managedLedgerName, Marker marker, OrderedExecutor executor,
                           MetaStoreAdapter adapter) {
+        return wrap(delegate, managedLedgerName, marker, executor, adapter, null, null);
+    }
+
+    /**
+     * As above; in defer mode ({@code deferred} not null) each write that succeeds records the BookKeeper ledgers it
+     * dropped and had queued, so the broker's own delete of them is left to the worker; {@code compacted} (or null)
+     * names the topic's compacted ledger, queued with the removal of its {@code __compaction} cursor.
+     */
+    static MetaStore wrap(MetaStore delegate, String managedLedgerName, Marker marker, OrderedExecutor executor,
+                          MetaStoreAdapter adapter, DeferredDeletes deferred, CompactedLedgerIndex compacted) {
         return (MetaStore) Proxy.newProxyInstance(MetaStore.class.getClassLoader(), new Class<?>[] {MetaStore.class},
-                new MarkingMetaStore(delegate, managedLedgerName, marker, executor, adapter));
+                new MarkingMetaStore(delegate, managedLedgerName, marker, executor, adapter, deferred, compacted));
     }
 
     @Override
@@ -167,12 +185,12 @@ final class MarkingMetaStore implements InvocationHandler {
                 }
                 List<PendingDeletion> drops = before == null ? List.of() : LedgerDrops.droppedBy(topic, before, after);
                 if (drops.isEmpty()) {
-                    writeLedgerIds(inCall ? info : adapter.ledgerInfo(bytes), after, stat, callback);
+                    writeLedgerIds(inCall ? info : adapter.ledgerInfo(bytes), after, stat, List.of(), callback);
                     return;
                 }
                 mark(drops).whenComplete((v, e) -> guarded(callback, what, () -> {
                     if (e == null) {
-                        writeLedgerIds(adapter.ledgerInfo(bytes), after, stat, callback);
+                        writeLedgerIds(adapter.ledgerInfo(bytes), after, stat, drops, callback);
                     } else if (!LedgerDrops.addsLedger(before, after)) {
                         // A trim (or an offload's bookkeeping): fails, so the broker deletes nothing.
                         fail(what, "its dropped ledgers could not be queued (" + e + "); they stay listed", callback);
@@ -183,16 +201,21 @@ final class MarkingMetaStore implements InvocationHandler {
                         Metrics.WRITES_KEPT.inc();
                         log.warn("[ledger-deletion] [{}] ledger list written keeping {} ledger copies listed: they"
                                 + " could not be queued ({})", managedLedgerName, drops.size(), e.toString());
-                        writeLedgerIds(adapter.ledgerInfo(kept.bytes()), kept, stat, callback);
+                        writeLedgerIds(adapter.ledgerInfo(kept.bytes()), kept, stat, List.of(), callback);
                     }
                 }));
             }));
         });
     }
 
-    private void writeLedgerIds(Object info, LedgerList written, Stat stat, MetaStoreCallback<Object> callback) {
+    /** Writes the ledger list; {@code queued}: what it drops, durable on the queue (deferred once written). */
+    private void writeLedgerIds(Object info, LedgerList written, Stat stat, List<PendingDeletion> queued,
+                                MetaStoreCallback<Object> callback) {
         MetaStoreAdapter.call(adapter.asyncUpdateLedgerIds, delegate, managedLedgerName, info, stat,
-                tracking(callback, () -> lastInfo = written, () -> lastInfo = null));
+                tracking(callback, () -> {
+                    lastInfo = written;
+                    defer(queued);
+                }, () -> lastInfo = null));
     }
 
     private void asyncGetCursorInfo(String cursor, MetaStoreCallback<Object> callback) {
@@ -238,9 +261,12 @@ final class MarkingMetaStore implements InvocationHandler {
         CompletableFuture<CursorLedgers> before = known != null ? CompletableFuture.completedFuture(known)
                 : readCursor(cursor);
         markOrGoAhead(what, before.thenApply(b -> LedgerDrops.droppedByCursorWrite(topic, cursor, b, after)))
-                .whenComplete((v, e) -> guarded(callback, what, () -> MetaStoreAdapter.call(
+                .whenComplete((queued, e) -> guarded(callback, what, () -> MetaStoreAdapter.call(
                         adapter.asyncUpdateCursorInfo, delegate, managedLedgerName, cursor, adapter.cursorInfo(bytes),
-                        stat, tracking(callback, written, unknown))));
+                        stat, tracking(callback, () -> {
+                            written.run();
+                            defer(queued);
+                        }, unknown))));
     }
 
     private void asyncRemoveCursor(String cursor, MetaStoreCallback<Object> callback) {
@@ -249,15 +275,36 @@ final class MarkingMetaStore implements InvocationHandler {
         // Its ledger and any bucket snapshot ledgers its properties still name (a subscription deleted while
         // delayed delivery is off for the topic keeps them: Pulsar clears buckets only when it is on).
         markOrGoAhead(what, readCursor(cursor).thenApply(
-                        before -> LedgerDrops.droppedByCursorWrite(topic, cursor, before, CursorLedgers.NONE)))
-                .whenComplete((v, e) -> guarded(callback, what, () -> MetaStoreAdapter.call(adapter.asyncRemoveCursor,
-                        delegate, managedLedgerName, cursor, tracking(callback, () -> cursorLedgers.remove(cursor),
-                                () -> cursorLedgers.remove(cursor)))));
+                        before -> withCompactedLedger(cursor,
+                                LedgerDrops.droppedByCursorWrite(topic, cursor, before, CursorLedgers.NONE))))
+                .whenComplete((queued, e) -> guarded(callback, what, () -> MetaStoreAdapter.call(
+                        adapter.asyncRemoveCursor, delegate, managedLedgerName, cursor, tracking(callback, () -> {
+                            cursorLedgers.remove(cursor);
+                            defer(queued);
+                        }, () -> cursorLedgers.remove(cursor)))));
+    }
+
+    /**
+     * {@code drops}, plus the topic's compacted ledger when the cursor is {@code __compaction}: Pulsar deletes that
+     * ledger right after removing the cursor (the subscription deleted, or the topic).
+     */
+    private List<PendingDeletion> withCompactedLedger(String cursor, List<PendingDeletion> drops) {
+        if (compacted == null || !CompactedLedgerIndex.COMPACTION_CURSOR.equals(cursor)) {
+            return drops;
+        }
+        OptionalLong id = compacted.current(topic);
+        if (id.isEmpty()) {
+            return drops;
+        }
+        List<PendingDeletion> out = new ArrayList<>(drops);
+        out.add(PendingDeletion.compactedLedger(topic, id.getAsLong()));
+        return out;
     }
 
     private void removeManagedLedger(MetaStoreCallback<Object> callback) {
         String what = "topic metadata";
-        // Read afresh: the topic is going, and whatever its metadata still lists is queued with it.
+        // Read afresh: the topic is going, and whatever its metadata still lists is queued with it. Nothing is
+        // deferred: Pulsar deletes a topic's remaining ledgers before this write, not after it.
         markOrGoAhead(what, readInfo().thenApply(
                         before -> before == null ? List.<PendingDeletion>of() : LedgerDrops.droppedWithTopic(topic,
                                 before)))
@@ -282,19 +329,21 @@ final class MarkingMetaStore implements InvocationHandler {
 
     /**
      * Marks what {@code drops} completes with, for a write that goes ahead whatever happens: always completes
-     * normally, once the marks are durable or have failed (what they were for is then logged and counted).
+     * normally, once the marks are durable (with what was marked) or have failed (with nothing: what they were for
+     * is then logged and counted).
      */
-    private CompletableFuture<Void> markOrGoAhead(String what, CompletableFuture<List<PendingDeletion>> drops) {
-        CompletableFuture<Void> done = new CompletableFuture<>();
+    private CompletableFuture<List<PendingDeletion>> markOrGoAhead(String what,
+                                                                   CompletableFuture<List<PendingDeletion>> drops) {
+        CompletableFuture<List<PendingDeletion>> done = new CompletableFuture<>();
         drops.whenComplete((list, readError) -> {
             if (readError != null) {
                 log.warn("[ledger-deletion] [{}] {}: the stored metadata could not be read ({}); written unmarked,"
                         + " scan finds what it drops", managedLedgerName, what, readError.toString());
-                done.complete(null);
+                done.complete(List.of());
                 return;
             }
             if (list.isEmpty()) {
-                done.complete(null);
+                done.complete(List.of());
                 return;
             }
             mark(list).whenComplete((v, e) -> {
@@ -304,11 +353,35 @@ final class MarkingMetaStore implements InvocationHandler {
                     }
                     log.warn("[ledger-deletion] [{}] {} written without its pending deletions ({}): left to scan: {}",
                             managedLedgerName, what, e.toString(), list);
+                    done.complete(List.of());
+                } else {
+                    done.complete(list);
                 }
-                done.complete(null);
             });
         });
         return done;
+    }
+
+    /**
+     * Defer mode, after a write that succeeded: its queued BookKeeper copies that the broker deletes through the
+     * storage's clients (its ledgers, its cursors' ledgers, the compacted ledger a {@code __compaction} cursor's
+     * removal drops) are left to the worker. Bucket ledgers are deleted through another client, and before the
+     * write that drops them, so they are not recorded.
+     */
+    private void defer(List<PendingDeletion> queued) {
+        if (deferred == null || queued == null || queued.isEmpty()) {
+            return;
+        }
+        List<Long> ids = queued.stream()
+                .filter(d -> d.ledgerType() == LedgerType.LEDGER
+                        && d.component() != LedgerComponent.DELAYED_INDEX_BUCKET
+                        && d.component() != LedgerComponent.SCHEMA_STORAGE)
+                .map(PendingDeletion::ledgerId).toList();
+        if (!ids.isEmpty()) {
+            int n = deferred.record(ids);
+            log.info("[ledger-deletion] [{}] {} of {} ledgers left to the worker (defer mode){}", managedLedgerName,
+                    n, ids.size(), n < ids.size() ? "; the registry is full, the broker deletes the rest" : "");
+        }
     }
 
     private CompletableFuture<LedgerList> currentInfo() {

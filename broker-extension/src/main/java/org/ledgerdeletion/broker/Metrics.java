@@ -1,6 +1,8 @@
 package org.ledgerdeletion.broker;
 
+import io.prometheus.client.Collector;
 import io.prometheus.client.Counter;
+import io.prometheus.client.Gauge;
 
 /**
  * The extension's counters, in the default Prometheus registry that the broker's /metrics endpoint includes.
@@ -25,11 +27,25 @@ final class Metrics {
             "Ledger copies dropped by a cursor write, a cursor removal or a topic removal that went ahead without"
                     + " their pending deletion (not durable in time): left to scan").labelNames("ledger_type"));
 
+    static final Counter DEFERRED = register(Counter.build("ledger_deletion_broker_deferred",
+            "Broker deletes of BookKeeper ledgers skipped in defer mode: the worker deletes them"));
+    static final Counter DEFER_FULL = register(Counter.build("ledger_deletion_broker_defer_full",
+            "Ledgers defer mode could not take (its registry was full): the broker deleted them itself"));
+    static final Gauge DEFER_REGISTRY_SIZE = register(Gauge.build("ledger_deletion_broker_defer_registry_size",
+            "Ledgers whose broker delete defer mode will skip, awaiting that delete"));
+
     private Metrics() {
     }
 
     private static Counter register(Counter.Builder b) {
-        Counter c = b.create();
+        return register(b.create());
+    }
+
+    private static Gauge register(Gauge.Builder b) {
+        return register(b.create());
+    }
+
+    private static <C extends Collector> C register(C c) {
         try {
             c.register();
         } catch (IllegalArgumentException alreadyRegistered) {

@@ -48,7 +48,7 @@ public final class PendingDeleteCodec {
         r.put("topicName", d.topicName());
         r.put("ledgerComponent", new GenericData.EnumSymbol(COMPONENT_SCHEMA, d.component().name()));
         r.put("cursorName", d.cursorName());
-        r.put("schemaId", null);
+        r.put("schemaId", d.schemaId());
         r.put("ledgerType", new GenericData.EnumSymbol(TYPE_SCHEMA, d.ledgerType().name()));
         r.put("ledgerId", d.ledgerId());
         if (d.offload() != null) {

@@ -2,6 +2,7 @@ package org.ledgerdeletion.broker;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.Properties;
@@ -35,6 +36,28 @@ class ExtensionConfigTest {
         assertEquals("persistent://pulsar/system/__ledger_deletion", cfg.pendingTopic());
         assertEquals(60_000, cfg.sendDelayMs());
         assertEquals("", cfg.markKeyFile());
+    }
+
+    @Test
+    void deferModeIsOffByDefaultAndItsBoundPositive() {
+        assertFalse(of().deferBrokerDeletes());
+        assertEquals(100_000, of().deferMaxLedgers());
+        var cfg = of("ledgerDeletionDeferBrokerDeletes", "true", "ledgerDeletionDeferMaxLedgers", "50");
+        assertTrue(cfg.deferBrokerDeletes());
+        assertEquals(50, cfg.deferMaxLedgers());
+        var e = assertThrows(IllegalArgumentException.class, () -> of("ledgerDeletionDeferMaxLedgers", "0"));
+        assertTrue(e.getMessage().contains("ledgerDeletionDeferMaxLedgers"), e.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> of("ledgerDeletionDeferMaxLedgers", "many"));
+    }
+
+    @Test
+    void topicsNamedAsSuch() {
+        var cfg = of();
+        assertTrue(cfg.excludedTopic("persistent://pulsar/system/__change_events"));
+        assertFalse(cfg.excludedTopic("persistent://public/default/t-partition-1"));
+        assertTrue(cfg.excludedTopic("persistent://pulsar/standalone/ns/t"), "version 1: not queued");
+        assertTrue(cfg.excludedTopic("non-persistent://public/default/t"));
+        assertTrue(cfg.excludedTopic("persistent://public//t"));
     }
 
     @Test

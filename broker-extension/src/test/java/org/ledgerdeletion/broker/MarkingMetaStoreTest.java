@@ -13,10 +13,12 @@ import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.util.List;
 import java.util.Map;
+import java.util.OptionalLong;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Supplier;
 import org.apache.bookkeeper.common.util.OrderedExecutor;
 import org.apache.bookkeeper.mledger.ManagedLedgerException.MetaStoreException;
 import org.apache.bookkeeper.mledger.impl.MetaStore;
@@ -342,6 +344,84 @@ class MarkingMetaStoreTest {
         assertTrue(r.succeeded());
         assertEquals(List.of(), marker.marked());
         assertEquals(List.of("asyncUpdateLedgerIds"), fake.calls);
+    }
+
+    @Test
+    void deferModeRecordsWhatASuccessfulWriteDroppedAndQueued() throws Exception {
+        DeferredDeletes registry = new DeferredDeletes(100);
+        MetaStore deferring = MarkingMetaStore.wrap(fake.proxy(), ML, marker, executor, adapter, registry, null);
+        fake.ledgerLists.put(ML, ledgerList(plain(1), plain(2), offloaded(3, 7, 8, false), plain(4)));
+        // A trim that fails (the write itself): nothing recorded, the broker deletes nothing either.
+        fake.writes = FakeStore.Fault.FAIL;
+        Result failed = new Result();
+        MetaStoreAdapter.call(adapter.asyncUpdateLedgerIds, deferring, ML,
+                adapter.ledgerInfo(ledgerList(plain(4))), null, failed);
+        assertFalse(failed.succeeded());
+        assertEquals(0, registry.size());
+        // It succeeds: 1 and 2 and 3's BookKeeper copy are recorded, not 3's offloaded copy (the offloader's).
+        fake.writes = FakeStore.Fault.NONE;
+        Result ok = new Result();
+        MetaStoreAdapter.call(adapter.asyncUpdateLedgerIds, deferring, ML,
+                adapter.ledgerInfo(ledgerList(offloaded(3, 7, 8, true), plain(4))), null, ok);
+        assertTrue(ok.succeeded());
+        assertEquals(3, registry.size());
+        for (long id : List.of(1L, 2L, 3L)) {
+            assertTrue(registry.claim(id).get(), "ledger " + id);
+        }
+    }
+
+    @Test
+    void deferModeRecordsNothingAWriteDroppedUnmarked() throws Exception {
+        DeferredDeletes registry = new DeferredDeletes(100);
+        MetaStore deferring = MarkingMetaStore.wrap(fake.proxy(), ML, marker, executor, adapter, registry, null);
+        fake.cursors.put("c", Metadata.cursor(5));
+        fake.cursors.put("d", Metadata.cursor(6));
+        fake.ledgerLists.put(ML, ledgerList(plain(1)));
+        marker.failing();
+        Result close = new Result();
+        MetaStoreAdapter.call(adapter.asyncUpdateCursorInfo, deferring, ML, "c", adapter.cursorInfo(
+                Metadata.cursor(-1)), null, close);
+        assertTrue(close.succeeded());
+        assertEquals(0, registry.size(), "went ahead unmarked: the broker deletes it, as stock");
+        // Marked and written: a cursor switch and an unsubscribe are recorded; a topic deletion is not (Pulsar
+        // deletes a topic's ledgers before removing its metadata).
+        marker.answer = d -> CompletableFuture.completedFuture(null);
+        Result switched = new Result();
+        MetaStoreAdapter.call(adapter.asyncUpdateCursorInfo, deferring, ML, "d", adapter.cursorInfo(
+                Metadata.cursor(9)), null, switched);
+        assertTrue(switched.succeeded());
+        Result removed = new Result();
+        MetaStoreAdapter.call(adapter.asyncRemoveCursor, deferring, ML, "d", removed);
+        assertTrue(removed.succeeded());
+        Result topic = new Result();
+        MetaStoreAdapter.call(adapter.removeManagedLedger, deferring, ML, topic);
+        assertTrue(topic.succeeded());
+        assertEquals(2, registry.size());
+        assertTrue(registry.claim(6).get());
+        assertTrue(registry.claim(9).get());
+        assertFalse(registry.claim(1).get());
+    }
+
+    @Test
+    void removingTheCompactionCursorQueuesTheTopicsCompactedLedger() throws Exception {
+        CompactedLedgerIndex index = new CompactedLedgerIndex();
+        DeferredDeletes registry = new DeferredDeletes(100);
+        Supplier<OptionalLong> loaded = () -> OptionalLong.of(77);
+        index.register(TOPIC, loaded);
+        MetaStore withIndex = MarkingMetaStore.wrap(fake.proxy(), ML, marker, executor, adapter, registry, index);
+        fake.cursors.put("__compaction", Metadata.cursor(-1));
+        fake.cursors.put("other", Metadata.cursor(-1));
+        Result other = new Result();
+        MetaStoreAdapter.call(adapter.asyncRemoveCursor, withIndex, ML, "other", other);
+        assertTrue(other.succeeded());
+        assertEquals(List.of(), marker.marked(), "only the compaction cursor names a compacted ledger");
+        Result r = new Result();
+        MetaStoreAdapter.call(adapter.asyncRemoveCursor, withIndex, ML, "__compaction", r);
+        assertTrue(r.succeeded());
+        assertEquals(List.of(PendingDeletion.compactedLedger(TOPIC, 77)), marker.marked());
+        assertTrue(registry.claim(77).get(), "defer mode: Pulsar's delete of it, right after, is left to the worker");
+        index.unregister(TOPIC, loaded);
+        assertTrue(index.current(TOPIC).isEmpty());
     }
 
     @Test

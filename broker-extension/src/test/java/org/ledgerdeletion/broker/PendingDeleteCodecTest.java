@@ -25,6 +25,17 @@ class PendingDeleteCodecTest {
     }
 
     @Test
+    void aSchemaLedgerCarriesItsSchemaId() throws IOException {
+        var d = PendingDeletion.schemaLedger("persistent://a/b/c", "a/b/c", 7);
+        GenericRecord r = new GenericDatumReader<GenericRecord>(PendingDeleteCodec.SCHEMA)
+                .read(null, DecoderFactory.get().binaryDecoder(PendingDeleteCodec.encode(d, Map.of()), null));
+        assertEquals("SCHEMA_STORAGE", r.get("ledgerComponent").toString());
+        assertEquals("a/b/c", r.get("schemaId").toString());
+        assertEquals("COMPACTED_LEDGER", PendingDeleteCodec.toRecord(PendingDeletion.compactedLedger(
+                "persistent://a/b/c", 8), Map.of()).get("ledgerComponent").toString());
+    }
+
+    @Test
     void theEnumsAreTheSchemasSymbols() {
         assertEquals(PendingDeleteCodec.SCHEMA.getField("ledgerComponent").schema().getEnumSymbols(),
                 Arrays.stream(LedgerComponent.values()).map(Enum::name).toList());
