@@ -9,14 +9,16 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from worker.broker.admin import NotOwner, TopicNotFound
 from worker.broker.live_state_reader import LiveStateReader
-from worker.broker.snapshot_cache import GoneUnconfirmed, LiveSet, SnapshotCache, in_use
-from worker.core.live_set import TopicGone
+from worker.broker.snapshot_cache import GoneUnconfirmed, LiveSet, SegmentUnsettled, SnapshotCache, in_use
+from worker.core.live_set import Hold, TopicGone, ledger_hold
+from worker.formats.managed_ledger_metadata import LedgerInfo, ManagedCursorInfo, ManagedLedgerInfo, OffloadInfo
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
 
@@ -144,6 +146,7 @@ class FakeReader:
     def __init__(self) -> None:
         self.admin = FakeAdmin()
         self.answers: dict[str, Answer] = {}
+        self.listed: set[str] = set()  # the segments their scalable topics list
         self.fetches: list[str] = []
         self.forgotten: list[str] = []
 
@@ -159,7 +162,12 @@ class FakeReader:
     def forget_owner(self, topic: TopicName) -> None:
         self.forgotten.append(str(topic))
 
+    async def segment_listed(self, segment: TopicName) -> bool:
+        self.fetches.append(f"layout {segment}")
+        return str(segment) in self.listed
+
     async def fetch(self, topic: TopicName) -> tuple[dict[str, Any], str] | None:
+        assert not topic.is_segment, "a segment has no internalStats to fetch"
         self.fetches.append(str(topic))
         a = self.answers.get(str(topic))
         if isinstance(a, Exception):
@@ -175,16 +183,32 @@ class Clock:
         return self.t
 
 
+@dataclass(frozen=True)
+class StoredTopic:
+    managed_ledger: ManagedLedgerInfo
+    cursors: dict[str, ManagedCursorInfo]
+
+
 class FakeMetadataStore:
-    """The metadata store's half of "gone": the managed ledgers it still has."""
+    """The metadata store's half of "gone": the managed ledgers it still has; and the znodes of the topics
+    whose live state is read from it (scalable topics' segments)."""
 
     def __init__(self, managed_ledgers: set[str] | None = None) -> None:
         self.managed_ledgers = managed_ledgers or set()
+        self.topics: dict[str, StoredTopic] = {}
+        self.schemas: dict[str, frozenset[int]] = {}
         self.asked: list[str] = []
 
     async def managed_ledger_exists(self, ml_name: str) -> bool:
         self.asked.append(ml_name)
-        return ml_name in self.managed_ledgers
+        return ml_name in self.managed_ledgers or ml_name in self.topics
+
+    async def read_topic(self, topic: TopicName) -> StoredTopic | None:
+        self.asked.append(topic.managed_ledger_name)
+        return self.topics.get(topic.managed_ledger_name)
+
+    async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
+        return self.schemas.get(schema_id)
 
 
 def make(
@@ -691,7 +715,12 @@ class GatedReader(FakeReader):
             await asyncio.sleep(0)
         raise AssertionError("the fetch never started")
 
+    async def segment_listed(self, segment: TopicName) -> bool:
+        self.fetches.append(f"layout {segment}")
+        return str(segment) in self.listed
+
     async def fetch(self, topic: TopicName) -> tuple[dict[str, Any], str] | None:
+        assert not topic.is_segment, "a segment has no internalStats to fetch"
         self.fetches.append(str(topic))
         a = self.answers.get(str(topic))  # the broker's state when the read started
         await self.gate.wait()
@@ -889,3 +918,80 @@ async def test_an_unconfirmed_gone_bumps_the_epoch_once() -> None:
     reader.set(T, (stats([1, 2, 3]), A))
     s2 = await cache.get(T, 3)  # back: a new observation, a new epoch
     assert cache.epoch(T) > epoch and cache.is_current(s2)
+
+
+# ---- scalable topics' segments (Pulsar 5.0): live state from the metadata store ------------------------------
+
+SEG = TopicName.parse("segment://t/ns/x/0000-7fff-0")
+
+
+def stored(ledgers: list[int], cursors: dict[str, int], offloaded: frozenset[int] = frozenset()) -> StoredTopic:
+    return StoredTopic(
+        ManagedLedgerInfo(
+            tuple(LedgerInfo(i, offload=OffloadInfo(1, 2, complete=True) if i in offloaded else None) for i in ledgers)
+        ),
+        {name: ManagedCursorInfo(lid) for name, lid in cursors.items()},
+    )
+
+
+def test_from_managed_ledger() -> None:
+    st = stored([10, 11, 12], {"sub": 13, "idle": -1}, offloaded=frozenset({10}))
+    s = LiveSet.from_managed_ledger(SEG, st.managed_ledger, st.cursors, frozenset({3}), "store", 2, 1.0)
+    assert (s.ml_ledgers, s.offloaded_ledgers, s.cursor_ledgers, s.schema_ledgers) == (
+        {10, 11, 12},
+        {10},
+        {"sub": 13},
+        {3},
+    )
+    assert s.cursor_names == {"sub", "idle"} and s.compaction_floor is None and s.max_id == 13
+
+
+def test_a_segment_that_compacts_holds_every_compacted_ledger() -> None:
+    # The compacted ledger is named in the __compaction cursor's ledger, not in a znode: the safe side.
+    st = stored([10], {"__compaction": 11})
+    s = LiveSet.from_managed_ledger(SEG, st.managed_ledger, st.cursors, frozenset(), "store", 0, 0)
+    assert ledger_hold(s, LedgerComponent.COMPACTED_LEDGER, 5) is Hold.COMPACTION_UNNAMED
+    assert ledger_hold(s, LedgerComponent.MANAGED_LEDGER, 5) is None
+
+
+async def test_a_segments_live_set_is_read_from_the_metadata_store() -> None:
+    store = FakeMetadataStore()
+    store.topics[SEG.managed_ledger_name] = stored([20, 21], {"sub": 22})
+    store.schemas[SEG.schema_name] = frozenset({4})
+    cache, reader, _ = make(store=store)
+    s = await cache.get(SEG, 21)
+    assert isinstance(s, LiveSet) and s.all_ids == {20, 21, 22, 4}
+    assert reader.fetches == [] and reader.admin.calls == []  # no lookup, internalStats or partitions
+
+
+async def test_a_segment_is_gone_when_its_scalable_topic_lists_it_not_and_it_has_no_managed_ledger() -> None:
+    cache, reader, _ = make()
+    assert isinstance(await cache.get(SEG, 5), TopicGone)
+    assert reader.fetches == [f"layout {SEG}"]
+
+
+async def test_a_listed_segment_without_a_managed_ledger_is_neither_live_nor_gone() -> None:
+    cache, reader, _ = make()
+    reader.listed.add(str(SEG))
+    with pytest.raises(SegmentUnsettled):
+        await cache.get(SEG, 5)
+
+
+async def test_a_segment_the_store_still_has_is_live_whatever_its_scalable_topic_says() -> None:
+    # Retention prunes a sealed segment from its scalable topic before its managed ledger is deleted: a broker
+    # dying in between leaves the managed ledger, whose ledgers are then still its own, not orphans.
+    store = FakeMetadataStore()
+    store.topics[SEG.managed_ledger_name] = stored([20], {})
+    cache, _, _ = make(store=store)
+    s = await cache.get(SEG, 20)
+    assert isinstance(s, LiveSet) and s.references(20)
+
+
+async def test_a_segment_gone_then_back_bumps_the_epoch() -> None:
+    store = FakeMetadataStore()
+    cache, _, _ = make(store=store)
+    gone = await cache.get(SEG, 5)
+    assert isinstance(gone, TopicGone)
+    store.topics[SEG.managed_ledger_name] = stored([30], {})
+    back = await cache.get(SEG, 30)
+    assert isinstance(back, LiveSet) and back.epoch != gone.epoch and not cache.is_current(gone)

@@ -1,5 +1,6 @@
 """Who owns a topic (lookup, cached per topic, bounded, dropped on a 307 or an error) and what the owner
-says it references (``internalStats`` asked of that owner only): the reads behind the snapshot cache."""
+says it references (``internalStats`` asked of that owner only), and whether a scalable topic still lists
+a segment: the admin API's reads behind the snapshot cache."""
 
 from __future__ import annotations
 
@@ -45,6 +46,20 @@ class LiveStateReader:
         while len(self._owners) > self.max_owners:
             self._owners.popitem(last=False)  # losing an owner costs one lookup, nothing else
         return url
+
+    async def segment_listed(self, segment: TopicName) -> bool:
+        """Whether the scalable topic of ``segment`` (Pulsar 5.0) lists it; False when that topic does not
+        exist: the admin API's half of a segment's "gone" proof."""
+        try:
+            listed = await self.admin.scalable_segments(segment)
+        except TopicNotFound:
+            self._on_request("scalable_segments", "not_found")
+            return False
+        except Exception:
+            self._on_request("scalable_segments", "error")
+            raise
+        self._on_request("scalable_segments", "ok")
+        return segment.segment in listed
 
     async def fetch(self, topic: TopicName) -> tuple[dict[str, Any], str] | None:
         """(internalStats, owner url), or None when the admin API says the topic does not exist (a lookup

@@ -2,8 +2,9 @@
 
 The live set of a topic is every ledger its owner still references: managed-ledger ledgers (the current
 one included), each cursor's ledger, the schema ledgers and the compacted ledger. It comes from
-``internalStats`` on the *owning* broker only; the parse and the in-use rule are ``worker.core.live_set``,
-this module is the I/O around them (owner lookup, the read, the cache).
+``internalStats`` on the *owning* broker only (a scalable topic's segment, which has no such resource in
+Pulsar 5.0, from the znodes its owner persisted it in); the parse and the in-use rule are
+``worker.core.live_set``, this module is the I/O around them (owner lookup, the read, the cache).
 
 Caching is safe because ledger ids only grow and a removed id never comes back, with two guards:
 - stale-id rule: a ledger id above the largest id of the snapshot may have been created after the
@@ -22,7 +23,7 @@ import asyncio
 import dataclasses
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -31,6 +32,7 @@ from worker.broker.admin import NotOwner, PulsarAdmin
 from worker.broker.live_state_reader import LiveStateReader
 from worker.core.live_set import Hold, LiveSet, Snapshot, TopicGone, ledger_hold
 from worker.errors import BackendError
+from worker.formats.managed_ledger_metadata import ManagedCursorInfo, ManagedLedgerInfo
 from worker.formats.message import PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
 from worker.settings import WorkerSettings
@@ -41,6 +43,7 @@ __all__ = [
     "LiveSet",
     "LiveStateReader",
     "MetadataStore",
+    "SegmentUnsettled",
     "Snapshot",
     "SnapshotCache",
     "TopicGone",
@@ -64,10 +67,39 @@ class GoneUnconfirmed(BackendError):
         self.topic = topic
 
 
+class StoredTopic(Protocol):
+    """A topic's managed-ledger znode and its cursor znodes (``worker.backends.zookeeper.TopicMetadata``)."""
+
+    @property
+    def managed_ledger(self) -> ManagedLedgerInfo: ...
+
+    @property
+    def cursors(self) -> Mapping[str, ManagedCursorInfo]: ...
+
+
 class MetadataStore(Protocol):
-    """The metadata store's half of the "gone" proof (``worker.backends.zookeeper.ZooKeeper``)."""
+    """The metadata store's half of the "gone" proof, and a segment's live state
+    (``worker.backends.zookeeper.ZooKeeper``)."""
 
     async def managed_ledger_exists(self, ml_name: str) -> bool: ...
+
+    async def read_topic(self, topic: TopicName) -> StoredTopic | None: ...
+
+    async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None: ...
+
+
+# The owner_url of a segment's live set: read from the metadata store, not from a broker.
+SEGMENT_SOURCE = "<metadata store>"
+
+
+class SegmentUnsettled(BackendError):
+    """A scalable topic lists a segment whose managed ledger is not in the metadata store (being created,
+    or its metadata just deleted): neither live nor gone yet. Transient."""
+
+    def __init__(self, segment: TopicName) -> None:
+        super().__init__(
+            "admin", f"{segment}: its scalable topic lists it but the metadata store has no managed ledger for it"
+        )
 
 
 async def confirm_gone(topic: TopicName, store: MetadataStore | None) -> None:
@@ -263,8 +295,30 @@ class SnapshotCache:
             raise
         return TopicGone(topic, -1)
 
+    async def _read_segment(self, segment: TopicName) -> Snapshot:
+        """A scalable topic's segment (Pulsar 5.0): no admin resource serves its ``internalStats``, so its
+        live set is read from its znodes (:meth:`LiveSet.from_managed_ledger`). Gone, proven twice as any
+        topic: its scalable topic does not list it (or does not exist) and the metadata store has no
+        managed ledger for it."""
+        store = self.metadata_store
+        if store is None:
+            raise BackendError(
+                "zookeeper", f"{segment}: a segment's live state is read from the metadata store (zookeeper.hosts)"
+            )
+        got = await store.read_topic(segment)
+        if got is not None:
+            schema = await store.schema_ledgers(segment.schema_name) or frozenset()
+            return LiveSet.from_managed_ledger(
+                segment, got.managed_ledger, got.cursors, schema, SEGMENT_SOURCE, -1, self.clock()
+            )
+        if await self.reader.segment_listed(segment):
+            raise SegmentUnsettled(segment)
+        return await self._confirm_gone(segment)
+
     async def _read(self, topic: TopicName) -> Snapshot:
         key = str(topic)
+        if topic.is_segment:
+            return await self._read_segment(topic)
         if self._admin_said_not_found(key):
             return await self._confirm_gone(topic)
         self._not_found.pop(key, None)

@@ -57,10 +57,9 @@ class Unmapped(ValueError):
 
 
 def topic_of_managed_ledger_name(name: str) -> TopicName:
-    """The topic a managed-ledger name (``tenant/ns/persistent/<encoded>``) names; raises InvalidTopicName
-    for a v1 name, an unparseable one, or one that is not the canonical encoding of its topic."""
-    if len(name.split("/")) == 5:
-        raise InvalidTopicName(f"v1 topic name, not supported: {name!r}")
+    """The topic a managed-ledger name (``tenant/ns/persistent/<encoded>``, or a scalable topic's segment:
+    ``tenant/ns/segment/<encoded>/<descriptor>``) names; raises InvalidTopicName for a v1 name, an
+    unparseable one, or one that is not the canonical encoding of its topic."""
     topic = TopicName.from_managed_ledger_name(name)
     if topic.managed_ledger_name != name:
         raise InvalidTopicName(f"not the managed-ledger name Pulsar writes for {str(topic)!r}: {name!r}")

@@ -1,4 +1,6 @@
-"""The live set of a topic: every ledger its owner broker still references, parsed from ``internalStats``.
+"""The live set of a topic: every ledger its owner broker still references, parsed from ``internalStats``
+(or, for a scalable topic's segment, whose owner serves none, from the znodes it persisted them in:
+:meth:`LiveSet.from_managed_ledger`).
 
 One parse for every caller: the worker's in-use check and the scanner (through ``worker.broker.snapshot_cache``'s
 snapshot cache), ``purge-topic`` (what a topic owns) and the nightly audit (through the scanner).
@@ -34,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from worker.formats.managed_ledger_metadata import ManagedCursorInfo, ManagedLedgerInfo
 from worker.formats.message import LedgerComponent
 from worker.formats.topic_name import TopicName
 
@@ -152,6 +155,42 @@ class LiveSet:
             other_compacted=frozenset(named - {newest}) if newest is not None else frozenset(),
             compaction_floor=floor,
             cursor_names=frozenset(str(name) for name in raw_cursors),
+        )
+
+    @classmethod
+    def from_managed_ledger(
+        cls,
+        topic: TopicName,
+        managed_ledger: ManagedLedgerInfo,
+        cursors: Mapping[str, ManagedCursorInfo],
+        schema_ledgers: frozenset[int],
+        source: str,
+        epoch: int,
+        now: float,
+    ) -> LiveSet:
+        """The live set as the owner persisted it: its managed-ledger znode (ledgers, the current one
+        included, with their offload state), its cursor znodes (``cursorsLedgerId``) and the schema registry's
+        ledgers. For the topics no admin resource serves ``internalStats`` of: a scalable topic's segment
+        (Pulsar 5.0). A ledger joins these znodes before the broker writes to it (ManagedLedgerImpl lists a
+        new ledger, ManagedCursorImpl switches its cursor to one, in the metadata first), and one younger
+        than the minimum age is never deleted anyway.
+
+        A compacted ledger is named in the ``__compaction`` cursor's mark-delete properties, which live in
+        its cursor ledger, not in a znode: with such a cursor every compacted ledger of the topic is held
+        (``compaction_floor`` -1, :func:`ledger_hold`)."""
+        cursor_ledgers = {name: c.cursors_ledger_id for name, c in cursors.items() if c.cursors_ledger_id >= 0}
+        return cls(
+            topic,
+            frozenset(managed_ledger.ledger_ids),
+            cursor_ledgers,
+            schema_ledgers,
+            None,
+            frozenset(ld.ledger_id for ld in managed_ledger.ledgers if ld.offloaded),
+            source,
+            epoch,
+            now,
+            compaction_floor=-1 if COMPACTION_CURSOR in cursors else None,
+            cursor_names=frozenset(cursors),
         )
 
     @classmethod

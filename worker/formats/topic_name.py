@@ -3,6 +3,14 @@
 A message is untrusted input. Its topic name decides which broker we ask and which BookKeeper metadata
 we compare against, so it is parsed strictly (``persistent://tenant/ns/name``, no ``..``, no empty
 segment) and every REST path segment is URL-encoded.
+
+Pulsar 5.0's scalable topics (PIP-460) keep their data in segments, each a managed ledger of its own:
+``segment://tenant/ns/<scalable topic's local name>/<hash start>-<hash end>-<segment id>`` (``%04x-%04x-%d``),
+stored as ``tenant/ns/segment/<encoded local name>/<descriptor>`` (pulsar-common 5.0.0-M1,
+``TopicName.getPersistenceNamingEncoding``). Five parts, like a version-1 name
+(``tenant/cluster/ns/persistent/topic``), which is still refused: Pulsar's own reading
+(``fromPersistenceNamingEncoding``) tells the two apart by the third part, and so does this one. The
+scalable topic itself (``topic://``) owns no ledger.
 """
 
 from __future__ import annotations
@@ -28,6 +36,11 @@ _JAVA_INT_MAX = 2**31 - 1
 # httpMaxRequestHeaderSize, 8 KiB by default: a longer, valid name ends in the DLQ as transient.)
 MAX_MANAGED_LEDGER_PATH_BYTES = 10 * 1024 * 1024
 _ML_ROOT = "/managed-ledgers/"
+SEGMENT_DOMAIN = "segment"
+# SegmentTopicName.formatDescriptor: a hash range within [0x0000, 0xFFFF] (start <= end) and a segment id, a
+# Java long written as Long.toString does (no sign, no leading zero).
+_SEGMENT_DESCRIPTOR = re.compile(r"(?P<start>[0-9a-f]{4})-(?P<end>[0-9a-f]{4})-(?P<id>0|[1-9][0-9]{0,18})")
+_JAVA_LONG_MAX = 2**63 - 1
 
 
 def _partition_match(local_name: str) -> re.Match[str] | None:
@@ -46,12 +59,20 @@ class InvalidTopicName(ValueError):
     pass
 
 
+def _check_segment_descriptor(descriptor: str, value: str) -> None:
+    m = _SEGMENT_DESCRIPTOR.fullmatch(descriptor)
+    if m is None or int(m.group("start"), 16) > int(m.group("end"), 16) or int(m.group("id")) > _JAVA_LONG_MAX:
+        raise InvalidTopicName(f"not a segment descriptor <%04x start>-<%04x end>-<id>: {descriptor!r} in {value!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class TopicName:
     domain: str
     tenant: str
     namespace: str
     local_name: str
+    # A segment's descriptor (``0000-7fff-0``); local_name is then its scalable topic's local name.
+    segment: str | None = None
 
     @classmethod
     def parse(cls, value: str) -> TopicName:
@@ -68,13 +89,24 @@ class TopicName:
         else:
             # PIP-186 writes names without the domain (tenant/ns/topic): they are persistent.
             domain, rest = "persistent", value
-        if domain != "persistent":
-            raise InvalidTopicName(f"only persistent topics own ledgers: {value!r}")
-        parts = rest.split("/")
-        if len(parts) != 3:
-            raise InvalidTopicName(f"expected persistent://tenant/namespace/topic: {value!r}")
+        descriptor = None
+        if domain == SEGMENT_DOMAIN:
+            # The local name may hold '/': the descriptor is what follows the last one.
+            head, _, descriptor = rest.rpartition("/")
+            parts = head.split("/", 2)
+            if len(parts) != 3:
+                raise InvalidTopicName(f"expected segment://tenant/namespace/topic/<descriptor>: {value!r}")
+            _check_segment_descriptor(descriptor, value)
+            pieces = [*parts[:2], *parts[2].split("/")]
+        elif domain == "persistent":
+            parts = rest.split("/")
+            if len(parts) != 3:
+                raise InvalidTopicName(f"expected persistent://tenant/namespace/topic: {value!r}")
+            pieces = parts
+        else:
+            raise InvalidTopicName(f"only persistent topics and scalable topics' segments own ledgers: {value!r}")
         tenant, namespace, local = parts
-        for seg in parts:
+        for seg in pieces:
             if not seg or seg in (".", ".."):
                 raise InvalidTopicName(f"empty or relative segment in {value!r}")
             if any(ord(c) < 0x20 for c in seg):
@@ -82,7 +114,7 @@ class TopicName:
         for seg in (tenant, namespace):
             if not _ENTITY.match(seg):
                 raise InvalidTopicName(f"invalid tenant or namespace {seg!r} in {value!r}")
-        topic = cls(domain, tenant, namespace, local)
+        topic = cls(domain, tenant, namespace, local, descriptor)
         path_bytes = len(_ML_ROOT) + len(topic.managed_ledger_name)  # ASCII: URL-encoded
         if path_bytes > MAX_MANAGED_LEDGER_PATH_BYTES:
             raise InvalidTopicName(
@@ -93,7 +125,12 @@ class TopicName:
         return topic
 
     def __str__(self) -> str:
-        return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local_name}"
+        tail = f"/{self.segment}" if self.segment is not None else ""
+        return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local_name}{tail}"
+
+    @property
+    def is_segment(self) -> bool:
+        return self.segment is not None
 
     @property
     def namespace_name(self) -> str:
@@ -102,17 +139,20 @@ class TopicName:
     @property
     def managed_ledger_name(self) -> str:
         """The name BookKeeper metadata and ZooKeeper paths use: ``tenant/ns/persistent/<encoded topic>``
-        (Pulsar's ``getPersistenceNamingEncoding``: the local name through Java's URLEncoder)."""
-        return f"{self.tenant}/{self.namespace}/{self.domain}/{java_url_encode(self.local_name)}"
+        (Pulsar's ``getPersistenceNamingEncoding``: the local name through Java's URLEncoder); a segment's is
+        ``tenant/ns/segment/<encoded topic>/<descriptor>``."""
+        name = f"{self.tenant}/{self.namespace}/{self.domain}/{java_url_encode(self.local_name)}"
+        return name if self.segment is None else f"{name}/{self.segment}"
 
     @property
     def partition_index(self) -> int | None:
-        m = _partition_match(self.local_name)
+        """None for a segment too: a segment is one hash range of its scalable topic, never a partition."""
+        m = None if self.segment is not None else _partition_match(self.local_name)
         return int(m.group("index")) if m else None
 
     @property
     def partitioned_base(self) -> TopicName:
-        m = _partition_match(self.local_name)
+        m = None if self.segment is not None else _partition_match(self.local_name)
         return TopicName(self.domain, self.tenant, self.namespace, m.group("base")) if m else self
 
     @property
@@ -136,16 +176,30 @@ class TopicName:
 
     @property
     def rest_path(self) -> str:
-        """``persistent/tenant/ns/topic`` with every segment URL-encoded, for admin and lookup URLs."""
+        """``persistent/tenant/ns/topic`` with every segment URL-encoded, for admin and lookup URLs. A
+        scalable topic's segment has none: Pulsar 5.0's admin API serves no per-segment topic resource."""
+        if self.segment is not None:
+            raise InvalidTopicName(f"a scalable topic's segment has no admin REST path: {self}")
         segs = (self.domain, self.tenant, self.namespace, self.local_name)
         return "/".join(quote(s, safe="") for s in segs)
 
     @classmethod
     def from_managed_ledger_name(cls, name: str) -> TopicName:
+        """The topic a managed-ledger name names: ``tenant/ns/persistent/<encoded>``, or a segment's
+        ``tenant/ns/segment/<encoded>/<descriptor>``. Any other five-part name is a version-1 one
+        (``tenant/cluster/ns/domain/topic``), refused."""
         parts = name.split("/")
+        if len(parts) == 5 and parts[2] == SEGMENT_DOMAIN:
+            tenant, namespace, _, local, descriptor = parts
+            _check_segment_descriptor(descriptor, name)
+            return cls.parse(f"{SEGMENT_DOMAIN}://{tenant}/{namespace}/{unquote_plus(local)}/{descriptor}")
+        if len(parts) == 5:
+            raise InvalidTopicName(f"v1 topic name, not supported: {name!r}")
         if len(parts) != 4:
             raise InvalidTopicName(f"not a managed-ledger name: {name!r}")
         tenant, namespace, domain, local = parts
+        if domain == SEGMENT_DOMAIN:
+            raise InvalidTopicName(f"a segment's managed-ledger name without its descriptor: {name!r}")
         return cls.parse(f"{domain}://{tenant}/{namespace}/{unquote_plus(local)}")
 
 
