@@ -10,10 +10,11 @@ PROFILE ?= standalone
 # 21+, on ports and data of its own.
 PULSAR5_VERSION ?= 5.0.0-M1
 PULSAR5_TESTS ?= tests/integration
-# What `make test` runs on 5.0 as well: one worker end to end on real orphans (both routes, cursor and schema
-# ledgers, ZooKeeper deletes, a partitioned topic), the scanner queuing what the worker deletes, scalable-topic
-# segments. LDW_PULSAR5=0 skips it.
-PULSAR5_SUBSET ?= tests/integration/test_worker_orphans.py \
+# What `make test` runs on 5.0 as well: the broker extension (trims, rollovers, unsubscribe, deletion and offloads
+# queued before the metadata forgets, on an instance of its own), one worker end to end on real orphans (both
+# routes, cursor and schema ledgers, ZooKeeper deletes, a partitioned topic), the scanner queuing what the worker
+# deletes, scalable-topic segments. LDW_PULSAR5=0 skips it.
+PULSAR5_SUBSET ?= tests/extension/test_extension.py tests/integration/test_worker_orphans.py \
 	tests/integration/test_scanner.py::test_scan_queues_orphans_and_the_worker_deletes_them \
 	tests/integration/test_scalable_segments.py
 

@@ -23,10 +23,9 @@
 #   BOOKIE_HTTP_PORT [8000]  ZK_PORT [2181]  S3_PORT [5000]  S3_BUCKET [pulsar-offload]  S3_REGION [us-east-1]
 #   PULSAR_MEM [-Xms512m -Xmx1g -XX:MaxDirectMemorySize=1g]  STACK_START_TIMEOUT [240] (seconds)
 #   AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY [testing/testing]  what the broker's offloader signs S3 calls with
-#   BROKER_EXTENSION [1; 0 for 5.x, which the extension does not load on yet]  1: brokers run the broker
-#     extension (broker-extension/, docs/broker-extension.md): its jar on the classpath (PULSAR_EXTRA_CLASSPATH)
-#     and managedLedgerStorageClassName naming it, so every ledger a broker drops is queued on the
-#     pending-deletions topic first; 0: stock brokers
+#   BROKER_EXTENSION [1]  1: brokers run the broker extension (broker-extension/, docs/broker-extension.md):
+#     its jar on the classpath (PULSAR_EXTRA_CLASSPATH) and managedLedgerStorageClassName naming it, so every
+#     ledger a broker drops is queued on the pending-deletions topic first; 0: stock brokers
 #   BROKER_EXTENSION_SEND_DELAY_S [60]  the extension's ledgerDeletionSendDelaySeconds (deliver-after)
 #     Every profile's brokers sign what the extension publishes with the key in $STACK_DIR/broker-mark.key
 #     (random, made once, mode 600; ledgerDeletionMarkKeyFile): `env` prints it as BROKER_MARK_KEY_FILE for the
@@ -123,8 +122,6 @@ S3_REGION=${S3_REGION:-us-east-1}
 STACK_START_TIMEOUT=${STACK_START_TIMEOUT:-240}
 PYTHON=${PYTHON:-$repo/.venv/bin/python}
 export PULSAR_MEM=${PULSAR_MEM:--Xms512m -Xmx1g -XX:MaxDirectMemorySize=1g}
-# The extension's jar is built against 4.0's managed-ledger classes, which 5.0 changed: its brokers run stock.
-if ((${PULSAR_VERSION%%.*} >= 5)); then BROKER_EXTENSION=${BROKER_EXTENSION:-0}; fi
 BROKER_EXTENSION=${BROKER_EXTENSION:-1}
 BROKER_EXTENSION_SEND_DELAY_S=${BROKER_EXTENSION_SEND_DELAY_S:-60}
 BOOKIE_ENTRY_LOG_SIZE=${BOOKIE_ENTRY_LOG_SIZE:-8388608}
