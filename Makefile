@@ -6,8 +6,19 @@ STACK := deploy/local/stack.sh
 CONFIG ?= config/worker.example.yaml
 # standalone (the default stack) or cluster (ZooKeeper, two bookies, two brokers: deploy/local/stack.sh)
 PROFILE ?= standalone
+# Pulsar 5.0 beside the 4.0.8 stack (docs/development.md#pulsar-50): assembled from its Maven Central jars, on Java
+# 21+, on ports and data of its own.
+PULSAR5_VERSION ?= 5.0.0-M1
+PULSAR5_TESTS ?= tests/integration
+# What `make test` runs on 5.0 as well: the broker extension (trims, rollovers, unsubscribe, deletion and offloads
+# queued before the metadata forgets, on an instance of its own), one worker end to end on real orphans (both
+# routes, cursor and schema ledgers, ZooKeeper deletes, a partitioned topic), the scanner queuing what the worker
+# deletes, scalable-topic segments. LDW_PULSAR5=0 skips it.
+PULSAR5_SUBSET ?= tests/extension/test_extension.py tests/integration/test_worker_orphans.py \
+	tests/integration/test_scanner.py::test_scan_queues_orphans_and_the_worker_deletes_them \
+	tests/integration/test_scalable_segments.py
 
-.PHONY: venv protos ops-tools helm helm-chart dashboards broker-extension leak-demo reclaim-demo stack-up stack-down stack-status test test-cluster chaos unit integration lint run demo bench bench-bookies bench-extension bench-scale bench-purge clean
+.PHONY: venv protos ops-tools helm helm-chart dashboards broker-extension leak-demo reclaim-demo stack-up stack-down stack-status test test-cluster test-pulsar5 chaos unit integration lint run demo bench bench-bookies bench-extension bench-scale bench-purge clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -125,6 +136,14 @@ test: venv ops-tools helm broker-extension stack-up
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/pytest -q -rfEs -m "not chaos and not apache_chart" tests
+	@if [[ "$${LDW_PULSAR5:-1}" == 0 ]]; then echo "make test: the Pulsar 5.0 subset skipped (LDW_PULSAR5=0)"; \
+	else $(MAKE) --no-print-directory test-pulsar5 PULSAR5_TESTS="$(PULSAR5_SUBSET)"; fi
+
+# The integration suite (PULSAR5_TESTS) on Pulsar $(PULSAR5_VERSION): its stack is started if needed and left up
+# (`PULSAR_VERSION=$(PULSAR5_VERSION) make stack-down` stops it).
+test-pulsar5: venv
+	PULSAR_VERSION=$(PULSAR5_VERSION) PROFILE=standalone bash $(STACK) up
+	PULSAR_VERSION=$(PULSAR5_VERSION) $(VENV)/bin/pytest -q -rfEs -m "not chaos and not apache_chart" $(PULSAR5_TESTS)
 
 # Only the tests on the cluster profile (started if it is not up, left up: LDW_CLUSTER_KEEP=1).
 test-cluster: venv

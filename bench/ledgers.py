@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import subprocess
 
-from testkit.stack import REPO, Stack
+from testkit.stack import REPO, Stack, pulsar_home, pulsar_java
 
 IN_FLIGHT = 64
 
@@ -20,13 +20,11 @@ class LedgerCreationFailed(RuntimeError):
 
 
 def create(stack: Stack, count: int, custom: dict[str, str], *, entries: int = 3, timeout_s: float = 240) -> list[int]:
-    dists = sorted((REPO / "deploy" / "local" / ".cache").glob("apache-pulsar-*/lib"))
-    if not dists:
-        raise RuntimeError("the Pulsar distribution is not unpacked (make stack-up)")
+    home = pulsar_home()
     cmd = [
-        "java",
+        pulsar_java(home),
         "-cp",
-        f"{dists[-1]}/*",
+        f"{home}/lib/*",
         str(REPO / "bench" / "java" / "CreateLedgers.java"),
         stack.zookeeper_hosts,
         str(count),

@@ -19,7 +19,7 @@ import pulsar
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from testkit.stack import REPO, Stack
+from testkit.stack import REPO, Stack, pulsar_home, pulsar_java
 from worker.broker.client import PendingDeleteSchema
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 
@@ -224,14 +224,10 @@ class WorkerHarness:
 
 
 def _java(program: str, *args: str) -> list[str]:
-    """A Java program of tests/integration/java run on the Pulsar distribution's jars (BookKeeper's client)."""
-    lib = Path(os.environ.get("STACK_CACHE") or REPO / "deploy" / "local" / ".cache")
-    # The distribution of the stack under test (PULSAR_VERSION), else the newest one unpacked.
-    dists = sorted(lib.glob(f"apache-pulsar-{os.environ.get('PULSAR_VERSION') or '*'}/lib")) or sorted(
-        lib.glob("apache-pulsar-*/lib")
-    )
-    assert dists, "the Pulsar distribution is not unpacked (make stack-up)"
-    return ["java", "-cp", f"{dists[-1]}/*", str(REPO / "tests" / "integration" / "java" / program), *args]
+    """A Java program of tests/integration/java run on the jars (BookKeeper's client) and the Java of the
+    Pulsar the stack runs (``PULSAR_VERSION``'s: 5.x needs Java 21+)."""
+    home = pulsar_home()
+    return [pulsar_java(home), "-cp", f"{home}/lib/*", str(REPO / "tests" / "integration" / "java" / program), *args]
 
 
 def _create_ledger_cmd(stack: Stack, count: int, entries: int, custom: dict[str, str]) -> list[str]:

@@ -100,26 +100,46 @@ def with_offload_fields(
     data: bytes, ids: Iterable[int], *, bookkeeper_deleted: bool = False, timestamp_ms: int | None = None
 ) -> bytes:
     """``data`` (a ManagedLedgerInfo) with the offload context of each LedgerInfo of ``ids`` marked
-    ``bookkeeperDeleted`` and/or given the offload time ``timestamp_ms``, every other byte as written: an
-    OffloadContext holding only those fields is appended to the LedgerInfo, which protobuf merges into the one
-    it has (a singular message field read twice; a scalar's last value wins)."""
+    ``bookkeeperDeleted`` and/or given the offload time ``timestamp_ms``, every other byte as written. The
+    fields are rewritten inside the one OffloadContext the LedgerInfo has: a second one appended would be merged
+    by protobuf-java (Pulsar 4.0) but replace the first under LightProto (Pulsar 5.0), losing the uuid and the
+    completion flag."""
     from worker.formats.protobuf_wire import as_bytes, as_int, fields
 
     marked = set(ids)
-    ctx = b""  # OffloadContext: bookkeeperDeleted is its field 4, timestamp its field 5 (varints)
+    set_ctx: dict[int, bytes] = {}  # OffloadContext: bookkeeperDeleted is its field 4, timestamp its field 5 (varints)
     if bookkeeper_deleted:
-        ctx += _varint(4 << 3) + _varint(1)
+        set_ctx[4] = _varint(4 << 3) + _varint(1)
     if timestamp_ms is not None:
-        ctx += _varint(5 << 3) + _varint(timestamp_ms)
-    flag = _length_delimited(5, ctx)  # LedgerInfo.offloadContext
+        set_ctx[5] = _varint(5 << 3) + _varint(timestamp_ms)
     out = bytearray()
     for f in fields(data):
         raw = data[f.start : f.end]
         if f.number == 1:
             info = as_bytes(f)
             if next(as_int(g) for g in fields(info) if g.number == 1) in marked:
-                raw = _length_delimited(1, info + flag)
+                ctx = next((as_bytes(g) for g in fields(info) if g.number == 5), b"")  # LedgerInfo.offloadContext
+                raw = _length_delimited(1, _with_fields(info, {5: _length_delimited(5, _with_fields(ctx, set_ctx))}))
         out += raw
+    return bytes(out)
+
+
+def _with_fields(message: bytes, encoded: dict[int, bytes]) -> bytes:
+    """``message`` with each field number of ``encoded`` written once as given, in the place of its first
+    occurrence (appended when it had none), every other field as it was."""
+    from worker.formats.protobuf_wire import fields
+
+    out, done = bytearray(), set()
+    for f in fields(message):
+        if f.number in encoded:
+            if f.number not in done:
+                out += encoded[f.number]
+                done.add(f.number)
+            continue
+        out += message[f.start : f.end]
+    for number, enc in encoded.items():
+        if number not in done:
+            out += enc
     return bytes(out)
 
 

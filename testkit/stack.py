@@ -64,6 +64,26 @@ def stack_of(env: dict[str, str]) -> Stack:
     )
 
 
+def pulsar_home(profile: str | None = None) -> Path:
+    """The Pulsar the stack runs (``PULSAR_HOME`` of ``stack.sh env``: ``PULSAR_VERSION``'s distribution or
+    assembly, per profile): its ``lib/`` and ``bin/pulsar``."""
+    home = Path(stack_env(profile)["PULSAR_HOME"])
+    if not (home / "lib").is_dir():
+        raise AssertionError(f"{home} holds no Pulsar yet (make stack-up)")
+    return home
+
+
+def pulsar_java(home: Path) -> str:
+    """The Java that runs ``home``'s jars: an assembled Pulsar's launcher finds its own (5.x needs Java 21+),
+    a distribution runs on the ``java`` on PATH as its ``bin/pulsar`` does."""
+    if not (home / "java-min").exists():
+        return "java"
+    out = subprocess.run([str(home / "bin" / "pulsar"), "java"], capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise AssertionError(out.stderr.strip())
+    return out.stdout.strip()
+
+
 def run_profile(profile: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """``PROFILE=<profile> stack.sh <args>`` (up, down, status, kill9 C, ...), output captured."""
     env = {**os.environ, "PROFILE": profile}

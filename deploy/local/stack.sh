@@ -12,6 +12,14 @@
 #   STACK_DIR [deploy/local/.data]  data, logs and pid files
 #   STACK_CACHE [deploy/local/.cache]  the unpacked Pulsar distribution (the tarball itself stays in ~/.m2)
 #   PULSAR_VERSION [4.0.8]  BROKER_PORT [6650]  WEB_PORT [8080]  BOOKIE_PORT [3181]
+#   PULSAR_DIST [tarball up to 4.0.x, else jars]  tarball: pulsar-server-distribution unpacked; jars: Pulsar
+#     assembled from pulsar-broker's Maven Central jars (deploy/local/assembly/, Java 21+ for 5.x), for the
+#     lines whose distribution the registry does not serve (5.0.x).  A 5.x stack gets ports and a data
+#     directory of its own by default (see pulsar5_defaults), so it runs beside the 4.0.8 stack.
+#   TIERED_STORAGE [1]  1: the broker offloads to the moto S3 server through Pulsar's jcloud offloader; 0: no
+#     offload driver (`env` says which)
+#   OFFLOADER_VERSION [PULSAR_VERSION; 4.0.8 for 5.0.x]  the tiered-storage-jcloud release the broker loads:
+#     Maven Central has none for 5.0.x, and 4.0.8's offloads and reads back on a 5.0.0-M1 broker
 #   BOOKIE_HTTP_PORT [8000]  ZK_PORT [2181]  S3_PORT [5000]  S3_BUCKET [pulsar-offload]  S3_REGION [us-east-1]
 #   PULSAR_MEM [-Xms512m -Xmx1g -XX:MaxDirectMemorySize=1g]  STACK_START_TIMEOUT [240] (seconds)
 #   AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY [testing/testing]  what the broker's offloader signs S3 calls with
@@ -34,13 +42,45 @@
 #
 # Tiered storage: the broker loads Pulsar's jcloud offloader (driver aws-s3) and offloads to the moto S3
 # server (bucket S3_BUCKET).  Maven Central has no .nar for it, so build_offloader makes
-# $STACK_CACHE/offloaders/tiered-storage-jcloud-$PULSAR_VERSION.nar once from deploy/local/offloaders/pom.xml.
+# $STACK_CACHE/offloaders/tiered-storage-jcloud-$OFFLOADER_VERSION.nar once from deploy/local/offloaders/pom.xml.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
 PROFILE=${PROFILE:-standalone}
+PULSAR_VERSION=${PULSAR_VERSION:-4.0.8}
+case $PULSAR_VERSION in
+  2.* | 3.* | 4.0.*) PULSAR_DIST=${PULSAR_DIST:-tarball} ;;
+  *) PULSAR_DIST=${PULSAR_DIST:-jars} ;;
+esac
+pulsar5_defaults() {
+  # 5.x beside 4.0.8: every profile's ports moved (web and bookie HTTP 85xx, binary 65xx, bookies 35xx,
+  # ZooKeeper 25xx, S3 55xx), its own data directory; any variable set in the environment still wins.
+  case $PROFILE in
+    standalone)
+      STACK_DIR=${STACK_DIR:-$here/.data-pulsar5}
+      WEB_PORT=${WEB_PORT:-8580} BROKER_PORT=${BROKER_PORT:-6580} BOOKIE_PORT=${BOOKIE_PORT:-3580}
+      BOOKIE_HTTP_PORT=${BOOKIE_HTTP_PORT:-8570} ZK_PORT=${ZK_PORT:-2580} S3_PORT=${S3_PORT:-5580}
+      ;;
+    cluster)
+      STACK_DIR=${STACK_DIR:-$here/.data-cluster-pulsar5}
+      ZK_PORT=${ZK_PORT:-2590}
+      WEB_PORT=${WEB_PORT:-8581} WEB_PORT_2=${WEB_PORT_2:-8582}
+      BROKER_PORT=${BROKER_PORT:-6581} BROKER_PORT_2=${BROKER_PORT_2:-6582}
+      BOOKIE_PORT=${BOOKIE_PORT:-3581} BOOKIE_PORT_2=${BOOKIE_PORT_2:-3582}
+      BOOKIE_HTTP_PORT=${BOOKIE_HTTP_PORT:-8571} BOOKIE_HTTP_PORT_2=${BOOKIE_HTTP_PORT_2:-8572}
+      S3_PORT=${S3_PORT:-5590}
+      ;;
+    auth)
+      STACK_DIR=${STACK_DIR:-$here/.data-auth-pulsar5}
+      WEB_PORT=${WEB_PORT:-8585} WEB_PORT_TLS=${WEB_PORT_TLS:-8545}
+      BROKER_PORT=${BROKER_PORT:-6585} BROKER_PORT_TLS=${BROKER_PORT_TLS:-6586} BOOKIE_PORT=${BOOKIE_PORT:-3585}
+      BOOKIE_HTTP_PORT=${BOOKIE_HTTP_PORT:-8575} ZK_PORT=${ZK_PORT:-2585} S3_PORT=${S3_PORT:-5585}
+      ;;
+  esac
+}
+if [[ ${PULSAR_VERSION%%.*} =~ ^[0-9]+$ ]] && ((${PULSAR_VERSION%%.*} >= 5)); then pulsar5_defaults; fi
 case $PROFILE in
   standalone) ;;
   cluster)
@@ -73,7 +113,6 @@ case $PROFILE in
   *) echo "stack: unknown PROFILE=$PROFILE (standalone|cluster|auth)" >&2; exit 2 ;;
 esac
 
-PULSAR_VERSION=${PULSAR_VERSION:-4.0.8}
 STACK_DIR=${STACK_DIR:-$here/.data}
 STACK_CACHE=${STACK_CACHE:-$here/.cache}
 BROKER_PORT=${BROKER_PORT:-6650}
@@ -93,10 +132,21 @@ BROKER_EXTENSION_DEFER=${BROKER_EXTENSION_DEFER:-0}
 BOOKIE_ENTRY_LOG_SIZE=${BOOKIE_ENTRY_LOG_SIZE:-8388608}
 extension_jar=$repo/broker-extension/target/ledger-deletion-broker-extension.jar
 mark_key=$STACK_DIR/broker-mark.key
+TIERED_STORAGE=${TIERED_STORAGE:-1}
+case $PULSAR_VERSION in
+  5.0.*) OFFLOADER_VERSION=${OFFLOADER_VERSION:-4.0.8} ;;
+  *) OFFLOADER_VERSION=${OFFLOADER_VERSION:-$PULSAR_VERSION} ;;
+esac
 
 pulsar_home=$STACK_CACHE/apache-pulsar-$PULSAR_VERSION
 offloaders_dir=$STACK_CACHE/offloaders
-offloader_nar=$offloaders_dir/tiered-storage-jcloud-$PULSAR_VERSION.nar
+broker_offloaders=$STACK_DIR/run/offloaders
+# The offloader as released, and the one the broker loads: the same, or the released one adapted to a 5.x broker.
+release_nar=$offloaders_dir/tiered-storage-jcloud-$OFFLOADER_VERSION.nar
+offloader_nar=$release_nar
+if [[ $OFFLOADER_VERSION != "$PULSAR_VERSION" && $PULSAR_DIST == jars ]]; then
+  offloader_nar=$offloaders_dir/tiered-storage-jcloud-$OFFLOADER_VERSION-for-$PULSAR_VERSION.nar
+fi
 run=$STACK_DIR/run
 logs=$STACK_DIR/logs
 auth=$STACK_DIR/auth
@@ -139,6 +189,7 @@ fail() {  # fail COMPONENT LOGFILE MESSAGE
 }
 
 fetch_pulsar() {
+  if [[ $PULSAR_DIST == jars ]]; then assemble_pulsar; return; fi
   [[ -x $pulsar_home/bin/pulsar ]] && return 0
   local tgz=$HOME/.m2/repository/org/apache/pulsar/pulsar-server-distribution/$PULSAR_VERSION/pulsar-server-distribution-$PULSAR_VERSION-bin.tar.gz
   if [[ ! -f $tgz ]]; then
@@ -158,30 +209,125 @@ fetch_pulsar() {
   rm -rf "$tmp"
 }
 
+pom_dep_version() {  # pom_dep_version POM GROUP_REGEX ARTIFACT_REGEX: the version a (flattened) pom gives it
+  awk -v g="^($2)\$" -v a="^($3)\$" '
+    /<dependency>/ { grp = ""; art = "" }
+    /<groupId>/ { t = $0; gsub(/.*<groupId>|<\/groupId>.*/, "", t); grp = t }
+    /<artifactId>/ { t = $0; gsub(/.*<artifactId>|<\/artifactId>.*/, "", t); art = t }
+    /<version>/ && grp ~ g && art ~ a { t = $0; gsub(/.*<version>|<\/version>.*/, "", t); print t; exit }
+  ' "$1"
+}
+
+assemble_pulsar() {
+  # PULSAR_DIST=jars: $pulsar_home/lib from pulsar-broker $PULSAR_VERSION and its runtime dependencies
+  # (deploy/local/assembly/pom.xml), bin/pulsar the launcher beside that pom, java-min the Java it needs.
+  # Built once into a temporary directory and moved into place, so a failed run leaves nothing half-made.
+  # Made again when the assembly itself changed (the pom's digest is recorded with it).
+  local key
+  key=$(sha256sum "$here/assembly/pom.xml" | cut -c1-16)
+  grep -qx "assembly $key" "$pulsar_home/assembled" 2>/dev/null && return 0
+  log "assembling Apache Pulsar $PULSAR_VERSION from its Maven Central jars into $pulsar_home (once; jars cached in ~/.m2)"
+  local t0=$SECONDS work mlog=$logs/assembly.log pom bk jackson netty broker_jar class_major java_min profiles=()
+  mkdir -p "$STACK_CACHE"
+  work=$(mktemp -d "$STACK_CACHE/assembly.XXXXXX")
+  mvn -B -q dependency:copy -Dartifact="org.apache.pulsar:pulsar-broker:$PULSAR_VERSION:pom" \
+    -DoutputDirectory="$work" >"$mlog" 2>&1 ||
+    { rm -rf "$work"; fail assembly "$mlog" "org.apache.pulsar:pulsar-broker:$PULSAR_VERSION:pom is not on Maven Central"; }
+  pom=$work/pulsar-broker-$PULSAR_VERSION.pom
+  # The versions the broker's build aligned and Maven's nearest-wins would not: its own BookKeeper, Jackson
+  # and Netty (pulsar-broker's direct dependencies name them).
+  bk=$(pom_dep_version "$pom" org.apache.bookkeeper bookkeeper-server)
+  jackson=$(pom_dep_version "$pom" 'com\.fasterxml\.jackson\..*' '.*')
+  netty=$(pom_dep_version "$pom" io.netty 'netty-transport|netty-codec-haproxy')
+  [[ -n $bk && -n $jackson && -n $netty ]] ||
+    { rm -rf "$work"; fail assembly "$pom" "pulsar-broker's pom names no bookkeeper-server, jackson or netty version (bookkeeper '$bk', jackson '$jackson', netty '$netty')"; }
+  log "pulsar-broker $PULSAR_VERSION: bookkeeper $bk, jackson $jackson, netty $netty"
+  if ((${PULSAR_VERSION%%.*} >= 5)); then profiles=(-Pclient-v5); fi
+  mvn -B -f "$here/assembly/pom.xml" package "${profiles[@]}" -Dpulsar.version="$PULSAR_VERSION" -Dbookkeeper.version="$bk" \
+    -Djackson.version="$jackson" -Dnetty.version="$netty" -Dassembly.work="$work" >>"$mlog" 2>&1 ||
+    { rm -rf "$work"; fail assembly "$mlog" "could not resolve pulsar-broker $PULSAR_VERSION's dependencies from Maven Central"; }
+  broker_jar=$work/lib/org.apache.pulsar.pulsar-broker-$PULSAR_VERSION.jar
+  [[ -f $broker_jar ]] || { rm -rf "$work"; fail assembly "$mlog" "no $broker_jar after the copy"; }
+  # The Java it needs: 21 for 5.x (the line's requirement; 5.0.0-M1's classes are still Java 17's, 5.0.1's
+  # are 21's), or what its class files say if that is more.
+  class_major=$(unzip -p "$broker_jar" org/apache/pulsar/PulsarStandaloneStarter.class | head -c 8 | od -An -tu1 | awk '{print $8}')
+  java_min=$((class_major - 44))
+  if ((${PULSAR_VERSION%%.*} >= 5 && java_min < 21)); then java_min=21; fi
+  mkdir -p "$work/home/bin"
+  mv "$work/lib" "$work/home/lib"
+  ln -s "$here/assembly/pulsar" "$work/home/bin/pulsar"
+  echo "$java_min" >"$work/home/java-min"
+  echo "$PULSAR_VERSION" >"$work/home/version"
+  "$work/home/bin/pulsar" java >/dev/null 2>"$work/java.err" || { cat "$work/java.err" >&2; rm -rf "$work"; exit 1; }
+  printf '%s\n' "pulsar-broker $PULSAR_VERSION" "bookkeeper $bk" "jackson $jackson" "netty $netty" \
+    "jars $(ls "$work/home/lib" | wc -l) ($(du -sh "$work/home/lib" | cut -f1))" "java $java_min+" "assembly $key" \
+    >"$work/home/assembled"
+  rm -rf "$pulsar_home"
+  mv "$work/home" "$pulsar_home"
+  rm -rf "$work"
+  log "assembled in $((SECONDS - t0)) s: $(head -n 6 "$pulsar_home/assembled" | tr '\n' ',' | sed 's/,$//; s/,/, /g')"
+}
+
 nar_ok() {  # nar_ok FILE: a zip with the offloader service definition naming a factory class
   unzip -p "$1" META-INF/services/pulsar-offloader.yaml 2>/dev/null | grep -q '^offloaderFactoryClass:'
 }
 
 build_offloader() {
+  build_offloader_nar
+  [[ $offloader_nar == "$release_nar" ]] || adapt_offloader_nar
+  # The broker loads every NAR of its offloadersDirectory: this stack's holds its one offloader only (the
+  # cache beside it may hold other versions' for other stacks).
+  mkdir -p "$broker_offloaders"
+  find "$broker_offloaders" -mindepth 1 -maxdepth 1 -name '*.nar' -delete
+  [[ $TIERED_STORAGE == 0 ]] || ln -s "$offloader_nar" "$broker_offloaders/$(basename "$offloader_nar")"
+}
+
+adapt_offloader_nar() {
+  # An offloader of an earlier line on a 5.x broker (OFFLOADER_VERSION): 4.0.x's reads an offloaded ledger's
+  # index through BookKeeper's protobuf class DataFormats$LedgerMetadataFormat, which BookKeeper 4.18
+  # (Pulsar 5.0) replaced by a LightProto class of another name; its reads then fail with
+  # NoClassDefFoundError (its offloads still work). The NAR gets the bookkeeper-proto jar of its own line in
+  # its bundled dependencies: its class loader finds there what the broker's no longer has.
+  [[ $TIERED_STORAGE == 0 ]] && return 0
+  nar_ok "$offloader_nar" && return 0
+  log "adapting the jcloud offloader $OFFLOADER_VERSION to Pulsar $PULSAR_VERSION: $offloader_nar (once)"
+  local work bk mlog=$logs/offloader-build.log
+  work=$(mktemp -d "$STACK_CACHE/offloader-build.XXXXXX")
+  mvn -B -q dependency:copy -Dartifact="org.apache.pulsar:pulsar:$OFFLOADER_VERSION:pom" -DoutputDirectory="$work" \
+    >>"$mlog" 2>&1 || { rm -rf "$work"; fail offloader "$mlog" "no org.apache.pulsar:pulsar:$OFFLOADER_VERSION:pom"; }
+  bk=$(sed -n 's|.*<bookkeeper.version>\(.*\)</bookkeeper.version>.*|\1|p' "$work/pulsar-$OFFLOADER_VERSION.pom" | head -1)
+  [[ -n $bk ]] || { rm -rf "$work"; fail offloader "$work/pulsar-$OFFLOADER_VERSION.pom" "Pulsar $OFFLOADER_VERSION's pom names no bookkeeper.version"; }
+  mkdir -p "$work/nar/META-INF/bundled-dependencies"
+  mvn -B -q dependency:copy -Dartifact="org.apache.bookkeeper:bookkeeper-proto:$bk" \
+    -DoutputDirectory="$work/nar/META-INF/bundled-dependencies" >>"$mlog" 2>&1 ||
+    { rm -rf "$work"; fail offloader "$mlog" "could not resolve org.apache.bookkeeper:bookkeeper-proto:$bk"; }
+  (cd "$work/nar" && unzip -q -o "$release_nar" && zip -q -r -X ../offloader.nar .)
+  nar_ok "$work/offloader.nar" || { rm -rf "$work"; fail offloader /dev/null "no usable NAR from $release_nar"; }
+  mv -f "$work/offloader.nar" "$offloader_nar"
+  rm -rf "$work"
+}
+
+build_offloader_nar() {
   # Pulsar's jcloud offloader NAR, built once and cached.  What Maven Central serves as
   # tiered-storage-jcloud-<v>.jar is (for 4.0.x) already the NAR made by nifi-nar-maven-plugin: classes and
   # META-INF/services/pulsar-offloader.yaml at the root, runtime dependencies in
   # META-INF/bundled-dependencies/.  If a version ships a plain jar instead, assemble that layout from the
   # jar and its runtime dependencies (the pom's copy-dependencies output).
-  nar_ok "$offloader_nar" && return 0
-  log "building the jcloud offloader NAR $offloader_nar (once)"
+  [[ $TIERED_STORAGE == 0 ]] && return 0
+  nar_ok "$release_nar" && return 0
+  log "building the jcloud offloader NAR $release_nar (once)"
   local t0=$SECONDS work
   mkdir -p "$offloaders_dir"
   work=$(mktemp -d "$STACK_CACHE/offloader-build.XXXXXX")
   local mlog=$logs/offloader-build.log
-  mvn -B -f "$here/offloaders/pom.xml" package -Dpulsar.version="$PULSAR_VERSION" \
+  mvn -B -f "$here/offloaders/pom.xml" package -Dpulsar.version="$OFFLOADER_VERSION" \
     -Doffloader.work="$work" >"$mlog" 2>&1 ||
-    { rm -rf "$work"; fail offloader "$mlog" "could not resolve tiered-storage-jcloud $PULSAR_VERSION from Maven Central"; }
-  local jar=$work/main/tiered-storage-jcloud-$PULSAR_VERSION.jar
+    { rm -rf "$work"; fail offloader "$mlog" "could not resolve tiered-storage-jcloud $OFFLOADER_VERSION from Maven Central (OFFLOADER_VERSION; TIERED_STORAGE=0 runs without)"; }
+  local jar=$work/main/tiered-storage-jcloud-$OFFLOADER_VERSION.jar
   if unzip -l "$jar" 'META-INF/bundled-dependencies/*.jar' >/dev/null 2>&1; then
     cp "$jar" "$work/offloader.nar"
   else
-    mvn -B -f "$here/offloaders/pom.xml" package -Passemble-nar -Dpulsar.version="$PULSAR_VERSION" \
+    mvn -B -f "$here/offloaders/pom.xml" package -Passemble-nar -Dpulsar.version="$OFFLOADER_VERSION" \
       -Doffloader.work="$work" >>"$mlog" 2>&1 ||
       { rm -rf "$work"; fail offloader "$mlog" "could not resolve the offloader's dependencies"; }
     mkdir -p "$work/nar/META-INF/bundled-dependencies" "$work/nar/META-INF/services"
@@ -195,9 +341,17 @@ build_offloader() {
     (cd "$work/nar" && zip -q -r -X ../offloader.nar .)
   fi
   nar_ok "$work/offloader.nar" || { rm -rf "$work"; fail offloader /dev/null "$jar gave no usable offloader NAR"; }
-  mv -f "$work/offloader.nar" "$offloader_nar"
+  mv -f "$work/offloader.nar" "$release_nar"
   rm -rf "$work"
-  log "offloader NAR ready ($(du -h "$offloader_nar" | cut -f1)) in $((SECONDS - t0)) s"
+  log "offloader NAR ready ($(du -h "$release_nar" | cut -f1)) in $((SECONDS - t0)) s"
+}
+
+offload_said() {  # what the broker offloads with, for the start-up line
+  if [[ $TIERED_STORAGE == 1 ]]; then echo "offloader jcloud $OFFLOADER_VERSION"; else echo "no tiered storage"; fi
+}
+
+offload_conf() {  # offload_conf FILE: no offload driver with TIERED_STORAGE=0
+  [[ $TIERED_STORAGE == 1 ]] || conf_set "$1" managedLedgerOffloadDriver ""
 }
 
 build_extension() {
@@ -265,7 +419,7 @@ render_conf() {
   sed -e "s/^brokerServicePort=.*/brokerServicePort=$BROKER_PORT/" \
     -e "s/^webServicePort=.*/webServicePort=$WEB_PORT/" \
     -e "s/^httpServerPort=.*/httpServerPort=$BOOKIE_HTTP_PORT/" \
-    -e "s|^offloadersDirectory=.*|offloadersDirectory=$offloaders_dir|" \
+    -e "s|^offloadersDirectory=.*|offloadersDirectory=$broker_offloaders|" \
     -e "s|^s3ManagedLedgerOffloadBucket=.*|s3ManagedLedgerOffloadBucket=$S3_BUCKET|" \
     -e "s|^s3ManagedLedgerOffloadRegion=.*|s3ManagedLedgerOffloadRegion=$S3_REGION|" \
     -e "s|^s3ManagedLedgerOffloadServiceEndpoint=.*|s3ManagedLedgerOffloadServiceEndpoint=http://127.0.0.1:$S3_PORT|" \
@@ -312,8 +466,16 @@ auth_conf() {  # auth_conf FILE: token authentication + authorization, TLS on th
   conf_set "$f" tlsTrustCertsFilePath "$auth/ca.pem"
 }
 
+running_version_ok() {  # the broker answering on WEB_PORT is PULSAR_VERSION (another stack may hold the port)
+  [[ $PROFILE == auth ]] && return 0
+  local v
+  v=$(curl -fsS -m 3 "http://127.0.0.1:$WEB_PORT/admin/v2/brokers/version" 2>/dev/null || true)
+  [[ -z $v || $v == "$PULSAR_VERSION" ]] && return 0
+  fail pulsar /dev/null "Pulsar $v answers on port $WEB_PORT, not $PULSAR_VERSION: another stack holds these ports (set WEB_PORT and the other ports, or STACK_DIR)"
+}
+
 start_pulsar() {
-  if pulsar_ready; then log "pulsar already up"; return 0; fi
+  if pulsar_ready; then running_version_ok; log "pulsar already up"; return 0; fi
   if pid_alive pulsar; then
     log "pulsar is starting (pid $(cat "$run/pulsar.pid"))"
   else
@@ -322,13 +484,14 @@ start_pulsar() {
     render_conf
     build_extension
     extension_conf "$run/standalone.conf"
+    offload_conf "$run/standalone.conf"
     bookie_reclaim_conf "$run/standalone.conf"
     # One JVM for broker and bookie: the broker exports the JVM's metrics already.
     conf_set "$run/standalone.conf" exposeDefaultJVMMetrics false
     if [[ $PROFILE == auth ]]; then auth_material; auth_conf "$run/standalone.conf"; fi
     broker_conf "$run/standalone.conf"
     local t0=$SECONDS
-    log "starting pulsar $PULSAR_VERSION standalone (web $WEB_PORT, broker $BROKER_PORT, bookie http $BOOKIE_HTTP_PORT)"
+    log "starting pulsar $PULSAR_VERSION standalone (web $WEB_PORT, broker $BROKER_PORT, bookie http $BOOKIE_HTTP_PORT, $(offload_said))"
     (
       cd "$STACK_DIR"
       export PULSAR_STANDALONE_USE_ZOOKEEPER=1
@@ -347,9 +510,12 @@ start_pulsar() {
       # a single region it skips that lookup; the offloader passes -Djclouds.* system properties to jclouds.
       # (The first part is pulsar_env.sh's default for PULSAR_EXTRA_OPTS, which setting it replaces.)
       export PULSAR_EXTRA_OPTS="${PULSAR_EXTRA_OPTS:- -Dpulsar.allocator.exit_on_oom=true -Dio.netty.recycler.maxCapacityPerThread=4096} -Djclouds.regions=$S3_REGION"
+      # 5.0's standalone has no --bookkeeper-port: its bookie listens on a port of the kernel's choosing.
+      local bookie_port=(--bookkeeper-port "$BOOKIE_PORT")
+      if ((${PULSAR_VERSION%%.*} >= 5)); then bookie_port=(); fi
       setsid nohup "$pulsar_home/bin/pulsar" standalone \
         --no-functions-worker --no-stream-storage \
-        --zookeeper-port "$ZK_PORT" --bookkeeper-port "$BOOKIE_PORT" \
+        --zookeeper-port "$ZK_PORT" "${bookie_port[@]}" \
         --zookeeper-dir "$STACK_DIR/zookeeper" --bookkeeper-dir "$STACK_DIR/bookkeeper" \
         >"$logs/pulsar.out" 2>&1 </dev/null &
       echo $! >"$run/pulsar.pid"
@@ -445,7 +611,9 @@ component_ready() {  # component_ready NAME
 }
 
 render_cluster_conf() {
+  # The distribution's own files; an assembled Pulsar has none: the project's (deploy/local/assembly/conf).
   local c=$pulsar_home/conf n f
+  [[ $PULSAR_DIST == jars ]] && c=$here/assembly/conf
   # ZooKeeper: no admin server (it would take 8080) and no Prometheus endpoint (it would take 8000).
   f=$run/zookeeper.conf
   cp "$c/zookeeper.conf" "$f"
@@ -520,11 +688,12 @@ render_cluster_conf() {
     # Tests move bundles themselves; the load manager must not shed or split them meanwhile.
     conf_set "$f" loadBalancerSheddingEnabled false
     conf_set "$f" loadBalancerAutoBundleSplitEnabled false
-    conf_set "$f" offloadersDirectory "$offloaders_dir"
+    conf_set "$f" offloadersDirectory "$broker_offloaders"
     conf_set "$f" managedLedgerOffloadDriver aws-s3
     conf_set "$f" s3ManagedLedgerOffloadBucket "$S3_BUCKET"
     conf_set "$f" s3ManagedLedgerOffloadRegion "$S3_REGION"
     conf_set "$f" s3ManagedLedgerOffloadServiceEndpoint "http://127.0.0.1:$S3_PORT"
+    offload_conf "$f"
     extension_conf "$f"
     broker_conf "$f"
   done
@@ -609,7 +778,7 @@ cluster_up() {
   start_component broker1
   start_component broker2
   wait_ready broker1 broker2
-  log "cluster $CLUSTER_NAME (pulsar $PULSAR_VERSION) ready; up took $((SECONDS - t0)) s"
+  log "cluster $CLUSTER_NAME (pulsar $PULSAR_VERSION, $(offload_said)) ready; up took $((SECONDS - t0)) s"
 }
 
 cluster_ports() {
@@ -646,6 +815,8 @@ PULSAR_SERVICE_URL_1=pulsar://127.0.0.1:$BROKER_PORT
 PULSAR_SERVICE_URL_2=pulsar://127.0.0.1:$BROKER_PORT_2
 BOOKIE_HTTP_URL=http://127.0.0.1:$BOOKIE_HTTP_PORT
 BOOKIE_HTTP_URL_2=http://127.0.0.1:$BOOKIE_HTTP_PORT_2
+BOOKIE_ID=127.0.0.1:$BOOKIE_PORT
+BOOKIE_ID_2=127.0.0.1:$BOOKIE_PORT_2
 ZOOKEEPER_HOSTS=127.0.0.1:$ZK_PORT
 S3_ENDPOINT=http://127.0.0.1:$S3_PORT
 S3_BUCKET=$S3_BUCKET
@@ -653,6 +824,7 @@ S3_REGION=$S3_REGION
 STACK_DIR=$STACK_DIR
 PULSAR_HOME=$pulsar_home
 BROKER_MARK_KEY_FILE=$mark_key
+TIERED_STORAGE=$TIERED_STORAGE
 EOF
 }
 
@@ -716,6 +888,9 @@ S3_ENDPOINT=http://127.0.0.1:$S3_PORT
 S3_BUCKET=$S3_BUCKET
 S3_REGION=$S3_REGION
 BROKER_MARK_KEY_FILE=$mark_key
+PULSAR_VERSION=$PULSAR_VERSION
+PULSAR_HOME=$pulsar_home
+TIERED_STORAGE=$TIERED_STORAGE
 EOF
     if [[ $PROFILE == auth ]]; then
       cat <<EOF

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
-from testkit.stack import REPO
+from testkit.stack import REPO, pulsar_home
 from testkit.topics import count_from_earliest, produce
 from tests.auth.conftest import AuthStack
 from worker.backends.zookeeper import ZooKeeper
@@ -208,7 +208,7 @@ def test_a_role_refused_on_the_binary_protocol_refuses_to_start(
 ) -> None:
     """Consume without produce on the deletion topics' namespace: the admin checks pass, the retry
     producer is refused by the broker, and the worker says so, naming the service URL."""
-    pulsar_bin = sorted((REPO / "deploy" / "local" / ".cache").glob("apache-pulsar-*/bin/pulsar"))[-1]
+    pulsar_bin = pulsar_home("auth") / "bin" / "pulsar"
     made = subprocess.run(
         [
             str(pulsar_bin),

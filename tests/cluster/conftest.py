@@ -45,6 +45,8 @@ class Cluster(Stack):
     service_url_2: str
     bookie_http_url_2: str
     stack_dir: str
+    # Bookie 1's id as the cluster registers it (advertisedAddress:bookiePort)
+    bookie_id: str
 
     @property
     def admin_urls(self) -> tuple[str, str]:
@@ -92,6 +94,7 @@ def cluster() -> Iterator[Cluster]:
         service_url_2=env["PULSAR_SERVICE_URL_2"],
         bookie_http_url_2=env["BOOKIE_HTTP_URL_2"],
         stack_dir=env["STACK_DIR"],
+        bookie_id=env["BOOKIE_ID"],
     )
     yield c
     # A test that killed a broker restarts it; make sure nothing is left half-down for the next session.

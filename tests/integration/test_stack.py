@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
+import urllib.request
 from datetime import timedelta
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import pulsar
 import pytest
 
-from tests.conftest import Stack
+from tests.conftest import STACK, Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
@@ -97,3 +102,26 @@ def test_deliver_after_arrives_no_earlier_than_asked(stack: Stack, test_namespac
         consumer.acknowledge(msg)
     finally:
         client.close()
+
+
+def test_up_refuses_a_broker_of_another_version(stack: Stack, tmp_path: Path) -> None:
+    """Two lines run side by side on ports of their own; a stack pointed at ports another line's broker
+    holds refuses to take it for its own (its health checks alone would pass) and starts nothing."""
+    with urllib.request.urlopen(f"{stack.admin_url}/admin/v2/brokers/version", timeout=10) as r:
+        running = r.read().decode().strip()
+    other = "4.0.8" if running.startswith("5.") else "5.0.0-M1"
+    port = {url: str(urlsplit(url).port) for url in (stack.admin_url, stack.service_url, stack.bookie_http_url)}
+    env = {
+        **os.environ,
+        "PULSAR_VERSION": other,
+        "STACK_DIR": str(tmp_path),
+        "WEB_PORT": port[stack.admin_url],
+        "BROKER_PORT": port[stack.service_url],
+        "BOOKIE_HTTP_PORT": port[stack.bookie_http_url],
+        "ZK_PORT": stack.zookeeper_hosts.rsplit(":", 1)[1],
+        "S3_PORT": str(urlsplit(stack.s3_endpoint).port),
+    }
+    r = subprocess.run(["bash", str(STACK), "up"], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0, r.stderr[-3000:]
+    assert f"Pulsar {running} answers on port {port[stack.admin_url]}, not {other}" in r.stderr, r.stderr[-3000:]
+    assert not (tmp_path / "run" / "pulsar.pid").exists()

@@ -890,3 +890,14 @@ async def test_an_unconfirmed_gone_bumps_the_epoch_once() -> None:
     reader.set(T, (stats([1, 2, 3]), A))
     s2 = await cache.get(T, 3)  # back: a new observation, a new epoch
     assert cache.epoch(T) > epoch and cache.is_current(s2)
+
+
+async def test_a_gone_segment_is_never_asked_for_partitions_and_needs_the_stores_half_of_gone() -> None:
+    # A Pulsar 5.0 scalable topic's segment has no admin REST path: its base is never a partitioned topic.
+    seg = TopicName.parse("segment://t/ns/x/0000-7fff-0")
+    cache, reader, _ = make()
+    assert isinstance(await cache.get(seg, 5), TopicGone)
+    assert reader.admin.calls == []
+    cache, reader, _ = make(store=FakeMetadataStore({seg.managed_ledger_name}))
+    with pytest.raises(GoneUnconfirmed):
+        await cache.get(seg, 5)

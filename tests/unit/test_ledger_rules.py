@@ -152,6 +152,36 @@ def test_v1_names_are_owners_both_ways() -> None:
     assert verify_bookkeeper(info, md(1, v2_named), now_ms=NOW, min_age_ms=0).verdict is Identity.REJECTED
 
 
+# ---- the owner: scalable-topic segments (Pulsar 5.0) -------------------------------------------------------
+
+SEGMENT_ML = "public/default/segment/sc-try1/8000-ffff-1"  # a 5.0.0-M1 broker's segment ledger
+
+
+def test_a_segment_ledger_is_owned_by_its_segment() -> None:
+    # Defect: five parts read as a v1 name, so a segment's ledgers were never found live or orphaned.
+    seg = TopicName.parse("segment://public/default/sc-try1/8000-ffff-1")
+    cm = {"application": "pulsar", "component": "managed-ledger", "pulsar/managed-ledger": SEGMENT_ML}
+    assert owner_of(cm) == Owner(LedgerComponent.MANAGED_LEDGER, seg)
+    assert owner_of({**cm, "pulsar/cursor": "sub"}) == Owner(LedgerComponent.MANAGED_CURSOR, seg, cursor="sub")
+    assert topic_of_managed_ledger_name(SEGMENT_ML) == seg
+    # the worker's identity check agrees with the scanner's parse: the segment's own message passes, a
+    # message naming the scalable topic's persistent namesake does not
+    info = PendingDeleteLedgerInfo(str(seg), LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, 1)
+    assert verify_bookkeeper(info, md(1, cm), now_ms=NOW, min_age_ms=0).verdict is Identity.MATCH
+    namesake = PendingDeleteLedgerInfo(
+        "persistent://public/default/sc-try1", LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, 1
+    )
+    assert verify_bookkeeper(namesake, md(1, cm), now_ms=NOW, min_age_ms=0).reason == "topic_mismatch"
+    assert verify_offload_object_metadata(info, {"ManagedLedgerName": SEGMENT_ML}).verdict is Identity.MATCH
+
+
+def test_a_segment_ml_name_pulsar_would_not_write_is_refused() -> None:
+    for name in ("public/default/segment/sc-try1/8000-FFFF-1", "public/default/segment/sc%2dtry1/8000-ffff-1"):
+        cm = {"application": "pulsar", "component": "managed-ledger", "pulsar/managed-ledger": name}
+        with pytest.raises(Unmapped):
+            owner_of(cm)
+
+
 def test_a_v1_topics_schema_id_reads_as_a_v2_name() -> None:
     # Pulsar's getSchemaName drops the cluster: the health check's schema is kept under a v2-style id
     # whose topic does not exist. Its owner is that v2 name; the registry decides (schema_in_use).

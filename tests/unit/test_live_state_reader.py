@@ -10,11 +10,12 @@ import pytest
 
 from worker.backends.pulsar_metadata import StoredTopic
 from worker.broker.admin import NotOwner, TopicNotFound
-from worker.broker.live_state_reader import GoneUnconfirmed, LiveStateReader, NotLoadedUnreadable
+from worker.broker.live_state_reader import GoneUnconfirmed, LiveStateReader, NotLoadedUnreadable, SegmentUnsettled
 from worker.broker.loaded_topics import Serving
-from worker.core.live_set import STORED
+from worker.core.live_set import STORED, ledger_hold
 from worker.errors import BackendError
 from worker.formats.managed_ledger_metadata import LedgerInfo, ManagedCursorInfo, ManagedLedgerInfo
+from worker.formats.message import LedgerComponent
 from worker.formats.topic_name import TopicName
 
 T = TopicName.parse("persistent://t/ns/x")
@@ -44,6 +45,12 @@ class Admin:
     async def lookup(self, topic: TopicName) -> str:
         self.calls.append("lookup")
         return A
+
+    async def scalable_segments(self, segment: TopicName) -> frozenset[str]:
+        self.calls.append(f"layout {segment}")
+        if isinstance(self.listing, Exception):
+            raise self.listing
+        return frozenset(self.listing)
 
 
 class Loaded:
@@ -146,3 +153,55 @@ async def test_without_a_metadata_store_a_topic_no_broker_lists_is_never_loaded(
     # Only a caller that may load it (purge-topic, which deletes the topic) asks the owner.
     got = await reader(admin, Loaded(None), None, may_load=True).fetch(T)
     assert got is not None and admin.calls == ["lookup", f"internal_stats {A}"]
+
+
+# ---- Pulsar 5.0 scalable topics' segments: no internalStats exists, the metadata store is always read ----------
+
+SEG = TopicName.parse("segment://t/ns/x/0000-7fff-0")
+
+
+def stored_segment(ids: list[int], cursors: dict[str, int], schema: frozenset[int] = frozenset()) -> StoredTopic:
+    ml = ManagedLedgerInfo(tuple(LedgerInfo(i) for i in ids))
+    return StoredTopic(SEG, 1, ml, {n: ManagedCursorInfo(c) for n, c in cursors.items()}, schema)
+
+
+async def test_a_segments_live_set_is_read_from_the_metadata_store_even_when_a_broker_lists_it() -> None:
+    admin, meta = Admin(STATS), Metadata(stored_segment([20, 21], {"sub": 22}, frozenset({4})))
+    got = await reader(admin, Loaded(Serving(A, "t/ns", "b")), meta).fetch(SEG)
+    assert got is not None and got.all_ids == {20, 21, 22, 4} and got.owner_url == STORED
+    assert admin.calls == []  # no internalStats, lookup or layout
+
+
+async def test_a_segment_that_compacts_holds_its_compacted_ledgers() -> None:
+    # The compacted ledger is named in the __compaction cursor's ledger; its znode names none here: the floor
+    # then holds every compacted ledger.
+    got = await reader(Admin(), Loaded(None), Metadata(stored_segment([10], {"__compaction": 11}))).fetch(SEG)
+    assert got is not None
+    assert ledger_hold(got, LedgerComponent.COMPACTED_LEDGER, 5) is not None
+    assert ledger_hold(got, LedgerComponent.MANAGED_LEDGER, 5) is None
+
+
+async def test_a_segment_is_gone_when_its_scalable_topic_does_not_list_it_and_it_has_no_managed_ledger() -> None:
+    admin = Admin(listing=["0000-7fff-1"])
+    assert await reader(admin, Loaded(None), Metadata(None)).fetch(SEG) is None
+    assert admin.calls == [f"layout {SEG}"]
+    admin = Admin(listing=TopicNotFound("Scalable topic not found"))
+    assert await reader(admin, Loaded(None), Metadata(None)).fetch(SEG) is None
+
+
+async def test_a_listed_segment_without_a_managed_ledger_is_neither_live_nor_gone() -> None:
+    with pytest.raises(SegmentUnsettled):
+        await reader(Admin(listing=["0000-7fff-0"]), Loaded(None), Metadata(None)).fetch(SEG)
+
+
+async def test_a_segment_the_store_still_has_is_live_whatever_its_scalable_topic_says() -> None:
+    # Retention prunes a sealed segment from its scalable topic before its managed ledger is deleted: a broker
+    # dying in between leaves the managed ledger, whose ledgers are still its own, not orphans.
+    admin = Admin(listing=[])
+    got = await reader(admin, Loaded(None), Metadata(stored_segment([20], {}))).fetch(SEG)
+    assert got is not None and got.references(20) and admin.calls == []
+
+
+async def test_a_segment_needs_a_metadata_store() -> None:
+    with pytest.raises(BackendError, match=r"zookeeper\.hosts"):
+        await reader(Admin(), Loaded(None), None, may_load=True).fetch(SEG)

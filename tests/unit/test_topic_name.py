@@ -324,3 +324,112 @@ def test_the_limit_counts_the_encoded_name() -> None:
 def test_long_names_pulsar_does_accept_stay_valid() -> None:
     # Verified on the local stack (Pulsar 4.0.8): a producer created a topic with a 3,000,000-character name.
     TopicName.parse(f"persistent://t/ns/{'a' * 3_000_000}")
+
+
+# ---- scalable-topic segments (PIP-460, Pulsar 5.0) ------------------------------------------------------
+# A segment of the scalable topic topic://t/ns/x is segment://t/ns/x/<hash start>-<hash end>-<segment id>,
+# its managed ledger t/ns/segment/<encoded x>/<descriptor>: five parts, like a v1 name
+# (tenant/cluster/ns/domain/topic), which Pulsar 5.0's TopicName.fromPersistenceNamingEncoding tells apart by
+# the third part. As written by a 5.0.0-M1 broker on the local stack (ledger 342's pulsar/managed-ledger).
+SEGMENT_ML = "public/default/segment/sc-try1/8000-ffff-1"
+
+
+def test_a_segment_managed_ledger_names_its_segment() -> None:
+    t = TopicName.from_managed_ledger_name(SEGMENT_ML)
+    assert str(t) == "segment://public/default/sc-try1/8000-ffff-1"
+    assert (t.domain, t.tenant, t.namespace, t.local_name, t.segment) == (
+        "segment",
+        "public",
+        "default",
+        "sc-try1",
+        "8000-ffff-1",
+    )
+    assert t.managed_ledger_name == SEGMENT_ML
+    assert TopicName.parse(str(t)) == t
+
+
+def test_a_segment_is_never_another_topic() -> None:
+    # Neither the scalable topic's nor a persistent topic of the same name, nor a v1 reading of its five parts
+    # (tenant public, cluster default, namespace segment, domain sc-try1).
+    t = TopicName.from_managed_ledger_name(SEGMENT_ML)
+    for other in ("persistent://public/default/sc-try1", "persistent://public/segment/8000-ffff-1"):
+        assert t != TopicName.parse(other)
+        assert t.managed_ledger_name != TopicName.parse(other).managed_ledger_name
+    other_segment = TopicName.from_managed_ledger_name("public/default/segment/sc-try1/0000-7fff-0")
+    assert t != other_segment and t.managed_ledger_name != other_segment.managed_ledger_name
+
+
+def test_a_segment_parent_may_hold_a_slash() -> None:
+    # Scalable local names may contain '/' (TopicName splits topic:// and segment:// names in three);
+    # the managed-ledger name encodes it, so the name keeps five parts.
+    t = TopicName.parse("segment://t/ns/a/b/0000-ffff-0")
+    assert (t.local_name, t.segment) == ("a/b", "0000-ffff-0")
+    assert t.managed_ledger_name == "t/ns/segment/a%2Fb/0000-ffff-0"
+    assert TopicName.from_managed_ledger_name(t.managed_ledger_name) == t
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "topic://t/ns/x",  # the scalable topic itself: its data lives in its segments
+        "segment://t/ns/x",  # no descriptor
+        "segment://t/ns/0000-ffff-0",  # no parent
+        "segment://t/ns//0000-ffff-0",
+        "segment://t/ns/../0000-ffff-0",
+        "segment://t/ns/x/0000-FFFF-0",  # Pulsar writes %04x: lower case
+        "segment://t/ns/x/000-ffff-0",
+        "segment://t/ns/x/0000-10000-0",
+        "segment://t/ns/x/8000-7fff-0",  # end before start
+        "segment://t/ns/x/0000-ffff-01",
+        "segment://t/ns/x/0000-ffff--1",
+        "segment://t/ns/x/0000-ffff",
+        "segment://t/ns/x/0000-ffff-0\n",
+    ],
+)
+def test_segment_names_are_parsed_strictly(bad: str) -> None:
+    with pytest.raises(InvalidTopicName):
+        TopicName.parse(bad)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "t/ns/segment/x/0000-FFFF-0",
+        "t/ns/segment/x/y",
+        "t/ns/segment/x/0000-ffff-0/z",
+        "t/ns/segment//0000-ffff-0",
+    ],
+)
+def test_from_managed_ledger_name_refuses_five_parts_that_are_no_segment(bad: str) -> None:
+    with pytest.raises(InvalidTopicName):
+        TopicName.from_managed_ledger_name(bad)
+
+
+def test_five_parts_whose_third_is_no_segment_are_a_version_1_name() -> None:
+    t = TopicName.from_managed_ledger_name("t/cluster/ns/persistent/x")
+    assert (t.cluster, t.segment, str(t)) == ("cluster", None, "persistent://t/cluster/ns/x")
+
+
+def test_a_segment_has_no_partitions_and_no_admin_path() -> None:
+    # 5.0.0-M1's admin API has no per-segment topic resource (/admin/v2/persistent refuses the name with 412):
+    # a segment's live state comes from its managed ledger, never from a URL built for a persistent topic.
+    t = TopicName.parse("segment://t/ns/x-partition-1/0000-ffff-3")
+    assert t.partition_index is None and t.partitioned_base == t
+    with pytest.raises(InvalidTopicName, match="segment"):
+        _ = t.rest_path
+
+
+_DESCRIPTOR = st.builds(
+    lambda a, b, i: f"{min(a, b):04x}-{max(a, b):04x}-{i}",
+    st.integers(0, 0xFFFF),
+    st.integers(0, 0xFFFF),
+    st.integers(0, 2**63 - 1),
+)
+
+
+@given(entity, entity, st.lists(local_name, min_size=1, max_size=3), _DESCRIPTOR)
+def test_segment_managed_ledger_name_round_trip(tenant: str, ns: str, parent: list[str], desc: str) -> None:
+    t = TopicName.parse(f"segment://{tenant}/{ns}/{'/'.join(parent)}/{desc}")
+    assert t.managed_ledger_name.count("/") == 4
+    assert TopicName.from_managed_ledger_name(t.managed_ledger_name) == t
+    assert TopicName.parse(str(t)) == t

@@ -35,7 +35,7 @@ class TopicNotFound(Exception):
 _NOT_FOUND_REASONS = re.compile(
     r"^(Topic .*not found.*|Topic not found.*|Partitioned Topic not found.*|Partitioned topic does not exist.*"
     r"|Namespace not found.*|Namespace does not exist.*|Tenant does not exist.*|Tenant not found.*"
-    r"|Schema not found.*|Schema is deleted.*)$",
+    r"|Schema not found.*|Schema is deleted.*|Scalable topic not found.*)$",
     re.IGNORECASE | re.DOTALL,
 )
 
@@ -273,6 +273,24 @@ class PulsarAdmin:
         if not isinstance(d, dict):
             raise BackendError("admin", f"internalStats of {topic} is not a JSON object: {str(d)[:200]}")
         return d
+
+    async def scalable_segments(self, segment: TopicName) -> frozenset[str]:
+        """The descriptors (``0000-7fff-0``) of every segment the scalable topic of ``segment`` lists, sealed
+        ones included (Pulsar 5.0's ``GET /admin/v2/scalable/{tenant}/{namespace}/{topic}``, answered by any
+        broker from the topic's metadata). A sealed segment leaves the list when its retention prunes it,
+        before its managed ledger is deleted. Raises TopicNotFound when the scalable topic does not exist."""
+        path = f"/admin/v2/scalable/{_q(segment.tenant)}/{_q(segment.namespace)}/{_q(segment.local_name)}"
+        d = await self._call("GET", path, follow_redirect=True)
+        segments = d.get("segments") if isinstance(d, dict) else None
+        if not isinstance(segments, dict):
+            raise BackendError("admin", f"scalable topic of {segment}: no segments in {str(d)[:200]}")
+        try:
+            return frozenset(
+                f"{int(v['hashRange']['start']):04x}-{int(v['hashRange']['end']):04x}-{int(v['segmentId'])}"
+                for v in segments.values()
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise BackendError("admin", f"scalable topic of {segment}: unreadable segment {e!r}") from e
 
     async def internal_info(self, topic: TopicName, *, base: str | None = None) -> dict[str, Any]:
         """Managed-ledger metadata as stored (includes offload context uuids)."""

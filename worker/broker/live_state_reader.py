@@ -9,6 +9,8 @@ snapshot cache (``worker.broker.snapshot_cache``), ``purge-topic``, the scanner 
   uses").
 - A topic without a managed ledger there is gone only if the admin API agrees: its namespace's topic list,
   read from any broker (no ownership, no load), does not name it, or the namespace does not exist.
+- A Pulsar 5.0 scalable topic's segment is always read from the metadata store: no admin resource serves
+  its ``internalStats``. Its admin half of "gone" is its scalable topic not listing it.
 
 Asking ``internalStats`` of a topic's owner, found by a lookup, is what every admin client does, and it
 loads a topic that is not loaded (and a lookup assigns a bundle nobody owns): that is left for the one
@@ -49,6 +51,16 @@ class NotLoadedUnreadable(BackendError):
             "admin",
             f"{topic} is not loaded on any broker, and without a metadata store (zookeeper.hosts) its live state "
             "cannot be read without loading it",
+        )
+
+
+class SegmentUnsettled(BackendError):
+    """A scalable topic lists a segment whose managed ledger is not in the metadata store (being created,
+    or its metadata just deleted): neither live nor gone yet. Transient."""
+
+    def __init__(self, segment: TopicName) -> None:
+        super().__init__(
+            "admin", f"{segment}: its scalable topic lists it but the metadata store has no managed ledger for it"
         )
 
 
@@ -97,6 +109,8 @@ class LiveStateReader:
         read, the metadata store has no managed ledger for it). Raises NotOwner when the broker that listed
         it answers 307 (the caller bumps the epoch and retries later), GoneUnconfirmed when the two stores
         disagree, BackendError when nothing could be read."""
+        if topic.is_segment:
+            return await self._fetch_segment(topic)
         serving = await self.loaded.serving(topic) if self.loaded is not None else None
         if serving is not None:
             try:
@@ -129,6 +143,38 @@ class LiveStateReader:
         if self.may_load:
             return await self._fetch_loading(topic)
         raise NotLoadedUnreadable(topic)
+
+    async def _fetch_segment(self, segment: TopicName) -> LiveSet | None:
+        """A scalable topic's segment (Pulsar 5.0): its znodes (a ledger joins them before the broker writes
+        to it), or None when its managed ledger is gone and its scalable topic no longer lists it."""
+        if self.metadata is None:
+            raise BackendError(
+                "zookeeper", f"{segment}: a segment's live state is read from the metadata store (zookeeper.hosts)"
+            )
+        stored = await self.metadata.stored_topic(segment)
+        if stored is not None:
+            self._on_request("stored", "ok")
+            return LiveSet.from_stored(
+                segment, stored.managed_ledger, stored.cursors, stored.schema_ledgers, -1, self.clock()
+            )
+        if await self.segment_listed(segment):
+            raise SegmentUnsettled(segment)
+        self._on_request("stored", "not_found")
+        return None
+
+    async def segment_listed(self, segment: TopicName) -> bool:
+        """Whether the scalable topic of ``segment`` lists it; False when that topic does not exist: the admin
+        API's half of a segment's "gone" proof."""
+        try:
+            listed = await self.admin.scalable_segments(segment)
+        except TopicNotFound:
+            self._on_request("scalable_segments", "not_found")
+            return False
+        except Exception:
+            self._on_request("scalable_segments", "error")
+            raise
+        self._on_request("scalable_segments", "ok")
+        return segment.segment in listed
 
     async def _listed(self, topic: TopicName) -> bool:
         """Whether the admin API lists ``topic`` among its namespace's persistent topics (system topics

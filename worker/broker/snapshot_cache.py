@@ -31,7 +31,7 @@ from worker.backends.fresh_reads import received_at
 from worker.backends.pulsar_metadata import PulsarMetadata
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import NotOwner, PulsarAdmin
-from worker.broker.live_state_reader import GoneUnconfirmed, LiveStateReader
+from worker.broker.live_state_reader import GoneUnconfirmed, LiveStateReader, SegmentUnsettled
 from worker.broker.loaded_topics import LoadedTopics
 from worker.core.live_set import Hold, LiveSet, Snapshot, TopicGone, ledger_hold
 from worker.formats.message import PendingDeleteLedgerInfo
@@ -44,6 +44,7 @@ __all__ = [
     "LiveSet",
     "LiveStateReader",
     "MetadataStore",
+    "SegmentUnsettled",
     "Snapshot",
     "SnapshotCache",
     "TopicGone",
@@ -274,7 +275,9 @@ class SnapshotCache:
             self.bump(topic, "307")
             raise
         if got is None:
-            partitions = 0 if topic.partition_index is not None else await self.reader.partitions(topic)
+            # A segment is one hash range of its scalable topic, never a partitioned topic's base.
+            leaf = topic.partition_index is not None or topic.is_segment
+            partitions = 0 if leaf else await self.reader.partitions(topic)
             if partitions > 0:
                 return await self._union_of_partitions(topic, partitions)
             gone = await self._confirm_gone(topic)

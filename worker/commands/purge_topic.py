@@ -37,6 +37,9 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
 
     try:
         topic = TopicName.parse(args.topic)
+        if topic.is_segment:
+            # Purging deletes the topic through the admin API, which has no per-segment resource (5.0).
+            raise InvalidTopicName(f"{topic} is a scalable topic's segment: purge-topic takes persistent topics only")
     except InvalidTopicName as e:
         print(f"ledger-deletion-worker purge-topic: {e}", file=sys.stderr)
         return 2

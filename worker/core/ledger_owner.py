@@ -56,9 +56,9 @@ class Unmapped(ValueError):
 
 
 def topic_of_managed_ledger_name(name: str) -> TopicName:
-    """The topic a managed-ledger name (``tenant/ns/persistent/<encoded>``, or ``tenant/cluster/ns/...`` for a
-    version-1 name) names; raises InvalidTopicName for an unparseable one, or one that is not the canonical
-    encoding of its topic."""
+    """The topic a managed-ledger name (``tenant/ns/persistent/<encoded>``, ``tenant/cluster/ns/...`` for a
+    version-1 name, or a scalable topic's segment: ``tenant/ns/segment/<encoded>/<descriptor>``) names; raises
+    InvalidTopicName for an unparseable one, or one that is not the canonical encoding of its topic."""
     topic = TopicName.from_managed_ledger_name(name)
     if topic.managed_ledger_name != name:
         raise InvalidTopicName(f"not the managed-ledger name Pulsar writes for {str(topic)!r}: {name!r}")

@@ -1,6 +1,7 @@
 """The live set of a topic: every ledger its owner broker still references, parsed from ``internalStats``
 (a topic some broker has loaded), or every ledger Pulsar's metadata store records for it (a topic no
-broker has loaded: :meth:`LiveSet.from_stored`).
+broker has loaded, and a Pulsar 5.0 scalable topic's segment, whose owner serves no ``internalStats``:
+:meth:`LiveSet.from_stored`).
 
 One parse for every caller: the worker's in-use check and the scanner (through ``worker.broker.snapshot_cache``'s
 snapshot cache), ``purge-topic`` (what a topic owns) and the nightly audit (through the scanner).

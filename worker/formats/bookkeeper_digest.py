@@ -91,4 +91,3 @@ def verify_entry(
     if entry_id is not None and got.entry_id != entry_id:
         raise EntryDigestMismatch(f"entry {got.entry_id}, not {entry_id}")
     return got
-

@@ -108,4 +108,3 @@ def digest_type(md: LedgerMetadataFormat) -> DigestType | None:
     if not md.HasField("password") or not md.HasField("digestType"):
         return None
     return DigestType(md.digestType)
-

@@ -9,6 +9,13 @@ Pulsar 4.0: the broker's own health-check namespace ``pulsar/<cluster>/<broker>`
 as Pulsar handles them: the namespace is ``tenant/cluster/ns``, the managed ledger
 ``tenant/cluster/ns/persistent/<encoded name>``, the admin API the v1 one (``/admin/persistent/...``,
 ``/lookup/v2/destination/...``), and the schema id drops the cluster (``TopicName.getSchemaName``).
+
+Pulsar 5.0's scalable topics (PIP-460) keep their data in segments, each a managed ledger of its own:
+``segment://tenant/ns/<scalable topic's local name>/<hash start>-<hash end>-<segment id>`` (``%04x-%04x-%d``),
+stored as ``tenant/ns/segment/<encoded local name>/<descriptor>`` (pulsar-common 5.0.0-M1,
+``TopicName.getPersistenceNamingEncoding``). Five parts, like a version-1 managed-ledger name
+(``tenant/cluster/ns/persistent/topic``): Pulsar's own reading (``fromPersistenceNamingEncoding``) tells the
+two apart by the third part, and so does this one. The scalable topic itself (``topic://``) owns no ledger.
 """
 
 from __future__ import annotations
@@ -35,6 +42,11 @@ _JAVA_INT_MAX = 2**31 - 1
 # httpMaxRequestHeaderSize, 8 KiB by default: a longer, valid name ends in the DLQ as transient.)
 MAX_MANAGED_LEDGER_PATH_BYTES = 10 * 1024 * 1024
 _ML_ROOT = "/managed-ledgers/"
+SEGMENT_DOMAIN = "segment"
+# SegmentTopicName.formatDescriptor: a hash range within [0x0000, 0xFFFF] (start <= end) and a segment id, a
+# Java long written as Long.toString does (no sign, no leading zero).
+_SEGMENT_DESCRIPTOR = re.compile(r"(?P<start>[0-9a-f]{4})-(?P<end>[0-9a-f]{4})-(?P<id>0|[1-9][0-9]{0,18})")
+_JAVA_LONG_MAX = 2**63 - 1
 
 
 def _partition_match(local_name: str) -> re.Match[str] | None:
@@ -53,6 +65,12 @@ class InvalidTopicName(ValueError):
     pass
 
 
+def _check_segment_descriptor(descriptor: str, value: str) -> None:
+    m = _SEGMENT_DESCRIPTOR.fullmatch(descriptor)
+    if m is None or int(m.group("start"), 16) > int(m.group("end"), 16) or int(m.group("id")) > _JAVA_LONG_MAX:
+        raise InvalidTopicName(f"not a segment descriptor <%04x start>-<%04x end>-<id>: {descriptor!r} in {value!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class TopicName:
     domain: str
@@ -61,6 +79,8 @@ class TopicName:
     local_name: str
     # A version-1 name's cluster (``persistent://tenant/cluster/ns/name``); None for every v2 name.
     cluster: str | None = None
+    # A segment's descriptor (``0000-7fff-0``); local_name is then its scalable topic's local name.
+    segment: str | None = None
 
     @classmethod
     def parse(cls, value: str) -> TopicName:
@@ -77,25 +97,39 @@ class TopicName:
         else:
             # PIP-186 writes names without the domain (tenant/ns/topic): they are persistent.
             domain, rest = "persistent", value
-        if domain != "persistent":
-            raise InvalidTopicName(f"only persistent topics own ledgers: {value!r}")
-        parts = rest.split("/")
-        if len(parts) not in (3, 4):
-            raise InvalidTopicName(f"expected persistent://tenant/namespace/topic: {value!r}")
         cluster: str | None = None
-        if len(parts) == 4:
-            tenant, cluster, namespace, local = parts
-        else:
+        descriptor: str | None = None
+        if domain == SEGMENT_DOMAIN:
+            # The local name may hold '/': the descriptor is what follows the last one.
+            head, _, descriptor = rest.rpartition("/")
+            parts = head.split("/", 2)
+            if len(parts) != 3:
+                raise InvalidTopicName(f"expected segment://tenant/namespace/topic/<descriptor>: {value!r}")
+            _check_segment_descriptor(descriptor, value)
             tenant, namespace, local = parts
-        for seg in parts:
+            pieces = [tenant, namespace, *local.split("/")]
+            entities = [tenant, namespace]
+        elif domain == "persistent":
+            parts = rest.split("/")
+            if len(parts) not in (3, 4):
+                raise InvalidTopicName(f"expected persistent://tenant/namespace/topic: {value!r}")
+            if len(parts) == 4:
+                tenant, cluster, namespace, local = parts
+            else:
+                tenant, namespace, local = parts
+            pieces = parts
+            entities = parts[:-1]
+        else:
+            raise InvalidTopicName(f"only persistent topics and scalable topics' segments own ledgers: {value!r}")
+        for seg in pieces:
             if not seg or seg in (".", ".."):
                 raise InvalidTopicName(f"empty or relative segment in {value!r}")
             if any(ord(c) < 0x20 for c in seg):
                 raise InvalidTopicName(f"control character in {value!r}")
-        for seg in parts[:-1]:
+        for seg in entities:
             if not _ENTITY.match(seg):
                 raise InvalidTopicName(f"invalid tenant, cluster or namespace {seg!r} in {value!r}")
-        topic = cls(domain, tenant, namespace, local, cluster)
+        topic = cls(domain, tenant, namespace, local, cluster, descriptor)
         path_bytes = len(_ML_ROOT) + len(topic.managed_ledger_name)  # ASCII: URL-encoded
         if path_bytes > MAX_MANAGED_LEDGER_PATH_BYTES:
             raise InvalidTopicName(
@@ -106,7 +140,12 @@ class TopicName:
         return topic
 
     def __str__(self) -> str:
-        return f"{self.domain}://{self.namespace_name}/{self.local_name}"
+        tail = f"/{self.segment}" if self.segment is not None else ""
+        return f"{self.domain}://{self.namespace_name}/{self.local_name}{tail}"
+
+    @property
+    def is_segment(self) -> bool:
+        return self.segment is not None
 
     @property
     def namespace_name(self) -> str:
@@ -119,17 +158,19 @@ class TopicName:
     def managed_ledger_name(self) -> str:
         """The name BookKeeper metadata and ZooKeeper paths use: ``tenant/ns/persistent/<encoded topic>``
         (``tenant/cluster/ns/...`` for a version-1 name; Pulsar's ``getPersistenceNamingEncoding``: the local
-        name through Java's URLEncoder)."""
-        return f"{self.namespace_name}/{self.domain}/{java_url_encode(self.local_name)}"
+        name through Java's URLEncoder); a segment's is ``tenant/ns/segment/<encoded topic>/<descriptor>``."""
+        name = f"{self.namespace_name}/{self.domain}/{java_url_encode(self.local_name)}"
+        return name if self.segment is None else f"{name}/{self.segment}"
 
     @property
     def partition_index(self) -> int | None:
-        m = _partition_match(self.local_name)
+        """None for a segment too: a segment is one hash range of its scalable topic, never a partition."""
+        m = None if self.segment is not None else _partition_match(self.local_name)
         return int(m.group("index")) if m else None
 
     @property
     def partitioned_base(self) -> TopicName:
-        m = _partition_match(self.local_name)
+        m = None if self.segment is not None else _partition_match(self.local_name)
         return dataclasses.replace(self, local_name=m.group("base")) if m else self
 
     @property
@@ -155,7 +196,10 @@ class TopicName:
     @property
     def rest_path(self) -> str:
         """``persistent/tenant/ns/topic`` (``persistent/tenant/cluster/ns/topic`` for a version-1 name) with
-        every segment URL-encoded, for admin and lookup URLs."""
+        every segment URL-encoded, for admin and lookup URLs. A scalable topic's segment has none: Pulsar 5.0's
+        admin API serves no per-segment topic resource."""
+        if self.segment is not None:
+            raise InvalidTopicName(f"a scalable topic's segment has no admin REST path: {self}")
         segs = (self.domain, *self.namespace_name.split("/"), self.local_name)
         return "/".join(quote(s, safe="") for s in segs)
 
@@ -172,11 +216,20 @@ class TopicName:
 
     @classmethod
     def from_managed_ledger_name(cls, name: str) -> TopicName:
+        """The topic a managed-ledger name names: ``tenant/ns/persistent/<encoded>``, a version-1
+        ``tenant/cluster/ns/persistent/<encoded>``, or a segment's ``tenant/ns/segment/<encoded>/<descriptor>``
+        (five parts too: the third tells them apart, as in Pulsar's ``fromPersistenceNamingEncoding``)."""
         parts = name.split("/")
+        if len(parts) == 5 and parts[2] == SEGMENT_DOMAIN:
+            tenant, namespace, _, local, descriptor = parts
+            _check_segment_descriptor(descriptor, name)
+            return cls.parse(f"{SEGMENT_DOMAIN}://{tenant}/{namespace}/{unquote_plus(local)}/{descriptor}")
         if len(parts) not in (4, 5):
             raise InvalidTopicName(f"not a managed-ledger name: {name!r}")
-        *namespace, domain, local = parts
-        return cls.parse(f"{domain}://{'/'.join(namespace)}/{unquote_plus(local)}")
+        *namespace_parts, domain, local = parts
+        if domain == SEGMENT_DOMAIN:
+            raise InvalidTopicName(f"a segment's managed-ledger name without its descriptor: {name!r}")
+        return cls.parse(f"{domain}://{'/'.join(namespace_parts)}/{unquote_plus(local)}")
 
 
 # Every message names its topic, and a backlog names few topics many times: parsing (and Java's URL
