@@ -18,7 +18,7 @@ PULSAR5_SUBSET ?= tests/extension/test_extension.py tests/integration/test_worke
 	tests/integration/test_scanner.py::test_scan_queues_orphans_and_the_worker_deletes_them \
 	tests/integration/test_scalable_segments.py
 
-.PHONY: venv protos ops-tools helm helm-chart dashboards broker-extension leak-demo reclaim-demo stack-up stack-down stack-status test test-cluster test-pulsar5 chaos unit integration lint run demo bench bench-bookies bench-extension bench-scale bench-purge clean
+.PHONY: venv protos system-packages check helm helm-chart dashboards broker-extension leak-demo reclaim-demo stack-up stack-down stack-status test test-cluster test-pulsar5 chaos unit integration lint run demo bench bench-bookies bench-extension bench-scale bench-purge clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -34,15 +34,20 @@ protos: venv
 	cd worker/formats/proto && PATH="$(abspath $(VENV))/bin:$$PATH" $(abspath $(PY)) -m grpc_tools.protoc \
 	  -I. --python_out=.. --mypy_out=.. *.proto
 
-# Debian's Prometheus, promtool and Pushgateway for the alert-rule and scrape tests, and tmux for the terminal
-# tests (tests/integration/test_terminal_tables.py: the tables at 80 and 200 columns); installed only when missing.
-ops-tools:
-	@if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null \
-	    || ! command -v prometheus-pushgateway >/dev/null || ! command -v openssl >/dev/null \
-	    || ! command -v tmux >/dev/null; then \
+# The system packages the tests use, from Debian (apt-get, as root; once per machine, .ci/run does it before
+# `make test`): Prometheus, promtool and the Pushgateway (alert-rule and scrape tests), openssl (the auth profile's
+# certificates), tmux (the terminal tests: the tables at 80 and 200 columns). Installed only when one is missing.
+SYSTEM_COMMANDS := promtool prometheus prometheus-pushgateway openssl tmux
+system-packages:
+	@if ! $(foreach c,$(SYSTEM_COMMANDS),command -v $(c) >/dev/null &&) true; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    prometheus prometheus-pushgateway openssl tmux; \
 	fi
+
+# `make test` installs nothing as root: it says what is missing and which target installs it.
+system-packages-present:
+	@missing=$$(for c in $(SYSTEM_COMMANDS); do command -v $$c >/dev/null || echo -n "$$c "; done); \
+	if [ -n "$$missing" ]; then echo "missing: $$missing(run \`make system-packages\` as root once)" >&2; exit 1; fi
 
 # Helm 3, built from its Go module into .tools/ (the Go toolchain and the module proxy; cached after the first
 # build). The version and the default Kubernetes version (1.x of its k8s.io modules) are stamped as Helm's own
@@ -129,12 +134,12 @@ lint: venv
 unit: venv
 	$(VENV)/bin/pytest -q tests/unit
 
+# The inner loop, no service started: the linters, the types, the unit tests.
+check: lint unit
+
 # The whole suite (unit + integration + the cluster tests, which start and stop the cluster profile
 # themselves) against the real local stacks; the chaos run is its own target.
-test: venv ops-tools helm broker-extension stack-up
-	$(VENV)/bin/ruff check worker tests bench tools testkit
-	$(VENV)/bin/mypy
-	$(VENV)/bin/lint-imports
+test: lint system-packages-present helm broker-extension stack-up
 	$(VENV)/bin/pytest -q -rfEs -m "not chaos and not apache_chart" tests
 	@if [[ "$${LDW_PULSAR5:-1}" == 0 ]]; then echo "make test: the Pulsar 5.0 subset skipped (LDW_PULSAR5=0)"; \
 	else $(MAKE) --no-print-directory test-pulsar5 PULSAR5_TESTS="$(PULSAR5_SUBSET)"; fi

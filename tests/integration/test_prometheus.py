@@ -117,7 +117,7 @@ class Prom:
 
 def _binary(name: str) -> str:
     path = shutil.which(name)
-    assert path, f"{name} missing: `make ops-tools` installs Debian's prometheus and prometheus-pushgateway"
+    assert path, f"{name} missing: `make system-packages` installs Debian's prometheus and prometheus-pushgateway"
     return path
 
 

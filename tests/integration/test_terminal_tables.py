@@ -38,7 +38,7 @@ class Terminal:
     def __init__(self, width: int, height: int = 60) -> None:
         tmux = shutil.which("tmux")
         if tmux is None:
-            pytest.fail("tmux missing: `make ops-tools` installs it")
+            pytest.fail("tmux missing: `make system-packages` installs it")
         self.width = width
         self.cmd = [tmux, "-L", f"ldw-test-{uuid.uuid4().hex[:8]}", "-f", "/dev/null"]
         subprocess.run(

@@ -1,5 +1,5 @@
 """promtool check / test of the alert rules, deploy/helm/ledger-deletion-worker/files/ (Debian's promtool:
-`make ops-tools`)."""
+`make system-packages`)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ RUNBOOK_URL = re.compile(r"\{\{ \$externalLabels\.runbook_base \}\}(?P<path>[\w.
 @pytest.fixture(scope="module")
 def promtool() -> str:
     path = shutil.which("promtool")
-    assert path, "promtool missing: `make ops-tools` installs Debian's prometheus package"
+    assert path, "promtool missing: `make system-packages` installs Debian's prometheus package"
     return path
 
 
