@@ -49,6 +49,23 @@ def test_every_quick_start_command_has_a_test() -> None:
     assert not untested, f"README quick start commands without a test: {sorted(untested)}"
 
 
+def test_make_check() -> None:
+    # The inner loop starts no service: it runs with whatever stack is (or is not) up.
+    r = make("check", timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert re.search(r"\d+ passed", r.stdout), r.stdout[-2000:]
+    assert "stack.sh" not in r.stdout + r.stderr
+
+
+def test_make_system_packages() -> None:
+    # .ci/run ran it before this suite: every command is there, so it installs nothing and exits 0.
+    r = make("system-packages", timeout=60)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "apt-get" not in r.stdout
+    present = make("system-packages-present", timeout=60)
+    assert present.returncode == 0, present.stderr
+
+
 def test_make_demo(stack: Stack) -> None:
     r = make("demo", timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
