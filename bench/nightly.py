@@ -28,6 +28,7 @@ from typing import Any
 from bench.env import OUT, stack
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode
 from worker.formats.metadata_paths import hierarchical_ledger_path
+from worker.formats.protobuf_wire import encode_field, encode_varint
 from worker.settings import Settings, load_settings
 
 
@@ -140,38 +141,21 @@ def bench_replay(spark: Any, s: Any, n: int) -> dict[str, Any]:
 # ---- 2. audit ------------------------------------------------------------------------------------------
 
 
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    v &= 2**64 - 1
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-
-
-def _field(number: int, value: int | bytes) -> bytes:
-    if isinstance(value, int):
-        return _varint(number << 3) + _varint(value)
-    return _varint(number << 3 | 2) + _varint(len(value)) + value
-
-
 def serialized_metadata(ml_name: str, length: int, ctime_ms: int) -> bytes:
     """BookKeeper's LedgerMetadataSerDe format 3 (DataFormats.proto LedgerMetadataFormat), CLOSED."""
     custom = [("application", "pulsar"), ("component", "managed-ledger"), ("pulsar/managed-ledger", ml_name)]
     body = (
-        _field(1, 1)  # quorumSize
-        + _field(2, 1)  # ensembleSize
-        + _field(3, length)
-        + _field(4, 99)  # lastEntryId
-        + _field(5, 3)  # state CLOSED
-        + _field(6, _field(1, b"127.0.0.1:3181") + _field(2, 0))  # segment
-        + _field(7, 1)  # ackQuorumSize
-        + _field(10, ctime_ms)
-        + b"".join(_field(11, _field(1, k.encode()) + _field(2, v.encode())) for k, v in custom)
+        encode_field(1, 1)  # quorumSize
+        + encode_field(2, 1)  # ensembleSize
+        + encode_field(3, length)
+        + encode_field(4, 99)  # lastEntryId
+        + encode_field(5, 3)  # state CLOSED
+        + encode_field(6, encode_field(1, b"127.0.0.1:3181") + encode_field(2, 0))  # segment
+        + encode_field(7, 1)  # ackQuorumSize
+        + encode_field(10, ctime_ms)
+        + b"".join(encode_field(11, encode_field(1, k.encode()) + encode_field(2, v.encode())) for k, v in custom)
     )
-    return b"BookieMetadataFormatVersion\t3\n" + _varint(len(body)) + body
+    return b"BookieMetadataFormatVersion\t3\n" + encode_varint(len(body)) + body
 
 
 def _write_root(hosts: str, root: str, m: int, run: str) -> None:

@@ -51,6 +51,7 @@ from worker.formats.managed_ledger_metadata import (
     encode_managed_ledger_info,
 )
 from worker.formats.metadata_paths import hierarchical_ledger_path
+from worker.formats.protobuf_wire import encode_field, encode_varint
 from worker.formats.topic_name import TopicName
 
 INSTANCE = {
@@ -133,40 +134,25 @@ def zk_packets() -> int:
 # ---- the synthetic cluster --------------------------------------------------------------------------------
 
 
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    v &= 2**64 - 1
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-
-
-def _field(number: int, value: int | bytes) -> bytes:
-    if isinstance(value, int):
-        return _varint(number << 3) + _varint(value)
-    return _varint(number << 3 | 2) + _varint(len(value)) + value
-
-
 def ledger_metadata(custom: dict[str, str], length: int, ctime_ms: int) -> bytes:
     """BookKeeper's stored ledger metadata (LedgerMetadataSerDe format 3: bookkeeper-proto DataFormats.proto
     LedgerMetadataFormat) as a Pulsar broker's client writes it: one bookie, CRC32C, CLOSED."""
     body = (
-        _field(1, 1)  # quorumSize
-        + _field(2, 1)  # ensembleSize
-        + _field(3, length)
-        + _field(4, 9)  # lastEntryId
-        + _field(5, 3)  # state CLOSED
-        + _field(6, _field(1, b"127.0.0.1:13181") + _field(2, 0))  # segment: ensemble, firstEntryId
-        + _field(7, 3)  # digestType CRC32C
-        + _field(8, b"")  # password
-        + _field(9, 1)  # ackQuorumSize
-        + _field(10, ctime_ms)
-        + b"".join(_field(11, _field(1, k.encode()) + _field(2, v.encode())) for k, v in custom.items())
+        encode_field(1, 1)  # quorumSize
+        + encode_field(2, 1)  # ensembleSize
+        + encode_field(3, length)
+        + encode_field(4, 9)  # lastEntryId
+        + encode_field(5, 3)  # state CLOSED
+        + encode_field(6, encode_field(1, b"127.0.0.1:13181") + encode_field(2, 0))  # segment: ensemble, firstEntryId
+        + encode_field(7, 3)  # digestType CRC32C
+        + encode_field(8, b"")  # password
+        + encode_field(9, 1)  # ackQuorumSize
+        + encode_field(10, ctime_ms)
+        + b"".join(
+            encode_field(11, encode_field(1, k.encode()) + encode_field(2, v.encode())) for k, v in custom.items()
+        )
     )
-    return b"BookieMetadataFormatVersion\t3\n" + _varint(len(body)) + body
+    return b"BookieMetadataFormatVersion\t3\n" + encode_varint(len(body)) + body
 
 
 @dataclass

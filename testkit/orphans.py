@@ -29,6 +29,7 @@ from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin, TopicNotFound
 from worker.formats.managed_ledger_metadata import parse_managed_ledger_info, without_ledgers
 from worker.formats.metadata_paths import managed_ledger_path
+from worker.formats.protobuf_wire import encode_varint
 from worker.formats.topic_name import TopicName, java_url_encode
 
 ATTEMPTS = 5
@@ -109,9 +110,9 @@ def with_offload_fields(
     marked = set(ids)
     set_ctx: dict[int, bytes] = {}  # OffloadContext: bookkeeperDeleted is its field 4, timestamp its field 5 (varints)
     if bookkeeper_deleted:
-        set_ctx[4] = _varint(4 << 3) + _varint(1)
+        set_ctx[4] = encode_varint(4 << 3) + encode_varint(1)
     if timestamp_ms is not None:
-        set_ctx[5] = _varint(5 << 3) + _varint(timestamp_ms)
+        set_ctx[5] = encode_varint(5 << 3) + encode_varint(timestamp_ms)
     out = bytearray()
     for f in fields(data):
         raw = data[f.start : f.end]
@@ -143,17 +144,8 @@ def _with_fields(message: bytes, encoded: dict[int, bytes]) -> bytes:
     return bytes(out)
 
 
-def _varint(v: int) -> bytes:
-    b = bytearray()
-    while True:
-        low, v = v & 0x7F, v >> 7
-        b.append(low | (0x80 if v else 0))
-        if not v:
-            return bytes(b)
-
-
 def _length_delimited(number: int, body: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(body)) + body
+    return encode_varint(number << 3 | 2) + encode_varint(len(body)) + body
 
 
 async def edit_offload(

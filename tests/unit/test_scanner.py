@@ -20,7 +20,7 @@ from worker.core.live_set import TopicGone
 from worker.formats.ledger_metadata import LedgerMetadata, parse_metadata
 from worker.formats.managed_ledger_metadata import parse_schema_locator as schema_locator_ledgers
 from worker.formats.message import LedgerComponent, LedgerType
-from worker.formats.protobuf_wire import MetadataFormatError
+from worker.formats.protobuf_wire import MetadataFormatError, encode_varint
 from worker.formats.topic_name import TopicName
 from worker.operations.scanner import Decision, Scanner, Verdict
 
@@ -103,23 +103,13 @@ def test_a_version_1_topics_ledger_is_a_candidate_of_its_v1_topic() -> None:
 # ---- the schema registry's locator ----------------------------------------------------------------------
 
 
-def _varint(v: int) -> bytes:
-    v &= 2**64 - 1
-    out = bytearray()
-    while True:
-        b, v = v & 0x7F, v >> 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-
-
 def _len(field: int, payload: bytes) -> bytes:
-    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
+    return encode_varint(field << 3 | 2) + encode_varint(len(payload)) + payload
 
 
 def _index_entry(version: int, ledger: int, entry: int) -> bytes:
-    position = _varint(1 << 3) + _varint(ledger) + _varint(2 << 3) + _varint(entry)
-    return _varint(1 << 3) + _varint(version) + _len(2, position) + _len(3, b"h" * 32)
+    position = encode_varint(1 << 3) + encode_varint(ledger) + encode_varint(2 << 3) + encode_varint(entry)
+    return encode_varint(1 << 3) + encode_varint(version) + _len(2, position) + _len(3, b"h" * 32)
 
 
 def test_schema_locator_as_read_from_the_stack() -> None:

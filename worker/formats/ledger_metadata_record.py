@@ -16,7 +16,7 @@ from google.protobuf.message import DecodeError
 
 from worker.formats.bookkeeper_data_formats_pb2 import LedgerMetadataFormat
 from worker.formats.bookkeeper_digest import DigestType
-from worker.formats.protobuf_wire import MetadataFormatError, read_varint
+from worker.formats.protobuf_wire import MetadataFormatError, encode_varint, read_varint
 
 HEADER = b"BookieMetadataFormatVersion\t3\n"
 OPEN, IN_RECOVERY, CLOSED = LedgerMetadataFormat.OPEN, LedgerMetadataFormat.IN_RECOVERY, LedgerMetadataFormat.CLOSED
@@ -37,21 +37,10 @@ def decode(data: bytes) -> LedgerMetadataFormat:
     return md
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def encode(md: LedgerMetadataFormat) -> bytes:
     """The stored form of ``md`` (``writeDelimitedTo`` after the format line, as ``LedgerMetadataSerDe``)."""
     body = md.SerializeToString()
-    return HEADER + _varint(len(body)) + body
+    return HEADER + encode_varint(len(body)) + body
 
 
 def in_recovery(md: LedgerMetadataFormat) -> LedgerMetadataFormat:

@@ -35,7 +35,7 @@ import uuid as uuid_mod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from worker.formats.protobuf_wire import _LEN, _U64, _VARINT
+from worker.formats.protobuf_wire import _LEN, _U64, _VARINT, encode_varint
 from worker.formats.protobuf_wire import MetadataFormatError as MetadataFormatError
 from worker.formats.protobuf_wire import as_bytes as _bytes
 from worker.formats.protobuf_wire import as_int as _int
@@ -310,29 +310,16 @@ def without_ledgers(data: bytes, ids: Iterable[int]) -> bytes:
 # ---- encoding (tests and tools build values with it; the broker's output is never re-encoded) -------
 
 
-def _varint(v: int) -> bytes:
-    v &= _U64 - 1  # negative int64 values take ten bytes, as protobuf writes them
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def _tag(number: int, wire_type: int) -> bytes:
-    return _varint(number << 3 | wire_type)
+    return encode_varint(number << 3 | wire_type)
 
 
 def _enc_int(number: int, v: int | None) -> bytes:
-    return b"" if v is None else _tag(number, _VARINT) + _varint(v)
+    return b"" if v is None else _tag(number, _VARINT) + encode_varint(v)
 
 
 def _enc_len(number: int, payload: bytes) -> bytes:
-    return _tag(number, _LEN) + _varint(len(payload)) + payload
+    return _tag(number, _LEN) + encode_varint(len(payload)) + payload
 
 
 def _enc_str(number: int, s: str) -> bytes:

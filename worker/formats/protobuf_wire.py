@@ -126,3 +126,24 @@ def as_str(f: Field) -> str:
         return as_bytes(f).decode("utf-8")
     except UnicodeDecodeError as e:
         raise MetadataFormatError(f"field {f.number}: invalid UTF-8") from e
+
+
+# ---- encoding (what tests, tools and the stored forms this package writes are built with) -----------------
+
+
+def encode_varint(v: int) -> bytes:
+    """A varint; a negative int64 takes ten bytes, as protobuf writes it."""
+    v &= _U64 - 1
+    out = bytearray()
+    while True:
+        b, v = v & 0x7F, v >> 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def encode_field(number: int, value: int | bytes) -> bytes:
+    """One field: an int as a varint, bytes length-delimited."""
+    if isinstance(value, int):
+        return encode_varint(number << 3 | _VARINT) + encode_varint(value)
+    return encode_varint(number << 3 | _LEN) + encode_varint(len(value)) + value
