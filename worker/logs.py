@@ -13,8 +13,8 @@ import structlog
 
 def _dumps(obj: Any, **kw: Any) -> str:
     """One JSON log line, at one line per settled message: orjson, because the serializer is a visible share
-    of a settled message's cost (docs/benchmarks.md). What orjson refuses (an integer wider than 64 bits)
-    falls back to the standard library, so no line is ever lost."""
+    of a settled message's cost (docs/benchmarks.md, one message's pieces). What orjson refuses (an integer
+    wider than 64 bits) falls back to the standard library, so no line is ever lost."""
     try:
         return orjson.dumps(obj, **kw).decode()
     except (TypeError, orjson.JSONEncodeError):

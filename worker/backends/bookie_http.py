@@ -10,8 +10,9 @@ Facts this client relies on (bookkeeper-server 4.17, checked against the local s
   metadata forced through a UTF-8 string (lossy), so ids come from the unpaged list and metadata from
   the per-ledger endpoint.
 - ``DELETE /api/v1/ledger/delete/?ledger_id=N`` opens a BookKeeper client per call on the bookie, and
-  a bookie's HTTP server (Vert.x) runs these calls one at a time: ~115 ms each on the local stack, the
-  ceiling of one bookie. Any bookie deletes any ledger, so the client spreads calls over all of them.
+  a bookie's HTTP server (Vert.x) runs these calls one at a time, so one bookie's delete rate is the
+  ceiling however many calls overlap (docs/benchmarks.md, bookie HTTP route). Any bookie deletes any
+  ledger, so the client spreads calls over all of them.
 - Any bookie deletes any ledger *of its own cluster*: so, given the metadata store's registered bookies,
   the client proves each endpoint belongs to that cluster (``worker.core.bookie_identity``) before it
   sends it a call, and :meth:`BookieClient.verify_endpoints` does so for all of them at start.

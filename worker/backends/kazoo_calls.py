@@ -31,7 +31,7 @@ class KazooCalls:
     No thread per call: kazoo completes its IAsyncResult on its own callback thread, and the answers reach
     the loop through one :class:`LoopHandoff` (one wake-up for a burst of answers). A thread hop per call
     through the default executor, then a wake-up per answer, were the ZooKeeper route's main costs
-    (docs/benchmarks.md). The timeout is a timer on the future, not a ``wait_for`` task per call."""
+    (bench/results/LOG.md). The timeout is a timer on the future, not a ``wait_for`` task per call."""
 
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s

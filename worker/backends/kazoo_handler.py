@@ -21,9 +21,9 @@ class ReusedSelectorHandler(SequentialThreadingHandler):  # type: ignore[misc]  
 
     kazoo's connection thread polls its socket for every request and reply, and its stock ``select``
     builds, registers and closes a fresh epoll selector each time, which shows in a profile of any process
-    busy with ZooKeeper (docs/benchmarks.md). A selector is kept per set of (file object, events)
-    the connection polls (three sets per connection). The file objects themselves are the keys, so a
-    reconnect's new socket can never be mistaken for a closed one that had the same descriptor number."""
+    busy with ZooKeeper (bench/results/LOG.md, the ZooKeeper route's profile). A selector is kept per set of
+    (file object, events) the connection polls (three sets per connection). The file objects themselves are
+    the keys, so a reconnect's new socket can never be mistaken for a closed one that had the same descriptor number."""
 
     MAX_KEPT = 8
     # Not closed in stop(): kazoo may stop the handler while its connection thread is still in a poll.

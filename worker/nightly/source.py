@@ -208,8 +208,8 @@ def arrow_batches(
     """Rows of ``schema`` as Arrow record batches of up to ``size`` rows.
 
     Spark accepts either from ``read()``; given tuples it converts every value through a per-field Python
-    converter, which costs more than reading the messages (docs/benchmarks.md). pyarrow builds each column
-    in one call instead."""
+    converter, which costs more than reading the messages (bench/results/LOG.md, nightly jobs). pyarrow builds
+    each column in one call instead."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
