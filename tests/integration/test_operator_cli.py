@@ -270,9 +270,10 @@ async def test_dlq_list_shows_ledger_and_type_of_invalid_dead_letters_from_the_w
     h = worker_config(harnesses, stack, tmp_path, f"cli-dlqinv-{unique}")
     h.start()
     ok_topic = f"persistent://public/default/inv-{unique}"
-    # A cursor ledger without its cursor name, and a topic name with four segments: both Avro, both invalid.
+    # A cursor ledger without its cursor name, and a topic name with five segments (four is a version-1 name):
+    # both Avro, both invalid.
     h.send(ml_info(ok_topic, 1), raw=avro_record(ok_topic, 4242, "MANAGED_CURSOR"))
-    h.send(ml_info(ok_topic, 1), raw=avro_record("persistent://t/ns/a/b", 4343, "MANAGED_LEDGER"))
+    h.send(ml_info(ok_topic, 1), raw=avro_record("persistent://t/ns/a/b/c", 4343, "MANAGED_LEDGER"))
 
     async def listed() -> list[dict[str, Any]]:
         r = cli(h.config_path, "dlq", "list", "--json", timeout=60)
@@ -282,10 +283,10 @@ async def test_dlq_list_shows_ledger_and_type_of_invalid_dead_letters_from_the_w
     letters = await eventually(listed, timeout=60, what="the worker's two dead letters")
     assert [(d["reason"], d["ledger_id"], d["ledger_type"], d["topic"], d["component"]) for d in letters] == [
         ("invalid", 4242, "LEDGER", ok_topic, "MANAGED_CURSOR"),
-        ("invalid", 4343, "LEDGER", "persistent://t/ns/a/b", "MANAGED_LEDGER"),
+        ("invalid", 4343, "LEDGER", "persistent://t/ns/a/b/c", "MANAGED_LEDGER"),
     ]
     assert "needs cursorName" in letters[0]["decode_error"]
     table = cli(h.config_path, "dlq", "list", timeout=60).stdout.splitlines()
     # the BookKeeper copy ("bk"); topics as the tables show them, without persistent://
     assert table[1].split()[:4] == ["4242", "bk", ok_topic.removeprefix("persistent://"), "invalid"]
-    assert table[2].split()[:4] == ["4343", "bk", "t/ns/a/b", "invalid"]
+    assert table[2].split()[:4] == ["4343", "bk", "t/ns/a/b/c", "invalid"]
