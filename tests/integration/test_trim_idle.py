@@ -179,8 +179,19 @@ async def test_trim_idle_finds_exactly_the_idle_topics_past_retention_and_trims_
     assert dry["loaded"] == [str(t["loaded"])]
     assert "dry run: nothing trimmed" in r.stdout
 
+    # The nightly audit reports the same total (it runs the same dry run on its driver), loading nothing either.
+    r = await asyncio.to_thread(
+        cli,
+        h.config_path,
+        *("audit", "--no-buckets", "-n", ns, "--min-age", "1s", "--report-dir", str(tmp_path / "audit")),
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    held = f"({dry['past_retention_bytes']} bytes) in {dry['past_retention_ledgers']} ledgers of 2 topics"
+    assert "held past retention by idle topics: " in r.stdout and held in r.stdout, r.stdout[-2000:]
+
     # Nothing was loaded: the namespace is as it was, and once the brokers have refreshed their lists since the
-    # dry run, they list none of the idle topics.
+    # dry run and the audit, they list none of the idle topics.
     after = await footprint(admin, stack.zookeeper_hosts, ns)
     idle = {str(t[n]) for n in ("idle-a", "idle-b", "within", "backlog", "override")}
     idle_before = await asyncio.to_thread(idle_only, before, stack.zookeeper_hosts, idle)

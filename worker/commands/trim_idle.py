@@ -58,8 +58,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
     p.add_argument(
         "--default-retention",
         metavar="MINUTES,MB",
-        help="the brokers' defaultRetentionTimeInMinutes,defaultRetentionSizeInMB (-1 infinite); default: read from "
-        "the broker's runtime configuration (a superuser's read)",
+        help="the brokers' defaultRetentionTimeInMinutes,defaultRetentionSizeInMB (-1 infinite: write "
+        "--default-retention=-1,-1); default: read from the broker's runtime configuration (a superuser's read)",
     )
     add_output_options(p)
     p.set_defaults(handler=handle)
@@ -149,16 +149,13 @@ async def _run(args: argparse.Namespace, settings: Settings, default: tuple[int,
     from worker.backends.pulsar_metadata import PulsarMetadata
     from worker.backends.zookeeper import optional_zookeeper
     from worker.broker.admin import open_admin
-    from worker.broker.client import blocking_client
-    from worker.broker.loaded_topics import LoadedTopics
     from worker.broker.preflight import prove_metadata_stores
-    from worker.broker.topic_policies import TopicPolicies
     from worker.commands.terminal import Progress
     from worker.core.freed_bytes import human_bytes
     from worker.core.retention import Retention
     from worker.errors import BackendError, StartupRefused
     from worker.formats.topic_name import TopicName
-    from worker.operations.idle_trim import IdleTrimFinder, TrimState, apply_trims
+    from worker.operations.idle_trim import TrimState, apply_trims, find_idle_past_retention
 
     s = settings
     progress = Progress()
@@ -169,37 +166,18 @@ async def _run(args: argparse.Namespace, settings: Settings, default: tuple[int,
         except StartupRefused as e:
             print(f"ledger-deletion-worker trim-idle: {e}", file=sys.stderr)
             return 2
-        if default is None:
-            try:
-                conf = await admin.broker_runtime_config()
-                default = (int(conf["defaultRetentionTimeInMinutes"]), int(conf["defaultRetentionSizeInMB"]))
-            except (BackendError, KeyError, ValueError) as e:
-                print(
-                    f"ledger-deletion-worker trim-idle: the broker default retention is not readable ({e}); "
-                    "give it with --default-retention MINUTES,MB",
-                    file=sys.stderr,
-                )
-                return 2
-        metadata = PulsarMetadata(zk)
-        # Lists read once for the whole run: a topic a broker loads meanwhile is trimmed by that broker anyway.
-        loaded = LoadedTopics(admin, metadata, ttl_s=3600)
-        client = blocking_client(s.pulsar)
         try:
-            finder = IdleTrimFinder(
-                metadata,
-                loaded,
-                TopicPolicies(admin, loaded, client),
-                broker_default=Retention(*default),
+            found = await find_idle_past_retention(
+                s,
                 namespaces=args.namespace,
+                broker_default=Retention(*default) if default is not None else None,
                 progress=progress.update,
             )
-            try:
-                found = await finder.find()
-            except BackendError as e:
-                print(f"ledger-deletion-worker trim-idle: {e}", file=sys.stderr)
-                return 1
-        finally:
-            await asyncio.to_thread(client.close)
+        except BackendError as e:
+            hint = " (give it with --default-retention MINUTES,MB)" if "default retention" in str(e) else ""
+            print(f"ledger-deletion-worker trim-idle: {e}{hint}", file=sys.stderr)
+            return 1
+        metadata = PulsarMetadata(zk)
         out: dict[str, Any] = found.to_dict()
         out["dry_run"] = not args.apply
         if found.past:

@@ -37,6 +37,7 @@ from worker.errors import BackendError
 from worker.formats.metadata_paths import MANAGED_LEDGERS_ROOT
 from worker.formats.topic_name import InvalidTopicName, TopicName
 from worker.logs import get_logger
+from worker.settings import Settings
 
 log = get_logger(component="idle_trim")
 
@@ -345,3 +346,48 @@ def _ids(s: StoredTopic | None) -> tuple[int, ...]:
 
 def _bytes(s: StoredTopic | None) -> int:
     return 0 if s is None else sum(ld.size or 0 for ld in s.managed_ledger.ledgers)
+
+
+async def broker_default_retention(admin: PulsarAdmin) -> Retention:
+    """The brokers' ``defaultRetentionTimeInMinutes`` / ``defaultRetentionSizeInMB``, from a broker's runtime
+    configuration (a superuser's read). Raises BackendError when it cannot be read."""
+    try:
+        conf = await admin.broker_runtime_config()
+        return Retention(int(conf["defaultRetentionTimeInMinutes"]), int(conf["defaultRetentionSizeInMB"]))
+    except (BackendError, KeyError, TypeError, ValueError) as e:
+        raise BackendError("admin", f"the brokers' default retention is not readable ({e})") from e
+
+
+async def find_idle_past_retention(
+    settings: Settings,
+    *,
+    namespaces: Sequence[str] = (),
+    broker_default: Retention | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> FindReport:
+    """The dry run from the settings: its own admin session, metadata-store and client connections (the
+    nightly audit's "held past retention by idle topics", ``trim-idle``). Needs ``zookeeper.hosts``."""
+    from worker.backends.zookeeper import optional_zookeeper
+    from worker.broker.admin import open_admin
+    from worker.broker.client import blocking_client
+
+    async with open_admin(settings.pulsar) as admin, optional_zookeeper(settings.zookeeper) as zk:
+        if zk is None:
+            raise BackendError("zookeeper", "zookeeper.hosts is not set: idle topics are read from Pulsar's store")
+        default = broker_default if broker_default is not None else await broker_default_retention(admin)
+        metadata = PulsarMetadata(zk)
+        # The lists are read once for the whole run: a topic a broker loads meanwhile is that broker's to trim.
+        loaded = LoadedTopics(admin, metadata, ttl_s=3600)
+        client = blocking_client(settings.pulsar)
+        try:
+            finder = IdleTrimFinder(
+                metadata,
+                loaded,
+                TopicPolicies(admin, loaded, client),
+                broker_default=default,
+                namespaces=namespaces,
+                progress=progress,
+            )
+            return await finder.find()
+        finally:
+            await asyncio.to_thread(client.close)

@@ -1,0 +1,113 @@
+"""``trim-idle``'s pieces that need no broker: the state file that makes ``--apply`` resumable, the topic-policy
+events of ``__change_events``, the audit summary's line, the command's refusals."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from worker.broker.topic_policies import NamespaceTopicPolicies, _apply
+from worker.commands import trim_idle
+from worker.core.retention import Retention
+from worker.formats.topic_name import TopicName
+from worker.nightly.audit import AuditSummary
+from worker.operations.idle_trim import TrimState
+from worker.settings import Settings
+
+
+def test_the_state_file_lists_the_topics_done_and_survives_a_torn_line(tmp_path: Path) -> None:
+    path = tmp_path / "trim.state"
+    state = TrimState(path)
+    assert state.done == set()
+    state.record({"topic": "persistent://t/n/a", "dropped": [1, 2], "at": 1})
+    state.record({"topic": "persistent://t/n/b", "dropped": [], "at": 2})
+    with open(path, "a") as f:
+        f.write('{"topic": "persistent://t/n/c", "dro')  # a crash in the middle of a line
+    again = TrimState(path)
+    assert again.done == {"persistent://t/n/a", "persistent://t/n/b"}
+
+
+def event(topic: str, retention: dict[str, int] | None, *, action: str = "UPDATE", is_global: bool = False) -> dict:
+    policies = None if retention is None else {"retentionPolicies": retention, "isGlobal": is_global}
+    return {
+        "eventType": "TOPIC_POLICY",
+        "actionType": action,
+        "topicPoliciesEvent": {
+            "domain": "persistent",
+            "tenant": "public",
+            "namespace": "ns",
+            "topic": topic,
+            "policies": policies,
+        },
+    }
+
+
+def test_topic_policy_events_last_one_wins_and_delete_removes() -> None:
+    local: dict[str, Retention] = {}
+    global_: dict[str, Retention] = {}
+    _apply(event("a", {"retentionTimeInMinutes": 5, "retentionSizeInMB": -1}), local, global_)
+    _apply(event("a", {"retentionTimeInMinutes": 7, "retentionSizeInMB": 3}), local, global_)
+    _apply(event("b", {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}), local, global_)
+    _apply(event("b", None, action="DELETE"), local, global_)
+    _apply(event("c", {"retentionTimeInMinutes": 1, "retentionSizeInMB": 1}, is_global=True), local, global_)
+    # Policies without a retention: the topic sets none of its own.
+    _apply(event("d", {"retentionTimeInMinutes": 1, "retentionSizeInMB": 1}), local, global_)
+    _apply(
+        {
+            **event("d", None),
+            "topicPoliciesEvent": {**event("d", None)["topicPoliciesEvent"], "policies": {"isGlobal": False}},
+        },
+        local,
+        global_,
+    )
+    # Another kind of event on the same topic is not a policy.
+    _apply({"eventType": "TRANSACTION_BUFFER_SNAPSHOT"}, local, global_)
+    assert local == {"persistent://public/ns/a": Retention(7, 3)}
+    assert global_ == {"persistent://public/ns/c": Retention(1, 1)}
+
+
+def test_a_partitions_retention_is_its_partitioned_topics_local_first() -> None:
+    p = NamespaceTopicPolicies(
+        local={"persistent://public/ns/a": Retention(7, 3)},
+        global_={"persistent://public/ns/a": Retention(1, 1), "persistent://public/ns/g": Retention(2, 2)},
+    )
+    assert p.retention(TopicName.parse("persistent://public/ns/a-partition-3")) == Retention(7, 3)
+    assert p.retention(TopicName.parse("persistent://public/ns/g")) == Retention(2, 2)
+    assert p.retention(TopicName.parse("persistent://public/ns/other")) is None
+
+
+def test_the_audit_summary_says_what_idle_topics_hold_past_retention() -> None:
+    s = AuditSummary("run1", held_past_retention=(2, 11, 2818070))
+    assert "held past retention by idle topics: 2.7 MiB (2818070 bytes) in 11 ledgers of 2 topics" in s.table()
+    s = AuditSummary("run1", held_past_retention_unread="BackendError: no store")
+    assert "held past retention by idle topics: not computed (BackendError: no store)" in s.table()
+    assert "held past retention" not in AuditSummary("run1").table()
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    trim_idle.register(parser.add_subparsers())
+    return parser.parse_args(["trim-idle", *argv])
+
+
+@pytest.mark.parametrize(
+    ("argv", "why"),
+    [
+        (("--apply",), "--apply needs --state FILE"),
+        (("-n", "not a namespace"), "--namespace"),
+        (("--rate", "0"), "--rate must be > 0"),
+        (("--default-retention", "5"), "--default-retention"),
+        (("--default-retention=-2,5",), "--default-retention"),
+    ],
+)
+def test_usage_errors_exit_2(argv: tuple[str, ...], why: str, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = Settings(zookeeper={"hosts": "127.0.0.1:1"})  # type: ignore[arg-type]
+    assert trim_idle.handle(parse(*argv), settings) == 2
+    assert why in capsys.readouterr().err
+
+
+def test_without_the_metadata_store_it_refuses(capsys: pytest.CaptureFixture[str]) -> None:
+    assert trim_idle.handle(parse(), Settings(zookeeper={"hosts": ""})) == 2  # type: ignore[arg-type]
+    assert "zookeeper.hosts is not set" in capsys.readouterr().err
