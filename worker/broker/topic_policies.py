@@ -28,7 +28,7 @@ from typing import Any
 import fastavro
 import pulsar
 
-from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound, _q
+from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound
 from worker.broker.loaded_topics import LoadedTopics
 from worker.core.retention import Retention
 from worker.errors import BackendError
@@ -105,9 +105,8 @@ class TopicPolicies:
         return NamespaceTopicPolicies(local, global_)
 
     async def _schema(self, events: TopicName, version: int) -> Any:
-        path = f"/admin/v2/schemas/{_q(events.tenant)}/{_q(events.namespace)}/{_q(events.local_name)}/schema/{version}"
-        d = await self.admin._call("GET", path, follow_redirect=True)
-        if not isinstance(d, dict) or not isinstance(d.get("data"), str):
+        d = await self.admin.schema_version(events, version)
+        if not isinstance(d.get("data"), str):
             raise BackendError("admin", f"schema {version} of {events}: no Avro definition in {str(d)[:200]}")
         return fastavro.parse_schema(json.loads(d["data"]))
 
