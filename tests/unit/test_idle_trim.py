@@ -111,3 +111,76 @@ def test_usage_errors_exit_2(argv: tuple[str, ...], why: str, capsys: pytest.Cap
 def test_without_the_metadata_store_it_refuses(capsys: pytest.CaptureFixture[str]) -> None:
     assert trim_idle.handle(parse(), Settings(zookeeper={"hosts": ""})) == 2  # type: ignore[arg-type]
     assert "zookeeper.hosts is not set" in capsys.readouterr().err
+
+
+class _Stored:
+    def __init__(self, topic: TopicName, ids: tuple[int, ...]) -> None:
+        from worker.formats.managed_ledger_metadata import LedgerInfo, ManagedLedgerInfo
+
+        self.topic = topic
+        self.managed_ledger = ManagedLedgerInfo(tuple(LedgerInfo(i, entries=5, size=100) for i in ids))
+
+
+class _Cluster:
+    """A broker and its metadata store as apply_trims sees them: a trim drops every ledger but the last."""
+
+    def __init__(self, ledgers: dict[str, tuple[int, ...]], failing: set[str]) -> None:
+        self.ledgers = ledgers
+        self.failing = failing
+        self.trims: list[str] = []
+        self.in_flight = self.max_in_flight = 0
+
+    async def stored_topic(self, topic: TopicName) -> _Stored:
+        return _Stored(topic, self.ledgers[str(topic)])
+
+    async def trim(self, topic: TopicName) -> None:
+        import asyncio
+
+        from worker.errors import BackendError
+
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        await asyncio.sleep(0.01)
+        self.in_flight -= 1
+        if str(topic) in self.failing:
+            raise BackendError("admin", "POST trim answered 500", 500)
+        self.trims.append(str(topic))
+        self.ledgers[str(topic)] = self.ledgers[str(topic)][-1:]
+
+
+def _idle(name: str) -> object:
+    from worker.core.retention import EffectiveRetention, PastRetention
+
+    return type(
+        "Idle",
+        (),
+        {
+            "topic": TopicName.parse(f"persistent://t/n/{name}"),
+            "retention": EffectiveRetention(Retention(0, 0), "namespace"),
+            "past": PastRetention((), ""),
+        },
+    )()
+
+
+async def test_apply_trims_skips_what_the_state_file_lists_and_records_only_successes(tmp_path: Path) -> None:
+    from worker.operations.idle_trim import apply_trims
+
+    names = ["a", "b", "c", "d"]
+    cluster = _Cluster({f"persistent://t/n/{n}": (1, 2, 3) for n in names}, failing={"persistent://t/n/c"})
+    state = TrimState(tmp_path / "s")
+    state.record({"topic": "persistent://t/n/a"})
+    trimmed, skipped = await apply_trims(
+        cluster,  # type: ignore[arg-type]
+        cluster,  # type: ignore[arg-type]
+        [_idle(n) for n in names],  # type: ignore[misc]
+        state,
+        rate=1000,
+        concurrency=2,
+    )
+    assert skipped == ["persistent://t/n/a"]
+    assert sorted(cluster.trims) == ["persistent://t/n/b", "persistent://t/n/d"]
+    assert cluster.max_in_flight <= 2
+    by = {t.topic: t for t in trimmed}
+    assert by["persistent://t/n/b"].dropped == (1, 2) and by["persistent://t/n/b"].bytes_after == 100
+    assert by["persistent://t/n/c"].error and by["persistent://t/n/c"].dropped == ()
+    assert TrimState(tmp_path / "s").done == {"persistent://t/n/a", "persistent://t/n/b", "persistent://t/n/d"}

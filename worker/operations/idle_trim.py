@@ -22,7 +22,7 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,12 +142,13 @@ class IdleTrimFinder:
     async def find(self) -> FindReport:
         report = FindReport(self.broker_default)
         topics = [t async for t in self.topics()]
-        sem = asyncio.Semaphore(self.concurrency)
+        todo = iter(topics)
         done = 0
 
-        async def one(topic: TopicName) -> None:
+        # A fixed number of readers pulling from one list: no task per topic on a cluster of many.
+        async def reader() -> None:
             nonlocal done
-            async with sem:
+            for topic in todo:
                 try:
                     await self._one(topic, report)
                 except (BackendError, NotOwner, TopicNotFound) as e:
@@ -155,7 +156,7 @@ class IdleTrimFinder:
                 done += 1
                 self.progress("read", done, len(topics))
 
-        await asyncio.gather(*(one(t) for t in topics))
+        await asyncio.gather(*(reader() for _ in range(self.concurrency)))
         report.past.sort(key=lambda t: str(t.topic))
         report.within.sort(key=lambda t: str(t.topic))
         report.skipped.sort(key=lambda s: s["topic"])
@@ -293,7 +294,7 @@ class Trimmed:
 async def apply_trims(
     admin: PulsarAdmin,
     metadata: PulsarMetadata,
-    topics: Iterable[IdleTopic],
+    topics: Sequence[IdleTopic],
     state: TrimState,
     *,
     rate: float,
@@ -304,21 +305,26 @@ async def apply_trims(
     time. Returns what each trim did (the topic's ledgers and bytes in its znode before and after) and the
     topics skipped as already done."""
     bucket = TokenBucket(rate, 1)
-    sem = asyncio.Semaphore(concurrency)
     out: list[Trimmed] = []
     skipped = [str(t.topic) for t in topics if str(t.topic) in state.done]
-    todo = [t for t in topics if str(t.topic) not in state.done]
+    todo = iter([t for t in topics if str(t.topic) not in state.done])
 
-    async def one(idle: IdleTopic) -> None:
-        async with sem:
+    async def trimmer() -> None:
+        for idle in todo:
             await bucket.acquire()
-            before = await metadata.stored_topic(idle.topic)
+            before = after = None
             error: str | None = None
             try:
+                before = await metadata.stored_topic(idle.topic)
                 await admin.trim(idle.topic)
+                after = await metadata.stored_topic(idle.topic)
             except (BackendError, NotOwner, TopicNotFound) as e:
+                # Not recorded as done: a rerun asks again (a trim is idempotent: it drops only what the
+                # broker's rule drops at that time).
                 error = f"{type(e).__name__}: {e}"
-            after = await metadata.stored_topic(idle.topic)
+            if error is not None:
+                # What the trim did is not known: the topic's ledgers and bytes are reported as they were.
+                after = before
             t = Trimmed(
                 str(idle.topic),
                 _ids(before),
@@ -335,7 +341,7 @@ async def apply_trims(
             if on_done is not None:
                 on_done(t)
 
-    await asyncio.gather(*(one(t) for t in todo))
+    await asyncio.gather(*(trimmer() for _ in range(concurrency)))
     out.sort(key=lambda t: t.topic)
     return out, skipped
 
