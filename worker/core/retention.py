@@ -25,9 +25,10 @@ The rule is Pulsar's ``ManagedLedgerImpl.internalTrimLedgers`` (4.0), read behav
 
 Differences from a loaded topic, each one making this answer a lower bound of what the broker trims:
 
-- The last ledger the znode lists is kept here. When the topic loads, the broker recovers it, records
-  its entries and size and stamps it with the load's time (``ledgerClosed``'s ``setTimestamp(clock.millis())``),
-  so time retention never takes it at that load, while size retention may.
+- The last ledger the znode lists is kept here. When the topic loads, the broker reopens it and records its
+  entries, its size and the load's time as its timestamp (``ManagedLedgerImpl.initialize``: "Last ledger stat
+  may be zeroed, we must update it", ``setTimestamp(clock.millis())``), so time retention never takes it at
+  that load, while size retention may.
 - A cursor znode's mark-delete position is as of its last write to the znode; a cursor ledger may hold a
   newer one. An older position keeps more ledgers, never fewer.
 - ``totalSize`` is the sum of the sizes the znode records; the last ledger's is often not recorded yet
