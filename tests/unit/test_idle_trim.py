@@ -184,3 +184,27 @@ async def test_apply_trims_skips_what_the_state_file_lists_and_records_only_succ
     assert by["persistent://t/n/b"].dropped == (1, 2) and by["persistent://t/n/b"].bytes_after == 100
     assert by["persistent://t/n/c"].error and by["persistent://t/n/c"].dropped == ()
     assert TrimState(tmp_path / "s").done == {"persistent://t/n/a", "persistent://t/n/b", "persistent://t/n/d"}
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+def test_the_table_fits_the_terminal_and_keeps_both_ends_of_a_long_name(width: int) -> None:
+    from worker.commands.terminal import render_table
+    from worker.core.retention import EffectiveRetention, PastRetention
+    from worker.formats.managed_ledger_metadata import LedgerInfo
+    from worker.operations.idle_trim import IdleTopic
+
+    long_name = TopicName.parse(f"persistent://tenant-{'x' * 120}/ns/orders-{'y' * 150}-tail")
+    topic = IdleTopic(
+        long_name,
+        EffectiveRetention(Retention(-1, 1), "namespace"),
+        "no broker has __change_events loaded (reading it would assign its bundle)",
+        13,
+        3074270,
+        PastRetention(tuple(LedgerInfo(i, 5, 256000) for i in range(7)), "ledger 395 is within retention"),
+    )
+    text = render_table(trim_idle.FOUND_COLUMNS, trim_idle.found_rows([topic]), width)
+    lines = text.splitlines()
+    assert all(len(line) <= width for line in lines), text
+    row = lines[1]
+    assert row.startswith("tenant-x") and "…" in row and "-tail" in row
+    assert "7/13" in row and "1.7 MiB" in row and "2.9 MiB" in row
