@@ -134,6 +134,10 @@ def build() -> dash_b.Dashboard:
                 ("sum(pulsar_storage_offloaded_size)", "offloaded size (all topics)"),
                 (f"sum({BOOKIE_ENTRY_LOGS})", "live bytes in the bookies' entry logs (at their last GC)"),
                 (f"sum by (class) ({_nightly(nm.AUDIT_ORPHAN_BYTES, nm.JOB_AUDIT)})", "orphan bytes ({{class}})"),
+                (
+                    f"sum({_nightly(nm.AUDIT_HELD_PAST_RETENTION_BYTES, nm.JOB_AUDIT)})",
+                    "held past retention by idle topics",
+                ),
             ],
             unit="bytes",
             description=(
@@ -142,7 +146,9 @@ def build() -> dash_b.Dashboard:
                 "computed by each garbage collection over the rolled entry logs; every copy of the write quorum) "
                 "and what the last audit found that no topic references. Bookie bytes that keep growing while "
                 "Pulsar's size stays flat are space nothing references; orphan bytes that grow night after night "
-                "are the leak."
+                "are the leak. Held past retention: closed ledgers idle topics still list past their retention, "
+                "which no broker trims while the topic stays unloaded (not orphans: trim-idle --apply has them "
+                "trimmed)."
             ),
             width=6,
         )

@@ -87,6 +87,14 @@ def test_successful_audit_run_carries_rows_orphans_and_success_time() -> None:
     assert f'{nm.AUDIT_ORPHAN_BYTES}{{class="tiered"}} 0.0' in text  # a zero is reported, not omitted
 
 
+def test_audit_run_carries_the_bytes_held_past_retention_when_computed() -> None:
+    text = generate_latest(nm.run_registry(failed=False, duration_s=1, held_past_retention_bytes=2818070)).decode()
+    assert f"{nm.AUDIT_HELD_PAST_RETENTION_BYTES} 2.81807e+06" in text
+    # Not computed (no metadata store, or it failed): no series rather than a zero that would read as a finding.
+    text = generate_latest(nm.run_registry(failed=False, duration_s=1)).decode()
+    assert nm.AUDIT_HELD_PAST_RETENTION_BYTES not in text
+
+
 def test_failed_run_carries_no_success_time_and_no_rows() -> None:
     text = generate_latest(nm.run_registry(failed=True, duration_s=3, rows={"deleted": 1})).decode()
     assert f"{nm.FAILED} 1.0" in text

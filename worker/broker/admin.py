@@ -367,6 +367,19 @@ class PulsarAdmin:
         )
         return dict(d) if d else None
 
+    async def schema_version(self, topic: TopicName, version: int) -> dict[str, Any]:
+        """One version of a topic's schema as the registry keeps it (``{"type", "data", ...}``), e.g. the writer
+        schema a message names (``Message.schema_version``)."""
+        base = topic.partitioned_base
+        d = await self._call(
+            "GET",
+            f"/admin/v2/schemas/{_q(base.tenant)}/{_q(base.namespace)}/{_q(base.local_name)}/schema/{int(version)}",
+            follow_redirect=True,
+        )
+        if not isinstance(d, dict):
+            raise BackendError("admin", f"schema {version} of {topic} is not a JSON object: {str(d)[:200]}")
+        return d
+
     async def upload_schema(self, topic: TopicName, schema_type: str, definition: str) -> None:
         """Register a schema (idempotent: the same definition is not a new version)."""
         base = topic.partitioned_base

@@ -17,6 +17,7 @@ from worker.commands import (
     scan_offloaded,
     send,
     topology,
+    trim_idle,
 )
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], argparse.ArgumentParser]
@@ -30,6 +31,7 @@ REGISTRY: list[Register] = [
     inflight.register,
     dlq.register,
     purge_topic.register,
+    trim_idle.register,
     topology.register,
     # Nightly jobs on Spark (the spark extra).
     replay_dlq.register,

@@ -119,7 +119,14 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
                     key = verdict if verdict in nm.AUDIT_OUTCOMES else "skipped"
                     rows[key] += n
             by_class = summary.by_class() if summary and not failed else None
-            reg = nm.run_registry(failed=failed, duration_s=time.monotonic() - t0, rows=rows, orphans=by_class)
+            held = summary.held_past_retention if summary and not failed else None
+            reg = nm.run_registry(
+                failed=failed,
+                duration_s=time.monotonic() - t0,
+                rows=rows,
+                orphans=by_class,
+                held_past_retention_bytes=held[2] if held is not None else None,
+            )
             try:
                 nm.push(gateway, nm.JOB_AUDIT, reg)
             except OSError as e:

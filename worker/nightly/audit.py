@@ -200,6 +200,10 @@ class AuditSummary:
     objects: dict[str, int] = field(default_factory=dict)  # verdict -> object sets
     report_path: str = ""
     duration_s: float = 0.0
+    # Idle topics' ledgers past their retention (``trim-idle``'s dry run): not orphans, no broker trims them.
+    # (topics, ledgers, bytes); None when not computed, and why in ``held_past_retention_unread``.
+    held_past_retention: tuple[int, int, int] | None = None
+    held_past_retention_unread: str | None = None
 
     @property
     def orphan_bytes(self) -> int:
@@ -220,6 +224,14 @@ class AuditSummary:
         for cls, (n, b) in sorted(self.by_class().items()):
             lines.append(f"{cls:<10} {'total':<22} {'':<28} {n:>7} {b:>12}")
         lines.append(f"\norphan bytes: {human_bytes(self.orphan_bytes)} ({self.orphan_bytes} bytes)")
+        if self.held_past_retention is not None:
+            topics, ledgers, nbytes = self.held_past_retention
+            lines.append(
+                f"held past retention by idle topics: {human_bytes(nbytes)} ({nbytes} bytes) in {ledgers} ledgers "
+                f"of {topics} topics (not orphans: `trim-idle` lists them, `trim-idle --apply` has them trimmed)"
+            )
+        elif self.held_past_retention_unread is not None:
+            lines.append(f"held past retention by idle topics: not computed ({self.held_past_retention_unread})")
         led = ", ".join(f"{k} {v}" for k, v in sorted(self.ledgers.items()))
         obj = ", ".join(f"{k} {v}" for k, v in sorted(self.objects.items())) or "none"
         lines.append(f"\nrun {self.run_id}: ledgers: {led}; offloaded object sets: {obj}; report {self.report_path}")
@@ -325,8 +337,25 @@ def run_audit(
             .collect()
         ):
             summary.orphans.append(("tiered", r["orphan_class"], r["namespace"] or "?", int(r["n"]), int(r["b"] or 0)))
+    if settings.zookeeper.hosts:
+        held_past_retention(summary, settings, namespaces)
     summary.duration_s = time.monotonic() - t0
     return summary
+
+
+def held_past_retention(summary: AuditSummary, settings: Settings, namespaces: Sequence[str]) -> None:
+    """The idle topics' ledgers past their retention, read on the driver as ``trim-idle`` reads them (Pulsar's
+    metadata store, no topic loaded). A failure here is reported in the summary, never the audit's failure: the
+    orphans' half stands on its own."""
+    from worker.errors import BackendError
+    from worker.operations.idle_trim import find_idle_past_retention
+
+    try:
+        found = on_driver(find_idle_past_retention(settings, namespaces=namespaces))
+    except (BackendError, OSError) as e:
+        summary.held_past_retention_unread = f"{type(e).__name__}: {e}"
+        return
+    summary.held_past_retention = (len(found.past), found.ledgers, found.size)
 
 
 def _kind(why: str) -> str:

@@ -31,6 +31,8 @@ REPLAY_FREED_BYTES = "ledger_deletion_replay_freed_bytes"
 # Audit only: what the anti-join found unreferenced, by where the bytes are.
 AUDIT_ORPHANS = "ledger_deletion_audit_orphans"  # {class}
 AUDIT_ORPHAN_BYTES = "ledger_deletion_audit_orphan_bytes"  # {class}
+# Bytes of idle topics' ledgers past their retention (not orphans: ``trim-idle``), as the last audit read them.
+AUDIT_HELD_PAST_RETENTION_BYTES = "ledger_deletion_audit_held_past_retention_bytes"
 
 # Values of the `outcome` label of ROWS. Replay: the decision core's outcomes. Audit: orphan / in_use / skipped.
 REPLAY_OUTCOMES = ("deleted", "already_gone", "rejected", "in_use", "too_young", "still_failing", "invalid")
@@ -49,10 +51,12 @@ def run_registry(
     rows: Mapping[str, int] | None = None,
     orphans: Mapping[str, tuple[int, int]] | None = None,
     freed_bytes: int | None = None,
+    held_past_retention_bytes: int | None = None,
     finished_at: float | None = None,
 ) -> CollectorRegistry:
     """The metrics of one run. ``rows``: outcome -> count; ``orphans``: class -> (count, bytes), audit only;
-    ``freed_bytes``: what the deleted ledgers freed, replay only.
+    ``freed_bytes``: what the deleted ledgers freed, replay only; ``held_past_retention_bytes``: the idle topics'
+    ledgers past their retention, audit only (None: not computed, no series).
 
     A failed run carries no rows and no success timestamp: partial counts would read as a night's results.
     """
@@ -71,6 +75,12 @@ def run_registry(
         Gauge(REPLAY_FREED_BYTES, "Bytes freed by the ledgers the last successful replay deleted", registry=r).set(
             freed_bytes
         )
+    if held_past_retention_bytes is not None:
+        Gauge(
+            AUDIT_HELD_PAST_RETENTION_BYTES,
+            "Bytes of idle topics' ledgers past their retention the last audit found (trim-idle reclaims them)",
+            registry=r,
+        ).set(held_past_retention_bytes)
     if orphans is not None:
         count = Gauge(AUDIT_ORPHANS, "Orphans the last audit found, by storage class", ["class"], registry=r)
         size = Gauge(AUDIT_ORPHAN_BYTES, "Bytes of the orphans the last audit found", ["class"], registry=r)

@@ -1,0 +1,268 @@
+"""``trim-idle`` on the real stack: idle topics past their retention are found without loading any topic, and
+``--apply`` has the broker trim them.
+
+A namespace of topics all written with infinite retention (so the brokers trim nothing while writing), all but
+one then unloaded one by one and the namespace's retention set to 1 MB by size (no waiting for time retention):
+two idle topics of about 3 and 2 MB and the two partitions of a partitioned topic (past it), one idle topic of
+300 KB (within it), one idle topic with a subscription that acknowledged nothing (its cursor needs every ledger:
+the broker would trim none, and the dry run counts none), one idle topic with its own infinite retention (a
+topic-level policy over the namespace's), and one topic left loaded (its broker trims it itself). The dry run
+must name exactly the four past it, with exactly the ledgers the broker's size rule drops, and the nightly audit
+the same total, while nothing of the idle topics changes (ledgers, managed-ledger and cursor znodes, bundle
+owners) and no broker lists any of them as loaded afterwards. ``--apply`` then trims them: the ledgers reported
+leave the topics' metadata, the broker extension queues each one dropped for deletion, and a state file naming a
+topic as done makes a run skip it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pulsar
+import pytest
+from kazoo.client import KazooClient
+
+from testkit.footprint import Footprint, footprint, stats_period_s
+from testkit.topics import produce
+from tests.conftest import Stack
+from tests.integration.helpers import quiet_logger
+from tests.integration.test_phase1 import cli, fresh_namespace, worker_config
+from tests.integration.worker_harness import WorkerHarness
+from worker.backends.ledger_listing import ledger_subtrees, read_subtrees
+from worker.broker.admin import PulsarAdmin
+from worker.core.ledger_owner import Unmapped, owner_of
+from worker.formats.ledger_metadata import parse_serialized_metadata
+from worker.formats.managed_ledger_metadata import ManagedLedgerInfo, parse_managed_ledger_info
+from worker.formats.message import decode
+from worker.formats.protobuf_wire import MetadataFormatError
+from worker.formats.topic_name import TopicName
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+MB = 1024 * 1024
+# The topics past retention once the namespace's retention is 1 MB, and every idle (unloaded) one.
+PAST = ("idle-a", "idle-b", "part-0", "part-1")
+IDLE = (*PAST, "within", "backlog", "override")
+BIG = b"x" * (50 * 1024)  # 5 entries a ledger on this stack: about 250 KB a ledger
+SMALL = b"x" * (20 * 1024)
+# The broker extension's queue (its default), where a broker with the extension puts what it trims.
+EXTENSION_QUEUE = "persistent://pulsar/system/__ledger_deletion"
+
+
+def stored(zk_hosts: str, topic: TopicName) -> ManagedLedgerInfo:
+    zk = KazooClient(hosts=zk_hosts, timeout=30)
+    zk.start(30)
+    try:
+        return parse_managed_ledger_info(zk.get(f"/managed-ledgers/{topic.managed_ledger_name}")[0])
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def size_rule(ml: ManagedLedgerInfo, quota_mb: int) -> list[int]:
+    """What the broker's size retention drops from a topic with no cursor, every ledger but the last one
+    closed: the oldest ones while what stays is still at least the quota (ManagedLedgerImpl's
+    ``totalSize - sizeToDelete >= retentionSize``)."""
+    total = sum(ld.size or 0 for ld in ml.ledgers)
+    out, dropped = [], 0
+    for ld in sorted(ml.ledgers, key=lambda ld: ld.ledger_id)[:-1]:
+        dropped += ld.size or 0
+        if total - dropped < quota_mb * MB:
+            break
+        out.append(ld.ledger_id)
+    return out
+
+
+def queued_ledgers(service_url: str, topic: str) -> set[int]:
+    """The ledgers of ``topic`` on the broker extension's queue (read with Readers: nothing acknowledged)."""
+    client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    out: set[int] = set()
+    try:
+        for p in range(4):
+            reader = client.create_reader(f"{EXTENSION_QUEUE}-partition-{p}", pulsar.MessageId.earliest)
+            while reader.has_message_available():
+                info = decode(reader.read_next(timeout_millis=5000).data())
+                if info.topic_name == topic:
+                    out.add(info.ledger_id)
+            reader.close()
+    finally:
+        client.close()
+    return out
+
+
+def backlogged(service_url: str, topic: str, subscription: str, n: int) -> None:
+    """A subscription made before any message, then ``n`` messages it never acknowledges."""
+    client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    try:
+        client.subscribe(topic, subscription).close()
+    finally:
+        client.close()
+    produce(service_url, topic, n, payload=BIG)
+
+
+def ledgers_of(zk_hosts: str, topics: set[str]) -> frozenset[int]:
+    """Every BookKeeper ledger whose metadata names one of ``topics`` (data, cursor and schema ledgers)."""
+    out = set()
+    for lid, data, ctime in read_subtrees(zk_hosts, "/ledgers", iter(ledger_subtrees(zk_hosts, "/ledgers"))):
+        try:
+            owner = owner_of(parse_serialized_metadata(lid, data, ctime).custom_metadata)
+        except (MetadataFormatError, Unmapped):
+            continue
+        if owner is not None and str(owner.topic) in topics:
+            out.add(lid)
+    return frozenset(out)
+
+
+def idle_only(fp: Footprint, zk_hosts: str, idle: set[str]) -> Footprint:
+    """The footprint of the idle topics alone: the loaded topic's broker may trim it at any time, and the
+    namespace's ``__change_events`` is compacted on its own schedule."""
+    keep = {f"/managed-ledgers/{TopicName.parse(t).managed_ledger_name}" for t in idle}
+    znodes = {p: v for p, v in fp.znodes.items() if any(p == k or p.startswith(k + "/") for k in keep)}
+    return Footprint(fp.ledgers & ledgers_of(zk_hosts, idle), znodes, fp.bundle_owners, fp.loaded & idle)
+
+
+async def test_trim_idle_finds_exactly_the_idle_topics_past_retention_and_trims_them(
+    stack: Stack, unique: str, admin: PulsarAdmin, tmp_path: Path, harnesses: list[WorkerHarness]
+) -> None:
+    ns = await fresh_namespace(admin, f"ldw-trim-{unique}")
+    t = {
+        name: TopicName.parse(f"persistent://{ns}/{name}-{unique}")
+        for name in ("idle-a", "idle-b", "within", "backlog", "override", "loaded")
+    }
+    produce(stack.service_url, str(t["idle-a"]), 60, payload=BIG)
+    produce(stack.service_url, str(t["idle-b"]), 45, payload=BIG)
+    # A partitioned topic's partitions are managed ledgers (and topics to trim) of their own.
+    parts = TopicName.parse(f"persistent://{ns}/parts-{unique}")
+    await admin.create_partitioned_topic(parts, 2)
+    for i in range(2):
+        t[f"part-{i}"] = parts.partition(i)
+        produce(stack.service_url, str(t[f"part-{i}"]), 35, payload=BIG)
+    produce(stack.service_url, str(t["within"]), 15, payload=SMALL)
+    backlogged(stack.service_url, str(t["backlog"]), f"sub-{unique}", 40)
+    produce(stack.service_url, str(t["override"]), 40, payload=BIG)
+    await admin._call(
+        "POST",
+        f"/admin/{t['override'].admin_path}/retention",
+        follow_redirect=True,
+        body={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1},
+    )
+    produce(stack.service_url, str(t["loaded"]), 40, payload=BIG)
+    for name in IDLE:
+        await admin.unload(t[name])
+    await admin.set_retention(ns, -1, 1)
+    unloaded_at = time.monotonic()
+    period = await stats_period_s(admin)
+    # The brokers' lists of loaded topics must have been refreshed since the unloads.
+    await asyncio.sleep(max(0.0, period + 5 - (time.monotonic() - unloaded_at)))
+
+    h = worker_config(harnesses, stack, tmp_path, f"trim-{unique}")
+    expected = {name: size_rule(stored(stack.zookeeper_hosts, t[name]), 1) for name in PAST}
+    assert len(expected["idle-a"]) >= 3 and all(expected.values()), expected
+    before = await footprint(admin, stack.zookeeper_hosts, ns)
+    assert str(t["loaded"]) in before.loaded, before.loaded
+    assert not {str(t[n]) for n in IDLE} & before.loaded
+    started = time.monotonic()
+
+    dry_report = tmp_path / "dry.json"
+    r = await asyncio.to_thread(cli, h.config_path, "trim-idle", "-n", ns, "--report", str(dry_report))
+    assert r.returncode == 0, r.stderr[-3000:]
+    print(r.stdout)
+    dry = json.loads(dry_report.read_text())
+    found = {d["topic"]: d for d in dry["topics"]}
+    assert set(found) == {str(t[n]) for n in PAST}, found.keys()
+    for name in PAST:
+        d = found[str(t[name])]
+        assert [ld["ledger_id"] for ld in d["past_retention"]] == expected[name], (name, d)
+        assert d["retention_from"] == "namespace" and d["retention"]["retentionSizeInMB"] == 1
+        assert d["topic_policy_unread"] is None, d
+        assert d["past_retention_bytes"] == sum(ld["bytes"] for ld in d["past_retention"]) > 0
+    assert dry["past_retention_bytes"] == sum(d["past_retention_bytes"] for d in found.values())
+    within = {d["topic"]: d for d in dry["within_retention"]}
+    assert set(within) == {str(t[n]) for n in ("within", "backlog", "override")}, within
+    assert "within retention" in within[str(t["within"])]["kept_because"]
+    assert f"cursor sub-{unique} has not acknowledged" in within[str(t["backlog"])]["kept_because"]
+    assert within[str(t["override"])]["retention_from"] == "topic"
+    assert dry["loaded"] == [str(t["loaded"])]
+    assert "dry run: nothing trimmed" in r.stdout
+
+    # The nightly audit reports the same total (it runs the same dry run on its driver), loading nothing either.
+    r = await asyncio.to_thread(
+        cli,
+        h.config_path,
+        *("audit", "--no-buckets", "-n", ns, "--min-age", "1s", "--report-dir", str(tmp_path / "audit")),
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    held = f"({dry['past_retention_bytes']} bytes) in {dry['past_retention_ledgers']} ledgers of {len(PAST)} topics"
+    assert "held past retention by idle topics: " in r.stdout and held in r.stdout, r.stdout[-2000:]
+
+    # Nothing was loaded: the namespace is as it was, and once the brokers have refreshed their lists since the
+    # dry run and the audit, they list none of the idle topics.
+    after = await footprint(admin, stack.zookeeper_hosts, ns)
+    idle = {str(t[n]) for n in IDLE}
+    idle_before = await asyncio.to_thread(idle_only, before, stack.zookeeper_hosts, idle)
+    assert len(idle_before.ledgers) > 30 and len(idle_before.znodes) >= 6, idle_before
+    changes = idle_before.differences(await asyncio.to_thread(idle_only, after, stack.zookeeper_hosts, idle))
+    assert changes == {}, changes
+    await asyncio.sleep(max(0.0, period + 5 - (time.monotonic() - started)))
+    final = await footprint(admin, stack.zookeeper_hosts, ns)
+    # (The namespace's __change_events stays loaded beside the loaded topic: its topic policies were read from it.)
+    assert final.loaded == before.loaded, (before.loaded, final.loaded)
+    assert not idle & final.loaded
+    changes = idle_before.differences(await asyncio.to_thread(idle_only, final, stack.zookeeper_hosts, idle))
+    assert changes == {}, changes
+
+    # A first --apply whose state file says an earlier run trimmed idle-b already: it trims the others.
+    backlog_ledgers = stored(stack.zookeeper_hosts, t["backlog"]).ledger_ids
+    state = tmp_path / "trim.state"
+    state.write_text(json.dumps({"topic": str(t["idle-b"]), "dropped": [], "at": 0}) + "\n")
+    first = await apply(h, ns, state, tmp_path / "apply-1.json")
+    assert {d["topic"] for d in first["trimmed"]} == {str(t[n]) for n in PAST if n != "idle-b"}
+    assert first["already_done"] == [str(t["idle-b"])]
+    # Another run with a state file of its own trims idle-b (the others are within their retention now).
+    second = await apply(h, ns, tmp_path / "trim-2.state", tmp_path / "apply-2.json")
+    assert [d["topic"] for d in second["trimmed"]] == [str(t["idle-b"])]
+    trimmed = {d["topic"]: d for d in first["trimmed"] + second["trimmed"]}
+    for name in PAST:
+        topic = str(t[name])
+        reported = {ld["ledger_id"] for ld in found[topic]["past_retention"]}
+        assert trimmed[topic]["error"] is None
+        assert reported <= set(trimmed[topic]["dropped"]), (reported, trimmed[topic])
+        left = set(stored(stack.zookeeper_hosts, t[name]).ledger_ids)
+        assert not reported & left, (reported, left)
+        # What the trim freed is at least what the dry run reported (a lower bound).
+        freed = trimmed[topic]["bytes_before"] - trimmed[topic]["bytes_after"]
+        assert freed >= found[topic]["past_retention_bytes"], (freed, found[topic])
+        # The broker extension queued every ledger the trim dropped.
+        queued = await asyncio.to_thread(queued_ledgers, stack.service_url, topic)
+        assert set(trimmed[topic]["dropped"]) <= queued, (trimmed[topic]["dropped"], queued)
+    assert {json.loads(line)["topic"] for line in state.read_text().splitlines()} == {str(t[n]) for n in PAST}
+    # Untouched: the backlogged topic keeps every ledger.
+    assert stored(stack.zookeeper_hosts, t["backlog"]).ledger_ids == backlog_ledgers
+
+
+async def apply(h: WorkerHarness, ns: str, state: Path, report: Path) -> dict[str, Any]:
+    r = await asyncio.to_thread(
+        cli,
+        h.config_path,
+        "trim-idle",
+        "-n",
+        ns,
+        "--apply",
+        "--state",
+        str(state),
+        "--rate",
+        "5",
+        "--report",
+        str(report),
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    print(r.stdout)
+    assert "bytes) before" in r.stdout and "bytes) after" in r.stdout
+    out: dict[str, Any] = json.loads(await asyncio.to_thread(report.read_text))
+    assert out["bytes_before"] >= out["bytes_after"]
+    return out

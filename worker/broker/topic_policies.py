@@ -1,0 +1,149 @@
+"""Topic-level retention policies, read the way the brokers read them: from the namespace's ``__change_events``.
+
+Pulsar keeps a topic's own policies (``pulsar-admin topicPolicies set-retention``) not in the metadata store but
+as events on a system topic of its namespace, ``persistent://<tenant>/<ns>/__change_events``: each an Avro
+``PulsarEvent`` keyed by the topic's name, whose ``topicPoliciesEvent.policies`` is the topic's whole
+``TopicPolicies`` (``isGlobal`` telling the replicated ones apart) and whose ``actionType`` ``DELETE`` (or a
+null value) removes them. The last event of a topic wins. The writer schema of each event is the schema
+registry's version the message names (``GET /admin/v2/schemas/.../__change_events/schema/{version}``).
+
+The admin API's topic-policy reads are no way round it: each one checks the topic's ownership first, a lookup,
+and a lookup of a bundle nobody owns assigns it to a broker, which then loads the bundle's topics. Reading
+``__change_events`` with a Reader is a lookup of its own bundle too, so it is read only while a broker lists it
+as loaded (``worker.broker.loaded_topics``: its bundle is owned, the lookup assigns nothing). Otherwise the
+namespace's topic policies are not read and the caller says so: every topic of a namespace that has
+topic-level policies loads ``__change_events`` whenever one of them is loaded, so an unread list is the case of
+a namespace none of whose topics is loaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import fastavro
+import pulsar
+
+from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound
+from worker.broker.loaded_topics import LoadedTopics
+from worker.core.retention import Retention
+from worker.errors import BackendError
+from worker.formats.topic_name import InvalidTopicName, TopicName
+from worker.logs import get_logger
+
+log = get_logger(component="topic_policies")
+
+CHANGE_EVENTS = "__change_events"
+# A namespace's events are few (one per policy change); a bound keeps a hostile topic from holding the read.
+MAX_EVENTS = 100_000
+READ_TIMEOUT_MS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceTopicPolicies:
+    """The retention each topic of a namespace sets for itself (its base name -> its policy), or why they
+    could not be read (``unread``)."""
+
+    local: Mapping[str, Retention] = field(default_factory=dict)
+    global_: Mapping[str, Retention] = field(default_factory=dict)
+    unread: str | None = None
+
+    def retention(self, topic: TopicName) -> Retention | None:
+        """The topic's own retention: its local policy, else its global one (the broker's order)."""
+        base = str(topic.partitioned_base)
+        return self.local.get(base) or self.global_.get(base)
+
+
+class TopicPolicies:
+    """Reads each namespace's topic-level retention policies once."""
+
+    def __init__(self, admin: PulsarAdmin, loaded: LoadedTopics, client: pulsar.Client) -> None:
+        self.admin = admin
+        self.loaded = loaded
+        self.client = client
+        self._read: dict[str, asyncio.Task[NamespaceTopicPolicies]] = {}
+
+    async def of(self, namespace: str) -> NamespaceTopicPolicies:
+        if namespace not in self._read:
+            self._read[namespace] = asyncio.ensure_future(self._of(namespace))
+        return await self._read[namespace]
+
+    async def _of(self, namespace: str) -> NamespaceTopicPolicies:
+        try:
+            events = TopicName.parse(f"persistent://{namespace}/{CHANGE_EVENTS}")
+        except InvalidTopicName as e:
+            return NamespaceTopicPolicies(unread=str(e))
+        try:
+            if await self.loaded.serving(events) is None:
+                return NamespaceTopicPolicies(
+                    unread=f"no broker has {CHANGE_EVENTS} loaded (reading it would assign its bundle)"
+                )
+            return await self._read_events(events)
+        except (BackendError, NotOwner, TopicNotFound, pulsar.PulsarException, ValueError) as e:
+            log.warning("topic policies not read", namespace=namespace, error=str(e))
+            return NamespaceTopicPolicies(unread=f"{type(e).__name__}: {e}")
+
+    async def _read_events(self, events: TopicName) -> NamespaceTopicPolicies:
+        raw = await asyncio.to_thread(_read_all, self.client, str(events))
+        schemas: dict[int, Any] = {}
+        local: dict[str, Retention] = {}
+        global_: dict[str, Retention] = {}
+        for key, version, data in raw:
+            if not data:  # a tombstone: the topic's policies removed
+                for d in (local, global_):
+                    d.pop(key, None)
+                continue
+            if version not in schemas:
+                schemas[version] = await self._schema(events, version)
+            event = fastavro.schemaless_reader(io.BytesIO(data), schemas[version])
+            if isinstance(event, dict):
+                _apply(event, local, global_)
+        return NamespaceTopicPolicies(local, global_)
+
+    async def _schema(self, events: TopicName, version: int) -> Any:
+        d = await self.admin.schema_version(events, version)
+        if not isinstance(d.get("data"), str):
+            raise BackendError("admin", f"schema {version} of {events}: no Avro definition in {str(d)[:200]}")
+        return fastavro.parse_schema(json.loads(d["data"]))
+
+
+def _apply(event: Mapping[str, Any], local: dict[str, Retention], global_: dict[str, Retention]) -> None:
+    """One ``PulsarEvent`` onto the topics' policies (the last event of a topic wins)."""
+    if event.get("eventType") != "TOPIC_POLICY":
+        return
+    tp = event.get("topicPoliciesEvent") or {}
+    try:
+        topic = str(TopicName.parse(f"{tp.get('domain')}://{tp.get('tenant')}/{tp.get('namespace')}/{tp.get('topic')}"))
+    except InvalidTopicName:
+        return
+    policies = tp.get("policies")
+    is_global = bool(policies and policies.get("isGlobal"))
+    target = global_ if is_global else local
+    if event.get("actionType") == "DELETE" or not policies:
+        target.pop(topic, None)
+        return
+    retention = Retention.from_policy(policies.get("retentionPolicies"))
+    if retention is None:
+        target.pop(topic, None)
+    else:
+        target[topic] = retention
+
+
+def _read_all(client: pulsar.Client, topic: str) -> list[tuple[str, int, bytes]]:
+    """Every event on the topic from the earliest: (key, schema version, payload); a non-durable Reader,
+    nothing acknowledged."""
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    out: list[tuple[str, int, bytes]] = []
+    try:
+        while len(out) < MAX_EVENTS and reader.has_message_available():
+            m = reader.read_next(READ_TIMEOUT_MS)
+            raw_version = m.schema_version() or ""
+            version = int.from_bytes(raw_version.encode("latin-1"), "big") if raw_version else 0
+            out.append((m.partition_key(), version, b"" if m.has_null_value() else m.data()))
+    finally:
+        reader.close()
+    return out

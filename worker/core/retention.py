@@ -1,0 +1,172 @@
+"""Which of an idle topic's ledgers are past its retention: the broker's own trim rule, run on the records
+the metadata store keeps for a topic no broker has loaded.
+
+A broker trims a topic's ledgers only while it has the topic loaded (on a rollover, on its periodic
+retention check, on an admin ``trim``): a topic nobody loads keeps every ledger its managed-ledger znode
+lists, past its retention or not (PIP-219). Those ledgers are not orphans, their topic lists them, so
+``scan`` and the worker rightly keep them; ``trim-idle`` finds them with this rule and asks the broker to
+trim (docs/cli.md).
+
+The rule is Pulsar's ``ManagedLedgerImpl.internalTrimLedgers`` (4.0), read behaviour by behaviour:
+
+- **Effective retention**: the topic's own policy, else its namespace's ``retention_policies``, else the
+  broker's ``defaultRetentionTimeInMinutes`` / ``defaultRetentionSizeInMB`` (``BrokerService`` builds the
+  managed ledger's config that way; a topic policy wins over the namespace's).
+- **Only below the slowest cursor**: with no durable cursor every closed ledger may go; otherwise only the
+  ledgers before the slowest cursor's mark-delete ledger, and that ledger too when the mark-delete position
+  is its last entry (``entries == markDeleteEntryId + 1``). A ledger with an entry some cursor has not
+  acknowledged is never trimmed, whatever the retention.
+- **Oldest first, stopping at the first kept one**: the ledgers are walked from the oldest; one goes when
+  it has expired (``retentionTime >= 0`` and ``now - ledger.timestamp > retentionTime``) **or** the topic
+  stays at or over its size quota without it (``retentionSize >= 0`` and ``totalSize - sizeToDelete >=
+  retentionSize``, ``sizeToDelete`` summing this ledger and every one before it); the first ledger that is
+  neither ends the walk. ``-1`` is infinite for either; ``0`` keeps nothing.
+- **Never the current ledger**: the one being written is kept.
+
+Differences from a loaded topic, each one making this answer a lower bound of what the broker trims:
+
+- The last ledger the znode lists is kept here. When the topic loads, the broker reopens it and records its
+  entries, its size and the load's time as its timestamp (``ManagedLedgerImpl.initialize``: "Last ledger stat
+  may be zeroed, we must update it", ``setTimestamp(clock.millis())``), so time retention never takes it at
+  that load, while size retention may.
+- A cursor znode's mark-delete position is as of its last write to the znode; a cursor ledger may hold a
+  newer one. An older position keeps more ledgers, never fewer.
+- ``totalSize`` is the sum of the sizes the znode records; the last ledger's is often not recorded yet
+  (0 here), which only makes the topic look smaller.
+- A cursor whose znode records no mark-delete position keeps every ledger: what it needs is not known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from worker.formats.managed_ledger_metadata import LedgerInfo, ManagedCursorInfo, ManagedLedgerInfo
+
+MEGABYTE = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """Pulsar's ``RetentionPolicies``: minutes and megabytes, ``-1`` infinite, ``0`` none."""
+
+    minutes: int
+    size_mb: int
+
+    @property
+    def infinite(self) -> bool:
+        return self.minutes < 0 and self.size_mb < 0
+
+    def __str__(self) -> str:
+        time = "infinite" if self.minutes < 0 else f"{self.minutes}m"
+        size = "infinite" if self.size_mb < 0 else f"{self.size_mb} MB"
+        return f"{time}, {size}"
+
+    def to_dict(self) -> dict[str, int]:
+        return {"retentionTimeInMinutes": self.minutes, "retentionSizeInMB": self.size_mb}
+
+    @classmethod
+    def from_policy(cls, policy: object) -> Retention | None:
+        """A ``RetentionPolicies`` as the admin API or the metadata store writes it (None: unset or not one)."""
+        if not isinstance(policy, Mapping):
+            return None
+        minutes, size = policy.get("retentionTimeInMinutes"), policy.get("retentionSizeInMB")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (minutes, size)):
+            return None
+        assert isinstance(minutes, int) and isinstance(size, int)
+        return cls(minutes, size)
+
+
+@dataclass(frozen=True, slots=True)
+class EffectiveRetention:
+    retention: Retention
+    source: str  # "topic", "namespace" or "broker"
+
+
+def effective_retention(
+    topic: Retention | None, namespace: Retention | None, broker_default: Retention
+) -> EffectiveRetention:
+    """The retention the broker applies to a topic: its own, else its namespace's, else the broker default."""
+    if topic is not None:
+        return EffectiveRetention(topic, "topic")
+    if namespace is not None:
+        return EffectiveRetention(namespace, "namespace")
+    return EffectiveRetention(broker_default, "broker")
+
+
+@dataclass(frozen=True, slots=True)
+class PastRetention:
+    """The ledgers a trim of the loaded topic would drop (oldest first), and why the rest stay."""
+
+    ledgers: tuple[LedgerInfo, ...]
+    kept_because: str
+    # The cursor whose mark-delete position keeps some closed ledger (None: no cursor keeps one).
+    slowest_cursor: str | None = None
+
+    @property
+    def ledger_ids(self) -> tuple[int, ...]:
+        return tuple(ld.ledger_id for ld in self.ledgers)
+
+    @property
+    def size(self) -> int:
+        return sum(ld.size or 0 for ld in self.ledgers)
+
+
+def _slowest(cursors: Mapping[str, ManagedCursorInfo]) -> tuple[str, int, int] | str | None:
+    """The slowest cursor and its mark-delete position; None with no cursor; a reason when a cursor's
+    position is not recorded."""
+    slowest: tuple[str, int, int] | None = None
+    for name in sorted(cursors):
+        c = cursors[name]
+        if c.mark_delete_ledger_id is None or c.mark_delete_entry_id is None:
+            return f"cursor {name} has no mark-delete position in its znode"
+        pos = (c.mark_delete_ledger_id, c.mark_delete_entry_id)
+        if slowest is None or pos < slowest[1:]:
+            slowest = (name, *pos)
+    return slowest
+
+
+def past_retention(
+    managed_ledger: ManagedLedgerInfo,
+    cursors: Mapping[str, ManagedCursorInfo],
+    retention: Retention,
+    now_ms: int,
+) -> PastRetention:
+    """The ledgers of a topic nobody has loaded that its broker drops when it trims the topic (a lower
+    bound: see the module's notes)."""
+    ledgers = sorted(managed_ledger.ledgers, key=lambda ld: ld.ledger_id)
+    if len(ledgers) < 2:
+        return PastRetention((), "no closed ledger before the last one")
+    closed = ledgers[:-1]  # the last one is recovered and stamped afresh when the topic loads
+    slowest = _slowest(cursors)
+    if isinstance(slowest, str):
+        return PastRetention((), slowest)
+    cursor_name: str | None = None
+    cursor_reason = ""
+    if slowest is not None:
+        name, md_ledger, md_entry = slowest
+        md = next((ld for ld in closed if ld.ledger_id == md_ledger), None)
+        # A mark-delete on a ledger's last entry has consumed the whole ledger: it may go too.
+        bound = md_ledger + 1 if md is not None and (md.entries or 0) == md_entry + 1 else md_ledger
+        needed = [ld for ld in closed if ld.ledger_id >= bound]
+        if needed:
+            cursor_name = name
+            cursor_reason = f"cursor {name} has not acknowledged all of ledger {needed[0].ledger_id}"
+            closed = [ld for ld in closed if ld.ledger_id < bound]
+    total = sum(ld.size or 0 for ld in ledgers)
+    to_delete = 0
+    out: list[LedgerInfo] = []
+    for ld in closed:
+        to_delete += ld.size or 0
+        over_quota = retention.size_mb >= 0 and total - to_delete >= retention.size_mb * MEGABYTE
+        expired = (
+            retention.minutes >= 0
+            # An unset timestamp reads as 0 in the broker (protobuf's default): expired.
+            and now_ms - (ld.timestamp or 0) > retention.minutes * 60_000
+        )
+        if not (expired or over_quota):
+            return PastRetention(tuple(out), f"ledger {ld.ledger_id} is within retention ({retention})", cursor_name)
+        out.append(ld)
+    if cursor_reason:
+        return PastRetention(tuple(out), cursor_reason, cursor_name)
+    return PastRetention(tuple(out), "only the last ledger is left", cursor_name)

@@ -1,0 +1,399 @@
+"""``trim-idle``'s work: find the topics no broker has loaded whose ledgers are past their retention, and ask
+the broker to trim them.
+
+Finding loads nothing. The topics are the managed-ledger znodes under ``/managed-ledgers`` (of the namespaces
+asked, or every one); a topic some broker lists as loaded is left to that broker, which trims it on its own
+(``worker.broker.loaded_topics``); every other one is read from the metadata store
+(``worker.backends.pulsar_metadata``: its ledgers and its cursors' mark-delete positions) and run through the
+broker's own trim rule (``worker.core.retention``) with its effective retention: its topic-level policy
+(``worker.broker.topic_policies``, when its namespace's ``__change_events`` can be read without loading
+anything), else its namespace's (the ``/admin/policies/<namespace>`` znode), else the broker default.
+
+Trimming (``--apply``) is Pulsar's admin ``trim`` (``POST /admin/v2/persistent/{tenant}/{namespace}/{topic}/trim``),
+which loads the topic on its owner and runs the managed ledger's own trim: the broker, not this command,
+decides what goes, and its deletions take the broker's path (with the broker extension, queued on the
+pending-deletions topic first). At most ``rate`` topics a second, ``concurrency`` at a time; each topic done
+is appended to a state file, which a rerun reads to skip them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from worker.backends.pulsar_metadata import PulsarMetadata, StoredTopic
+from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound
+from worker.broker.loaded_topics import LoadedTopics
+from worker.broker.topic_policies import NamespaceTopicPolicies, TopicPolicies
+from worker.core.retention import EffectiveRetention, PastRetention, Retention, effective_retention, past_retention
+from worker.daemon.rate_limit import TokenBucket
+from worker.errors import BackendError
+from worker.formats.metadata_paths import MANAGED_LEDGERS_ROOT
+from worker.formats.topic_name import InvalidTopicName, TopicName
+from worker.logs import get_logger
+from worker.settings import Settings
+
+log = get_logger(component="idle_trim")
+
+POLICIES_ROOT = "/admin/policies"
+
+
+@dataclass(frozen=True, slots=True)
+class IdleTopic:
+    """A topic no broker has loaded, with the ledgers its broker would trim."""
+
+    topic: TopicName
+    retention: EffectiveRetention
+    # Why its own (topic-level) retention is not known, None when it was read.
+    topic_policy_unread: str | None
+    ledgers: int
+    size: int
+    past: PastRetention
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": str(self.topic),
+            "retention": self.retention.retention.to_dict(),
+            "retention_from": self.retention.source,
+            "topic_policy_unread": self.topic_policy_unread,
+            "ledgers": self.ledgers,
+            "bytes": self.size,
+            "past_retention": [
+                {"ledger_id": ld.ledger_id, "entries": ld.entries, "bytes": ld.size, "timestamp": ld.timestamp}
+                for ld in self.past.ledgers
+            ],
+            "past_retention_bytes": self.past.size,
+            "kept_because": self.past.kept_because,
+        }
+
+
+@dataclass
+class FindReport:
+    """What the dry run found: the idle topics with ledgers past retention, and the counts of the others."""
+
+    broker_default: Retention
+    past: list[IdleTopic] = field(default_factory=list)
+    read: int = 0  # idle topics read from the metadata store
+    loaded: list[str] = field(default_factory=list)  # topics a broker has loaded: its own trims cover them
+    within: list[IdleTopic] = field(default_factory=list)  # idle topics with nothing past retention
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    unread_policies: dict[str, str] = field(default_factory=dict)  # namespace -> why
+
+    @property
+    def ledgers(self) -> int:
+        return sum(len(t.past.ledgers) for t in self.past)
+
+    @property
+    def size(self) -> int:
+        return sum(t.past.size for t in self.past)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "broker_default_retention": self.broker_default.to_dict(),
+            "topics": [t.to_dict() for t in self.past],
+            "past_retention_topics": len(self.past),
+            "past_retention_ledgers": self.ledgers,
+            "past_retention_bytes": self.size,
+            "idle_topics_read": self.read,
+            "within_retention": [
+                {
+                    "topic": str(t.topic),
+                    "retention_from": t.retention.source,
+                    "retention": t.retention.retention.to_dict(),
+                    "kept_because": t.past.kept_because,
+                }
+                for t in self.within
+            ],
+            "loaded": sorted(self.loaded),
+            "skipped": self.skipped,
+            "topic_policies_unread": self.unread_policies,
+        }
+
+
+class IdleTrimFinder:
+    def __init__(
+        self,
+        metadata: PulsarMetadata,
+        loaded: LoadedTopics,
+        topic_policies: TopicPolicies | None,
+        *,
+        broker_default: Retention,
+        namespaces: Sequence[str] = (),
+        concurrency: int = 16,
+        now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> None:
+        self.metadata = metadata
+        self.loaded = loaded
+        self.topic_policies = topic_policies
+        self.broker_default = broker_default
+        self.namespaces = list(namespaces)
+        self.concurrency = concurrency
+        self.now_ms = now_ms
+        self.progress = progress or (lambda phase, done, total: None)
+        self._namespace_retention: dict[str, asyncio.Task[Retention | None]] = {}
+
+    async def find(self) -> FindReport:
+        report = FindReport(self.broker_default)
+        topics = [t async for t in self.topics()]
+        todo = iter(topics)
+        done = 0
+
+        # A fixed number of readers pulling from one list: no task per topic on a cluster of many.
+        async def reader() -> None:
+            nonlocal done
+            for topic in todo:
+                try:
+                    await self._one(topic, report)
+                except (BackendError, NotOwner, TopicNotFound) as e:
+                    report.skipped.append({"topic": str(topic), "why": f"{type(e).__name__}: {e}"})
+                done += 1
+                self.progress("read", done, len(topics))
+
+        await asyncio.gather(*(reader() for _ in range(self.concurrency)))
+        report.past.sort(key=lambda t: str(t.topic))
+        report.within.sort(key=lambda t: str(t.topic))
+        report.skipped.sort(key=lambda s: s["topic"])
+        return report
+
+    async def _one(self, topic: TopicName, report: FindReport) -> None:
+        if await self.loaded.serving(topic) is not None:
+            report.loaded.append(str(topic))
+            return
+        stored = await self.metadata.stored_topic(topic)
+        if stored is None:
+            return  # deleted since the listing
+        report.read += 1
+        idle = await self.judge(stored, report)
+        if idle.past.ledgers:
+            report.past.append(idle)
+        else:
+            report.within.append(idle)
+
+    async def judge(self, stored: StoredTopic, report: FindReport | None = None) -> IdleTopic:
+        """The topic's effective retention and its ledgers past it (``worker.core.retention``)."""
+        topic = stored.topic
+        ns = topic.namespace_name
+        own: NamespaceTopicPolicies | None = None
+        if self.topic_policies is not None:
+            own = await self.topic_policies.of(ns)
+        unread = "topic policies not asked for" if own is None else own.unread
+        if unread is not None and report is not None:
+            report.unread_policies[ns] = unread
+        retention = effective_retention(
+            own.retention(topic) if own is not None else None, await self.namespace_retention(ns), self.broker_default
+        )
+        ml = stored.managed_ledger
+        past = past_retention(ml, stored.cursors, retention.retention, self.now_ms())
+        return IdleTopic(topic, retention, unread, len(ml.ledgers), sum(ld.size or 0 for ld in ml.ledgers), past)
+
+    async def namespace_retention(self, namespace: str) -> Retention | None:
+        """The namespace's ``retention_policies`` from its policies znode (None: unset, the broker default)."""
+        if namespace not in self._namespace_retention:
+            self._namespace_retention[namespace] = asyncio.ensure_future(self._read_namespace_retention(namespace))
+        return await self._namespace_retention[namespace]
+
+    async def _read_namespace_retention(self, namespace: str) -> Retention | None:
+        got = await self.metadata.store.get(f"{POLICIES_ROOT}/{namespace}")
+        if got is None:
+            raise BackendError("zookeeper", f"namespace {namespace} has no policies znode")
+        try:
+            policies = json.loads(got[0] or b"{}")
+        except ValueError as e:
+            raise BackendError("zookeeper", f"policies of {namespace}: {e}") from e
+        return Retention.from_policy(policies.get("retention_policies") if isinstance(policies, dict) else None)
+
+    async def topics(self) -> AsyncIterator[TopicName]:
+        """Every persistent topic with a managed-ledger znode in the namespaces (all of them when none were
+        named); system topics (``__change_events``, the deletion queue's ``__``-named topics) and Pulsar 5.0's
+        segments are left out: their retention is the broker's and the worker's own business."""
+        store = self.metadata.store
+        namespaces = self.namespaces or [ns async for ns in self._all_namespaces()]
+        for ns in namespaces:
+            base = f"{ns}/persistent"
+            for encoded in sorted(await store.children(f"{MANAGED_LEDGERS_ROOT}/{base}") or []):
+                try:
+                    topic = TopicName.from_managed_ledger_name(f"{base}/{encoded}")
+                except InvalidTopicName:
+                    continue
+                if topic.local_name.startswith("__") or topic.is_segment:
+                    continue
+                yield topic
+
+    async def _all_namespaces(self) -> AsyncIterator[str]:
+        store = self.metadata.store
+        for tenant in sorted(await store.children(MANAGED_LEDGERS_ROOT) or []):
+            for ns in sorted(await store.children(f"{MANAGED_LEDGERS_ROOT}/{tenant}") or []):
+                children = await store.children(f"{MANAGED_LEDGERS_ROOT}/{tenant}/{ns}") or []
+                if "persistent" in children:
+                    yield f"{tenant}/{ns}"
+                    continue
+                # A version-1 name: tenant/cluster/namespace.
+                for v1 in sorted(children):
+                    yield f"{tenant}/{ns}/{v1}"
+
+
+# --- applying ------------------------------------------------------------------------------------------------
+
+
+class TrimState:
+    """The topics already trimmed, one JSON object a line, appended as each is done (a rerun skips them)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.done: set[str] = set()
+        if path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    d = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short by a crash: that topic is trimmed again (harmless)
+                if isinstance(d, dict) and isinstance(d.get("topic"), str):
+                    self.done.add(d["topic"])
+
+    def record(self, entry: dict[str, Any]) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(entry, sort_keys=True) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        self.done.add(entry["topic"])
+
+
+@dataclass(frozen=True, slots=True)
+class Trimmed:
+    topic: str
+    ledgers_before: tuple[int, ...]
+    ledgers_after: tuple[int, ...] | None  # None: the topic is gone
+    bytes_before: int
+    bytes_after: int
+    error: str | None = None
+
+    @property
+    def dropped(self) -> tuple[int, ...]:
+        after = set(self.ledgers_after or ())
+        return tuple(lid for lid in self.ledgers_before if lid not in after)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "ledgers_before": list(self.ledgers_before),
+            "ledgers_after": None if self.ledgers_after is None else list(self.ledgers_after),
+            "dropped": list(self.dropped),
+            "bytes_before": self.bytes_before,
+            "bytes_after": self.bytes_after,
+            "error": self.error,
+        }
+
+
+async def apply_trims(
+    admin: PulsarAdmin,
+    metadata: PulsarMetadata,
+    topics: Sequence[IdleTopic],
+    state: TrimState,
+    *,
+    rate: float,
+    concurrency: int,
+    on_done: Callable[[Trimmed], None] | None = None,
+) -> tuple[list[Trimmed], list[str]]:
+    """Ask the broker to trim each topic not in ``state``: at most ``rate`` a second, ``concurrency`` at a
+    time. Returns what each trim did (the topic's ledgers and bytes in its znode before and after) and the
+    topics skipped as already done."""
+    bucket = TokenBucket(rate, 1)
+    out: list[Trimmed] = []
+    skipped = [str(t.topic) for t in topics if str(t.topic) in state.done]
+    todo = iter([t for t in topics if str(t.topic) not in state.done])
+
+    async def trimmer() -> None:
+        for idle in todo:
+            await bucket.acquire()
+            before = after = None
+            error: str | None = None
+            try:
+                before = await metadata.stored_topic(idle.topic)
+                await admin.trim(idle.topic)
+                after = await metadata.stored_topic(idle.topic)
+            except (BackendError, NotOwner, TopicNotFound) as e:
+                # Not recorded as done: a rerun asks again (a trim is idempotent: it drops only what the
+                # broker's rule drops at that time).
+                error = f"{type(e).__name__}: {e}"
+            if error is not None:
+                # What the trim did is not known: the topic's ledgers and bytes are reported as they were.
+                after = before
+            t = Trimmed(
+                str(idle.topic),
+                _ids(before),
+                None if after is None else _ids(after),
+                _bytes(before),
+                _bytes(after),
+                error,
+            )
+            if error is None:
+                state.record({"topic": t.topic, "dropped": list(t.dropped), "at": int(time.time())})
+            else:
+                log.warning("trim failed", topic=t.topic, error=error)
+            out.append(t)
+            if on_done is not None:
+                on_done(t)
+
+    await asyncio.gather(*(trimmer() for _ in range(concurrency)))
+    out.sort(key=lambda t: t.topic)
+    return out, skipped
+
+
+def _ids(s: StoredTopic | None) -> tuple[int, ...]:
+    return () if s is None else s.managed_ledger.ledger_ids
+
+
+def _bytes(s: StoredTopic | None) -> int:
+    return 0 if s is None else sum(ld.size or 0 for ld in s.managed_ledger.ledgers)
+
+
+async def broker_default_retention(admin: PulsarAdmin) -> Retention:
+    """The brokers' ``defaultRetentionTimeInMinutes`` / ``defaultRetentionSizeInMB``, from a broker's runtime
+    configuration (a superuser's read). Raises BackendError when it cannot be read."""
+    try:
+        conf = await admin.broker_runtime_config()
+        return Retention(int(conf["defaultRetentionTimeInMinutes"]), int(conf["defaultRetentionSizeInMB"]))
+    except (BackendError, KeyError, TypeError, ValueError) as e:
+        raise BackendError("admin", f"the brokers' default retention is not readable ({e})") from e
+
+
+async def find_idle_past_retention(
+    settings: Settings,
+    *,
+    namespaces: Sequence[str] = (),
+    broker_default: Retention | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> FindReport:
+    """The dry run from the settings: its own admin session, metadata-store and client connections (the
+    nightly audit's "held past retention by idle topics", ``trim-idle``). Needs ``zookeeper.hosts``."""
+    from worker.backends.zookeeper import optional_zookeeper
+    from worker.broker.admin import open_admin
+    from worker.broker.client import blocking_client
+
+    async with open_admin(settings.pulsar) as admin, optional_zookeeper(settings.zookeeper) as zk:
+        if zk is None:
+            raise BackendError("zookeeper", "zookeeper.hosts is not set: idle topics are read from Pulsar's store")
+        default = broker_default if broker_default is not None else await broker_default_retention(admin)
+        metadata = PulsarMetadata(zk)
+        # The lists are read once for the whole run: a topic a broker loads meanwhile is that broker's to trim.
+        loaded = LoadedTopics(admin, metadata, ttl_s=3600)
+        client = blocking_client(settings.pulsar)
+        try:
+            finder = IdleTrimFinder(
+                metadata,
+                loaded,
+                TopicPolicies(admin, loaded, client),
+                broker_default=default,
+                namespaces=namespaces,
+                progress=progress,
+            )
+            return await finder.find()
+        finally:
+            await asyncio.to_thread(client.close)
