@@ -80,7 +80,7 @@ async def test_v1_orphans_are_found_queued_and_deleted(
     assert not live_now & set(found)
     assert {d["verdict"] for d in report["decisions"] if d["ledger_id"] in live_now} <= {"in_use"}
 
-    r = cli(h.config_path, "scan", "-n", ns, "--min-age", "0s")
+    r = cli(h.config_path, "scan", "-n", ns, "--min-age", "0s", "--json")
     assert r.returncode == 0, r.stderr[-3000:]
     sent = {d["ledger_id"] for d in last_json(r.stdout)["sent"]}
     assert planted <= sent
