@@ -1,9 +1,10 @@
 """The tables as an operator reads them: each command run by a shell in a real terminal (tmux, 80 and 200
 columns), the screen read back with capture-pane. On the real stack: orphans of a topic with a 300-character
-name and of a short one, dead letters, the queue backlogs."""
+name and of a short one, dead letters, the queue backlogs, idle topics past their retention (trim-idle)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shlex
 import shutil
@@ -17,7 +18,9 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from testkit.footprint import stats_period_s
 from testkit.harness import create_ledgers, pulsar_ml_metadata
+from testkit.topics import produce
 from tests.conftest import REPO, Stack
 from tests.integration.helpers import quiet_logger
 from tests.integration.test_operator_cli import dead_letter
@@ -26,6 +29,7 @@ from tests.integration.worker_harness import WorkerHarness
 from worker.broker.admin import PulsarAdmin
 from worker.broker.topology import ensure_topology
 from worker.formats import message as m
+from worker.formats.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
 ELLIPSIS = "…"
@@ -194,3 +198,40 @@ async def test_inflight_and_dlq_list_read_well(
         assert header.split() == ["ROLE", "TOPIC", "SUBSCRIPTION", "BACKLOG"]
         assert [r.split()[0] for r in rows] == ["pending", "retry", "dlq", "total"]
         assert rows[-1].split()[-1] == "2" and rows[-1].index("2") == header.index("BACKLOG") + len("BACKLOG") - 1
+
+
+async def test_trim_idle_reads_well(
+    stack: Stack,
+    unique: str,
+    admin: PulsarAdmin,
+    tmp_path: Path,
+    harnesses: list[WorkerHarness],
+    terminals: list[Terminal],
+) -> None:
+    ns = await fresh_namespace(admin, f"ldw-ttytrim-{unique}")
+    long_topic = f"persistent://{ns}/" + "an-idle-topic-name-nobody-should-ever-type-" * 6 + "the-end"
+    short_topic = f"persistent://{ns}/orders"
+    for topic in (long_topic, short_topic):
+        produce(stack.service_url, topic, 30, payload=b"x" * 1024)  # 6 ledgers of 5 entries
+        await admin.unload(TopicName.parse(topic))
+    await admin.set_retention(ns, 0, 0)
+    # The brokers' lists of loaded topics must have been refreshed since the unloads.
+    await asyncio.sleep(await stats_period_s(admin) + 5)
+    h = worker_config(harnesses, stack, tmp_path, f"ttytrim-{unique}")
+    for terminal in terminals:
+        lines = terminal.run(cli_line(h.config_path, "trim-idle", "-n", ns))
+        print("\n".join(lines))
+        check_fits(lines, terminal.width)
+        header, rows = table_rows(lines, "TOPIC")
+        assert header.split()[:4] == ["TOPIC", "LEDGERS", "PAST", "RETENTION"], header
+        assert len(rows) == 2, rows
+        names = sorted((r.split()[0] for r in rows), key=lambda cell: not cell.endswith("/orders"))
+        short, long = names
+        # At 200 columns the short name is whole; at 80 either may lose its middle, never its head or its tail.
+        if terminal.width == 200:
+            assert short == short_topic.removeprefix("persistent://"), rows
+        assert short.startswith("public/ldw-tty") and short.endswith("/orders"), rows
+        assert long.startswith("public/ldw-tty") and long.endswith("type-the-end") and ELLIPSIS in long, rows
+        # Each row says how many of the topic's ledgers are past its retention: all but the last one here.
+        assert all(re.search(r"\s(\d+)/(\d+)\s", r) for r in rows), rows
+        assert any("dry run: nothing trimmed" in line for line in lines), lines
