@@ -400,7 +400,14 @@ async def _drive_and_check(
         assert not bad, bad
         return {r["name"]: r["state"] for r in rules}
 
-    states = await eventually(rules_evaluated, timeout=30, what="every alert rule evaluated")
-    for name in ("LedgerDeletionRejectedMessages", "LedgerDeletionDLQGrowing", "LedgerDeletionNightlyFailed"):
-        assert states[name] in ("pending", "firing"), (name, states)
+    provoked = ("LedgerDeletionRejectedMessages", "LedgerDeletionDLQGrowing", "LedgerDeletionNightlyFailed")
+
+    # A rule sees a series from its first evaluation after the scrape that brought it: the provoked alerts are
+    # waited for, each must become pending or firing.
+    async def provoked_active() -> dict[str, str]:
+        states = await rules_evaluated()
+        return states if states and all(states[n] in ("pending", "firing") for n in provoked) else {}
+
+    await eventually(rules_evaluated, timeout=30, what="every alert rule evaluated")
+    states = await eventually(provoked_active, timeout=60, interval=1, what=f"{', '.join(provoked)} pending or firing")
     assert states["LedgerDeletionWorkerDown"] == "inactive", states
