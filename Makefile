@@ -158,9 +158,14 @@ test-cluster: venv
 chaos: venv
 	$(VENV)/bin/pytest -q -rfEs -s -m chaos tests/cluster
 
-# The worker checks the brokers' marks with the key the stack made for them (stack.sh env: BROKER_MARK_KEY_FILE).
+# The worker on the stack `stack-up` started (its addresses from `stack.sh env`, so PULSAR_VERSION and the port
+# variables are followed over the config's), checking the brokers' marks with the key the stack made for them.
 run: stack-up
-	LDW_WORKER__BROKER_MARK_KEY_FILE=$$(PROFILE=$(PROFILE) bash $(STACK) env | sed -n 's/^BROKER_MARK_KEY_FILE=//p') \
+	eval "$$(PROFILE=$(PROFILE) bash $(STACK) env)" && \
+	LDW_PULSAR__SERVICE_URL=$$PULSAR_SERVICE_URL LDW_PULSAR__ADMIN_URL=$$PULSAR_ADMIN_URL \
+	LDW_BOOKKEEPER__HTTP_URL=$$BOOKIE_HTTP_URL LDW_ZOOKEEPER__HOSTS=$$ZOOKEEPER_HOSTS \
+	LDW_OFFLOAD__S3_TARGETS="[{\"driver\":\"aws-s3\",\"bucket\":\"$$S3_BUCKET\",\"region\":\"$$S3_REGION\",\"endpoint\":\"$$S3_ENDPOINT\",\"access_key_id\":\"testing\",\"secret_access_key\":\"testing\"}]" \
+	LDW_WORKER__BROKER_MARK_KEY_FILE=$$BROKER_MARK_KEY_FILE \
 	  $(VENV)/bin/ledger-deletion-worker run --config $(CONFIG)
 
 # A newcomer's tour on the local stack: real orphans, scan, the worker deletes them (deploy/local/demo.sh).

@@ -6,6 +6,7 @@ against the managed-ledger name Pulsar writes for a v1 topic (``tenant/cluster/n
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -39,8 +40,21 @@ def v1_namespace(stack: Stack, name: str) -> str:
             data=None if body is None else json.dumps(body).encode(),
             headers={"Content-Type": "application/json"},
         )
-        urllib.request.urlopen(req, timeout=30).close()
+        try:
+            urllib.request.urlopen(req, timeout=30).close()
+        except urllib.error.HTTPError as e:
+            # Pulsar 5.0 serves no version-1 admin API (its /admin/namespaces resources answer Jetty's 404): no v1
+            # namespace can be made there, so none exists on a cluster that started on 5.0.
+            if e.code == 404 and method == "PUT" and stack_version(stack).startswith("5."):
+                pytest.skip(f"Pulsar {stack_version(stack)} serves no version-1 admin API: no v1 namespace to test")
+            raise
     return ns
+
+
+def stack_version(stack: Stack) -> str:
+    with urllib.request.urlopen(f"{stack.admin_url}/admin/v2/brokers/version", timeout=30) as r:
+        # The version as plain text, though the broker labels it application/json.
+        return r.read().decode().strip().strip('"')
 
 
 async def test_v1_orphans_are_found_queued_and_deleted(
