@@ -32,14 +32,13 @@ from kazoo.exceptions import NoNodeError, UnimplementedError
 
 from worker.backends.group_commit import GroupCommit
 from worker.backends.multi_read import multi_read_async
-from worker.backends.zookeeper import UnreadableManagedLedger, Znode, ZooKeeper
+from worker.backends.zookeeper import UnreadableManagedLedger, Znode, ZooKeeper, schema_locator_ledgers
 from worker.errors import BackendError
 from worker.formats.managed_ledger_metadata import (
     ManagedCursorInfo,
     ManagedLedgerInfo,
     parse_managed_cursor_info,
     parse_managed_ledger_info,
-    parse_schema_locator,
 )
 from worker.formats.metadata_paths import managed_ledger_path
 from worker.formats.protobuf_wire import MetadataFormatError
@@ -147,13 +146,7 @@ class PulsarMetadata:
 
     async def _schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
         """The schema registry locator's ledgers (``ZooKeeper.schema_ledgers``'s rule), read in a batch."""
-        got = await self._get(f"/schemas/{schema_id}")
-        if got is None:
-            return None
-        try:
-            return parse_schema_locator(got[0])
-        except MetadataFormatError as e:
-            raise BackendError("zookeeper", f"schema locator {schema_id}: {e}") from e
+        return schema_locator_ledgers(schema_id, await self._get(f"/schemas/{schema_id}"))
 
     async def brokers(self) -> list[BrokerUrls]:
         """The brokers registered as live, with the admin URLs they advertise."""

@@ -375,13 +375,7 @@ class ZooKeeper:
     async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
         """Ledger ids the schema registry's locator (``/schemas/<schemaId>``) references; None when the
         registry has no entry."""
-        got = await self.get(f"/schemas/{schema_id}")
-        if got is None:
-            return None
-        try:
-            return parse_schema_locator(got[0])
-        except MetadataFormatError as e:
-            raise BackendError("zookeeper", f"schema locator {schema_id}: {e}") from e
+        return schema_locator_ledgers(schema_id, await self.get(f"/schemas/{schema_id}"))
 
     async def cursor_properties(self, topic: TopicName, cursor: str) -> Mapping[str, str] | None:
         """The cursor properties of ``topic``'s cursor named ``cursor`` (its znode name) as stored
@@ -581,3 +575,14 @@ def _managed_ledger(topic: TopicName, data: bytes) -> ManagedLedgerInfo:
         return parse_managed_ledger_info(data)
     except MetadataFormatError as e:
         raise UnreadableManagedLedger(topic, e) from e
+
+
+def schema_locator_ledgers(schema_id: str, znode: Znode | None) -> frozenset[int] | None:
+    """The ledger ids a schema registry locator znode (``/schemas/<schemaId>``) references; None without one.
+    Raises BackendError when it cannot be parsed: an unreadable locator is never an absence."""
+    if znode is None:
+        return None
+    try:
+        return parse_schema_locator(znode[0])
+    except MetadataFormatError as e:
+        raise BackendError("zookeeper", f"schema locator {schema_id}: {e}") from e
