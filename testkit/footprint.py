@@ -9,6 +9,7 @@ lists it among the topics it serves. A :class:`Footprint` holds each of those fo
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
@@ -105,3 +106,21 @@ async def stats_period_s(admin: PulsarAdmin) -> float:
     """How often a broker refreshes its list of loaded topics (``statsUpdateFrequencyInSecs``)."""
     conf = await admin.broker_runtime_config()
     return float(conf.get("statsUpdateFrequencyInSecs", 60))
+
+
+async def listed_as_loaded(admin: PulsarAdmin, topics: Iterable[str], timeout: float = 150) -> None:
+    """Waits until the brokers' own lists name every one of ``topics`` as loaded: a topic is asked of its broker
+    (``internalStats``, the owner route) only once a list names it, up to ``statsUpdateFrequencyInSecs`` after
+    its load; before that its live state is read from the metadata store."""
+    wanted = set(topics)
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        loaded: set[str] = set()
+        for broker in await admin.active_brokers():
+            scheme = "https" if admin.admin_url.startswith("https://") else "http"
+            loaded |= set(await admin.at(f"{scheme}://{broker}").loaded_topics())
+        if wanted <= loaded:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"not listed as loaded after {timeout} s: {sorted(wanted - loaded)}")
+        await asyncio.sleep(2)

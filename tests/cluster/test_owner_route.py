@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from testkit.footprint import listed_as_loaded
 from testkit.harness import ml_info as ml
 from tests.cluster.conftest import Cluster
 from tests.cluster.placement import move, spread
@@ -82,6 +83,9 @@ async def test_worker_configured_with_the_other_broker_uses_the_owner(
             live[t] = ml_ledger_ids(stats)[:-1]  # not the current one: a real candidate for deletion
         # Leaked ledgers of the live topics (Pulsar's own metadata, listed by nobody).
         orphans = {t: create_ledgers(cluster, 2, pulsar_ml_metadata(t)) for t in topics}
+        # The owner route is taken for a topic its broker lists as loaded (a list refreshed every
+        # statsUpdateFrequencyInSecs); before that its live state comes from the metadata store.
+        await listed_as_loaded(a, topics)
 
     workers = []
     for i, admin_url in enumerate(cluster.admin_urls):
