@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,13 @@ def stack_env(profile: str | None = None) -> dict[str, str]:
 
 def stack_from_env(profile: str | None = None) -> Stack:
     return stack_of(stack_env(profile))
+
+
+def broker_version(stack: Stack) -> str:
+    """The Pulsar version the stack's broker runs (``/admin/v2/brokers/version``: plain text, though labelled
+    application/json)."""
+    with urllib.request.urlopen(f"{stack.admin_url}/admin/v2/brokers/version", timeout=30) as r:
+        return str(r.read().decode().strip().strip('"'))
 
 
 def stack_of(env: dict[str, str]) -> Stack:

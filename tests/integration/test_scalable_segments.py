@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from testkit.harness import create_ledgers
-from testkit.stack import REPO, pulsar_home, pulsar_java
+from testkit.stack import REPO, broker_version, pulsar_home, pulsar_java
 from tests.conftest import Stack
 from tests.integration.helpers import eventually
 from tests.integration.test_phase1 import cli, fresh_namespace, worker_config
@@ -31,8 +31,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def scalable_stack(stack: Stack) -> Stack:
-    with urllib.request.urlopen(f"{stack.admin_url}/admin/v2/brokers/version", timeout=10) as r:
-        version = r.read().decode().strip()
+    version = broker_version(stack)
     if int(version.split(".")[0]) < 5:
         pytest.skip(f"scalable topics need Pulsar 5.0 (this stack runs {version}: make test-pulsar5)")
     return stack

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-import urllib.request
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -13,6 +12,7 @@ from urllib.parse import urlsplit
 import pulsar
 import pytest
 
+from testkit.stack import broker_version
 from tests.conftest import STACK, Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
 from worker.backends.bookie_http import BookieClient
@@ -107,8 +107,7 @@ def test_deliver_after_arrives_no_earlier_than_asked(stack: Stack, test_namespac
 def test_up_refuses_a_broker_of_another_version(stack: Stack, tmp_path: Path) -> None:
     """Two lines run side by side on ports of their own; a stack pointed at ports another line's broker
     holds refuses to take it for its own (its health checks alone would pass) and starts nothing."""
-    with urllib.request.urlopen(f"{stack.admin_url}/admin/v2/brokers/version", timeout=10) as r:
-        running = r.read().decode().strip()
+    running = broker_version(stack)
     other = "4.0.8" if running.startswith("5.") else "5.0.0-M1"
     port = {url: str(urlsplit(url).port) for url in (stack.admin_url, stack.service_url, stack.bookie_http_url)}
     env = {

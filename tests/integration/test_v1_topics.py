@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata
+from testkit.stack import broker_version
 from tests.conftest import Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce
 from tests.integration.test_phase1 import cli, worker_config
@@ -45,16 +46,10 @@ def v1_namespace(stack: Stack, name: str) -> str:
         except urllib.error.HTTPError as e:
             # Pulsar 5.0 serves no version-1 admin API (its /admin/namespaces resources answer Jetty's 404): no v1
             # namespace can be made there, so none exists on a cluster that started on 5.0.
-            if e.code == 404 and method == "PUT" and stack_version(stack).startswith("5."):
-                pytest.skip(f"Pulsar {stack_version(stack)} serves no version-1 admin API: no v1 namespace to test")
+            if e.code == 404 and method == "PUT" and broker_version(stack).startswith("5."):
+                pytest.skip(f"Pulsar {broker_version(stack)} serves no version-1 admin API: no v1 namespace to test")
             raise
     return ns
-
-
-def stack_version(stack: Stack) -> str:
-    with urllib.request.urlopen(f"{stack.admin_url}/admin/v2/brokers/version", timeout=30) as r:
-        # The version as plain text, though the broker labels it application/json.
-        return r.read().decode().strip().strip('"')
 
 
 async def test_v1_orphans_are_found_queued_and_deleted(
