@@ -110,7 +110,12 @@ class LiveStateReader:
         it answers 307 (the caller bumps the epoch and retries later), GoneUnconfirmed when the two stores
         disagree, BackendError when nothing could be read."""
         if topic.is_segment:
-            return await self._fetch_segment(topic)
+            # No admin resource serves a segment's internalStats: its records are always what is read.
+            if self.metadata is None:
+                raise BackendError(
+                    "zookeeper", f"{topic}: a segment's live state is read from the metadata store (zookeeper.hosts)"
+                )
+            return await self._fetch_stored(self.metadata, topic)
         serving = await self.loaded.serving(topic) if self.loaded is not None else None
         if serving is not None:
             try:
@@ -130,35 +135,26 @@ class LiveStateReader:
                 self._on_request("internal_stats", "ok")
                 return LiveSet.from_internal_stats(topic, stats, serving.url, -1, self.clock())
         if self.metadata is not None:
-            stored = await self.metadata.stored_topic(topic)
-            if stored is not None:
-                self._on_request("stored", "ok")
-                return LiveSet.from_stored(
-                    topic, stored.managed_ledger, stored.cursors, stored.schema_ledgers, -1, self.clock()
-                )
-            if await self._listed(topic):
-                raise GoneUnconfirmed(topic, "the admin API lists it, but the metadata store has no managed ledger")
-            self._on_request("stored", "not_found")
-            return None
+            return await self._fetch_stored(self.metadata, topic)
         if self.may_load:
             return await self._fetch_loading(topic)
         raise NotLoadedUnreadable(topic)
 
-    async def _fetch_segment(self, segment: TopicName) -> LiveSet | None:
-        """A scalable topic's segment (Pulsar 5.0): its znodes (a ledger joins them before the broker writes
-        to it), or None when its managed ledger is gone and its scalable topic no longer lists it."""
-        if self.metadata is None:
-            raise BackendError(
-                "zookeeper", f"{segment}: a segment's live state is read from the metadata store (zookeeper.hosts)"
-            )
-        stored = await self.metadata.stored_topic(segment)
+    async def _fetch_stored(self, metadata: PulsarMetadata, topic: TopicName) -> LiveSet | None:
+        """The topic's records in the metadata store, or None when it has none and the admin API does not list
+        it either: its namespace's topic list, or for a segment its scalable topic's layout (a segment listed
+        there without its managed ledger is being created or deleted: SegmentUnsettled)."""
+        stored = await metadata.stored_topic(topic)
         if stored is not None:
             self._on_request("stored", "ok")
             return LiveSet.from_stored(
-                segment, stored.managed_ledger, stored.cursors, stored.schema_ledgers, -1, self.clock()
+                topic, stored.managed_ledger, stored.cursors, stored.schema_ledgers, -1, self.clock()
             )
-        if await self.segment_listed(segment):
-            raise SegmentUnsettled(segment)
+        if topic.is_segment:
+            if await self.segment_listed(topic):
+                raise SegmentUnsettled(topic)
+        elif await self._listed(topic):
+            raise GoneUnconfirmed(topic, "the admin API lists it, but the metadata store has no managed ledger")
         self._on_request("stored", "not_found")
         return None
 
