@@ -28,6 +28,18 @@ def consume_and_ack(consumer: pulsar.Consumer, n: int) -> None:
         consumer.acknowledge(consumer.receive(timeout_millis=30_000))
 
 
+def consume_and_ack_once(consumer: pulsar.Consumer, n: int) -> None:
+    """Reads n messages and acknowledges them with one cumulative ack: a single mark-delete, which the broker
+    persists at once. Many acks inside a second leave the cursor dirty (mark-deletes are rate-limited to one a
+    second), and the broker's periodic flush then persists it later, switching the cursor's ledger (the stack
+    switches at every persist) and deleting the old one under the test."""
+    last = None
+    for _ in range(n):
+        last = consumer.receive(timeout_millis=30_000)
+    assert last is not None
+    consumer.acknowledge_cumulative(last)
+
+
 def produce(stack: Stack, topic: str, n: int) -> None:
     client = pulsar.Client(stack.service_url, logger=quiet_logger(), operation_timeout_seconds=30)
     try:
@@ -54,13 +66,13 @@ async def test_open_ledgers_nothing_names_are_recovered_and_deleted_and_the_live
 ) -> None:
     topic = f"persistent://{test_namespace}/open-ledgers-{unique}"
     sub = f"sub-{unique}"
-    # A live topic with a live cursor, its consumer connected throughout: acknowledgements give the cursor a
-    # ledger of its own (the stack's cursors switch ledgers every 5 mark-deletes, at most one a second).
+    # A live topic with a live cursor, its consumer connected throughout: the acknowledgement gives the cursor
+    # a ledger of its own, and nothing is left for the broker to persist (and switch ledgers) later.
     client = pulsar.Client(stack.service_url, logger=quiet_logger(), operation_timeout_seconds=30)
     try:
         consumer = client.subscribe(topic, sub, initial_position=pulsar.InitialPosition.Earliest)
         await asyncio.to_thread(produce, stack, topic, 12)
-        await asyncio.to_thread(consume_and_ack, consumer, 12)
+        await asyncio.to_thread(consume_and_ack_once, consumer, 12)
         await _open_ledgers_nothing_names(stack, unique, admin, tmp_path, harnesses, topic, sub, consumer)
     finally:
         client.close()
@@ -80,7 +92,7 @@ async def _open_ledgers_nothing_names(
     seen: list[int] = []
 
     async def settled_cursor_ledger() -> int | None:
-        # The last mark-delete is persisted within a second: the cursor's ledger then stays the same.
+        # The one mark-delete is persisted within a second: the cursor's ledger then stays the same.
         lid = int((await admin.internal_stats(t))["cursors"][sub]["cursorLedger"])
         seen.append(lid)
         return lid if lid >= 0 and seen[-3:] == [lid] * 3 else None
