@@ -18,7 +18,7 @@ PULSAR5_SUBSET ?= tests/extension/test_extension.py tests/integration/test_worke
 	tests/integration/test_scanner.py::test_scan_queues_orphans_and_the_worker_deletes_them \
 	tests/integration/test_scalable_segments.py
 
-.PHONY: venv protos system-packages check helm helm-chart dashboards broker-extension leak-demo reclaim-demo stack-up stack-down stack-status test test-cluster test-pulsar5 chaos unit integration lint run demo bench bench-bookies bench-extension bench-scale bench-purge clean
+.PHONY: venv protos system-packages check helm helm-chart dashboards broker-extension leak-demo reclaim-demo stack-up stack-down stack-status test test-shared-stack test-own-stacks test-serial test-cluster test-pulsar5 chaos unit integration lint run demo bench bench-bookies bench-extension bench-scale bench-purge clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -137,18 +137,45 @@ unit: venv
 # The inner loop, no service started: the linters, the types, the unit tests.
 check: lint unit
 
-# The whole suite (unit + integration + the cluster tests, which start and stop the cluster profile
-# themselves) against the real local stacks; the chaos run is its own target.
+# The whole suite against the real local stacks, in two lanes side by side (make -j2; each lane's output is printed
+# whole when it ends): the tests on the shared standalone stack, and the suites that start stacks of their own
+# (extension, auth, cluster; every profile has ports of its own) followed by the Pulsar 5.0 subset. Then the tests
+# marked `serial`: they restart the shared stack, which the second lane reads too. The chaos run is its own target.
+PYTEST := $(VENV)/bin/pytest -q -rfEs
+TEST_MARKS := not chaos and not apache_chart
 test: lint system-packages-present helm broker-extension stack-up
-	$(VENV)/bin/pytest -q -rfEs -m "not chaos and not apache_chart" tests
-	@if [[ "$${LDW_PULSAR5:-1}" == 0 ]]; then echo "make test: the Pulsar 5.0 subset skipped (LDW_PULSAR5=0)"; \
-	else $(MAKE) --no-print-directory test-pulsar5 PULSAR5_TESTS="$(PULSAR5_SUBSET)"; fi
+	@rc=0; start=$$SECONDS; \
+	$(MAKE) --no-print-directory -k -j2 --output-sync=target test-shared-stack test-own-stacks || rc=$$?; \
+	$(MAKE) --no-print-directory test-serial || rc=$$?; \
+	echo "make test: the lanes and the serial tests took $$(( (SECONDS - start) / 60 )) min $$(( (SECONDS - start) % 60 )) s"; \
+	exit $$rc
+
+# Lane 1: unit, ops and integration tests on the shared standalone stack.
+test-shared-stack: venv
+	@echo "== lane shared-stack: unit, ops, integration on the standalone stack"
+	@start=$$SECONDS; rc=0; \
+	$(PYTEST) -m "$(TEST_MARKS) and not serial" tests/unit tests/ops tests/integration tests/sparkcluster || rc=$$?; \
+	echo "== lane shared-stack: exit $$rc after $$((SECONDS - start)) s"; exit $$rc
+
+# Lane 2: the suites on stacks of their own, then the Pulsar 5.0 subset (its extension tests take the extension
+# suite's ports, so they come after it).
+test-own-stacks: venv
+	@echo "== lane own-stacks: extension, auth, cluster on stacks of their own, then Pulsar 5.0's subset"
+	@start=$$SECONDS; rc=0; \
+	$(PYTEST) -m "$(TEST_MARKS) and not serial" tests/extension tests/auth tests/cluster || rc=$$?; \
+	if [[ "$${LDW_PULSAR5:-1}" == 0 ]]; then echo "make test: the Pulsar 5.0 subset skipped (LDW_PULSAR5=0)"; \
+	else $(MAKE) --no-print-directory test-pulsar5 PULSAR5_TESTS="$(PULSAR5_SUBSET)" || rc=$$?; fi; \
+	echo "== lane own-stacks: exit $$rc after $$((SECONDS - start)) s"; exit $$rc
+
+# The tests that restart the shared stack, alone.
+test-serial: venv stack-up
+	$(PYTEST) -m "$(TEST_MARKS) and serial" tests
 
 # The integration suite (PULSAR5_TESTS) on Pulsar $(PULSAR5_VERSION): its stack is started if needed and left up
 # (`PULSAR_VERSION=$(PULSAR5_VERSION) make stack-down` stops it).
 test-pulsar5: venv
 	PULSAR_VERSION=$(PULSAR5_VERSION) PROFILE=standalone bash $(STACK) up
-	PULSAR_VERSION=$(PULSAR5_VERSION) $(VENV)/bin/pytest -q -rfEs -m "not chaos and not apache_chart" $(PULSAR5_TESTS)
+	PULSAR_VERSION=$(PULSAR5_VERSION) $(PYTEST) -m "$(TEST_MARKS)" $(PULSAR5_TESTS)
 
 # Only the tests on the cluster profile (started if it is not up, left up: LDW_CLUSTER_KEEP=1).
 test-cluster: venv
