@@ -17,6 +17,17 @@ from worker.broker.admin import PulsarAdmin
 
 __all__ = ["REPO", "STACK", "Stack"]
 
+# The helpers the tests share live in modules that are not test modules; pytest rewrites their asserts as it does
+# a test module's, so a failing one reports the values it compared. Registered here, before any of them is imported.
+pytest.register_assert_rewrite(
+    "tests.extension.helpers",
+    "tests.integration.helpers",
+    "tests.integration.offload_helpers",
+    "tests.integration.prometheus_helpers",
+    "tests.ops.helpers",
+    "tests.unit.fakes",
+)
+
 
 def _up(url: str) -> bool:
     try:

@@ -22,7 +22,7 @@ import pytest
 
 from testkit.stack import mark_directory, run_profile, stack_env, stack_from_env
 from tests.conftest import Stack
-from tests.integration.conftest import harnesses  # noqa: F401  (the same fixture for cluster tests)
+from tests.integration.conftest import harnesses, pushgateway  # noqa: F401  (the same fixtures for cluster tests)
 from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
 from worker.broker.admin import PulsarAdmin

@@ -21,13 +21,11 @@ from typing import Any
 
 from tests.cluster.conftest import Cluster
 from tests.integration.helpers import eventually
-from tests.integration.test_prometheus import DASHBOARD, Prom, pushgateway, run_prometheus, selectors
+from tests.integration.prometheus_helpers import DASHBOARD, Prom, run_prometheus, selectors
 from tests.ops.promql import GRAFANA_VARS
 from tools import dashboards
 from tools.reclaim_demo import RECLAIMED_COMPACTION, RECLAIMED_DELETION, Report, run_reclaim
 from worker.nightly import metrics as nm
-
-__all__ = ["pushgateway"]  # the fixture, used by name below
 
 LEAK_ROW = "The leak"
 

@@ -16,7 +16,7 @@ import pulsar
 from kazoo.client import KazooClient
 
 from tests.extension.conftest import PENDING, ExtStack, worker_on_extension_queue
-from tests.extension.test_extension import ml_path, queued_for
+from tests.extension.helpers import ml_path, queued_for
 from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
 from tests.integration.worker_harness import WorkerHarness
 from worker.broker.admin import PulsarAdmin

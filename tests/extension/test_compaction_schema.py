@@ -19,24 +19,23 @@ from __future__ import annotations
 import json
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 from kazoo.client import KazooClient
 
 from tests.extension.conftest import ExtStack, worker_on_extension_queue
-from tests.extension.test_extension import (
+from tests.extension.helpers import (
     SETTLED,
     assert_signed_by_the_broker,
+    compacted_ledgers_named,
+    internal_stats,
     queued_for,
     rest,
     scan_orphans,
     wait_settled,
 )
-from tests.integration.helpers import eventually
-from tests.integration.test_compacted_ledger import compact, produce_keyed
-from tests.integration.test_schema_in_use import topic_with_schema
+from tests.integration.helpers import compact, eventually, produce_keyed, topic_with_schema
 from tests.integration.worker_harness import WorkerHarness
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent
@@ -79,25 +78,6 @@ class Poller:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self.thread.join(5)
-
-
-def internal_stats(stack: ExtStack, t: TopicName) -> dict[str, object]:
-    url = f"{stack.admin_url}/admin/v2/{t.rest_path}/internalStats"
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return dict(json.loads(r.read()))
-
-
-def compacted_ledgers_named(stats: dict[str, object]) -> set[int]:
-    """The compacted ledgers a topic names: the loaded one and the ``__compaction`` cursor's property."""
-    named = set()
-    loaded = int((stats.get("compactedLedger") or {}).get("ledgerId", -1))  # type: ignore[attr-defined]
-    if loaded >= 0:
-        named.add(loaded)
-    cursor = (stats.get("cursors") or {}).get("__compaction") or {}  # type: ignore[attr-defined]
-    prop = (cursor.get("properties") or {}).get("CompactedTopicLedger")
-    if prop is not None and int(prop) >= 0:
-        named.add(int(prop))
-    return named
 
 
 async def test_a_compactions_replaced_ledger_is_queued_before_the_topic_stops_naming_it(

@@ -23,18 +23,18 @@ from pathlib import Path
 import pulsar
 
 from tests.extension.conftest import ExtStack, ext_stack_cmd, worker_on_extension_queue
-from tests.extension.test_compaction_schema import compacted_ledgers_named, internal_stats
-from tests.extension.test_extension import (
+from tests.extension.helpers import (
     MetadataWatch,
     assert_marked_before_forgotten,
     assert_signed_by_the_broker,
+    broker_metric,
+    compacted_ledgers_named,
+    internal_stats,
     queued_for,
     scan_orphans,
     wait_settled,
 )
-from tests.extension.test_queue_unavailable import broker_metric
-from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
-from tests.integration.test_compacted_ledger import compact, produce_keyed
+from tests.integration.helpers import compact, eventually, ml_ledger_ids, produce, produce_keyed, quiet_logger
 from tests.integration.worker_harness import WorkerHarness
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin

@@ -23,15 +23,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from tests.extension.conftest import ExtStack, worker_on_extension_queue
-from tests.extension.test_extension import (
-    SETTLED,
-    Queued,
-    ml_path,
-    queued_for,
-    rest,
-    scan_orphans,
-    wait_settled,
-)
+from tests.extension.helpers import SETTLED, Queued, ml_path, queued_for, rest, scan_orphans, wait_settled
 from tests.integration.helpers import eventually, quiet_logger
 from tests.integration.worker_harness import WorkerHarness
 from worker.backends.bookie_http import BookieClient

@@ -9,188 +9,29 @@ have been published no later than that. Without the extension there is no messag
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
-import json
-import threading
-import time
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pulsar
 import pytest
-from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
-from testkit.stack import scan_dry_run
-from tests.extension.conftest import (
-    PENDING,
-    ExtStack,
-    worker_config_file,
-    worker_on_extension_queue,
+from tests.extension.conftest import ExtStack, worker_on_extension_queue
+from tests.extension.helpers import (
+    SETTLED,
+    MetadataWatch,
+    assert_marked_before_forgotten,
+    assert_signed_by_the_broker,
+    queued_for,
+    rest,
+    scan_orphans,
+    wait_settled,
 )
 from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
+from tests.integration.offload_helpers import offload_topic
 from tests.integration.worker_harness import WorkerHarness
 from worker.broker.admin import PulsarAdmin
-from worker.formats.managed_ledger_metadata import parse_managed_cursor_info, parse_managed_ledger_info
-from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
+from worker.formats.message import LedgerComponent, LedgerType
 from worker.formats.topic_name import TopicName
-
-SETTLED = {"deleted", "already_gone"}
-
-
-def rest(stack: ExtStack, method: str, path: str, body: object | None = None) -> None:
-    req = urllib.request.Request(
-        f"{stack.admin_url}{path}",
-        method=method,
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    urllib.request.urlopen(req, timeout=60).close()
-
-
-def ml_path(topic: str) -> str:
-    t = TopicName.parse(topic)
-    return f"/managed-ledgers/{t.tenant}/{t.namespace}/persistent/{t.local_name}"
-
-
-@dataclass
-class MetadataWatch:
-    """Polls a topic's ledger list and cursors in ZooKeeper; records when each ledger left them."""
-
-    zk_hosts: str
-    topic: str
-    gone_at_ms: dict[int, float] = field(default_factory=dict)  # ledger id -> mtime of the version without it
-    seen: set[int] = field(default_factory=set)
-    cursor_seen: dict[int, str] = field(default_factory=dict)
-    _stop: threading.Event = field(default_factory=threading.Event)
-
-    def __post_init__(self) -> None:
-        self.zk = KazooClient(hosts=self.zk_hosts)
-        self.zk.start(timeout=15)
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _poll(self) -> None:
-        path = ml_path(self.topic)
-        try:
-            data, stat = self.zk.get(path)
-        except NoNodeError:
-            # The whole topic's metadata went: every ledger seen is gone (no mtime: the poll time).
-            now = time.time() * 1000
-            for lid in self.seen - set(self.gone_at_ms):
-                self.gone_at_ms[lid] = now
-            return
-        listed = set(parse_managed_ledger_info(data).ledger_ids)
-        cursors: dict[int, float] = {}
-        for c in self.zk.get_children(path):
-            try:
-                cdata, cstat = self.zk.get(f"{path}/{c}")
-            except NoNodeError:
-                continue
-            lid = parse_managed_cursor_info(cdata).cursors_ledger_id
-            if lid >= 0:
-                cursors[lid] = cstat.mtime
-                self.cursor_seen[lid] = c
-        live = listed | set(cursors)
-        for lid in self.seen - live - set(self.gone_at_ms):
-            self.gone_at_ms[lid] = float(stat.mtime) if lid not in self.cursor_seen else time.time() * 1000
-        self.seen |= live
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self._poll()
-            except Exception:  # a znode half-written or replaced between reads: poll again
-                pass
-            self._stop.wait(0.05)
-
-    def __enter__(self) -> MetadataWatch:
-        self._poll()
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self.thread.join(5)
-        self.zk.stop()
-        self.zk.close()
-
-
-def read_queue(service_url: str) -> list[tuple[PendingDeleteLedgerInfo, int]]:
-    """Every message on the extension's queue (all partitions), with its publish time (ms)."""
-    client = pulsar.Client(service_url, logger=quiet_logger())
-    out: list[tuple[PendingDeleteLedgerInfo, int]] = []
-    try:
-        for p in range(4):
-            reader = client.create_reader(f"{PENDING}-partition-{p}", pulsar.MessageId.earliest)
-            while reader.has_message_available():
-                m = reader.read_next(timeout_millis=5000)
-                out.append((decode(m.data()), m.publish_timestamp()))
-            reader.close()
-    finally:
-        client.close()
-    return out
-
-
-def assert_signed_by_the_broker(stack: ExtStack, topic: str) -> int:
-    """Every message the broker queued for ``topic`` carries its mark: the message property ``ledger-deletion-mark``
-    = ``hmac-sha256:`` + HMAC-SHA256 of the payload under the stack's key (stack.sh's BROKER_MARK_KEY_FILE)."""
-    key = Path(stack.mark_key_file).read_bytes().rstrip()
-    client = pulsar.Client(stack.service_url, logger=quiet_logger())
-    n = 0
-    try:
-        for p in range(4):
-            reader = client.create_reader(f"{PENDING}-partition-{p}", pulsar.MessageId.earliest)
-            while reader.has_message_available():
-                m = reader.read_next(timeout_millis=5000)
-                if decode(m.data()).topic_name != topic:
-                    continue
-                expected = "hmac-sha256:" + hmac.new(key, m.data(), hashlib.sha256).hexdigest()
-                assert m.properties().get("ledger-deletion-mark") == expected, m.properties()
-                n += 1
-            reader.close()
-    finally:
-        client.close()
-    assert n > 0, f"nothing queued for {topic}"
-    return n
-
-
-def queued_for(service_url: str, topic: str) -> dict[tuple[str, int], tuple[PendingDeleteLedgerInfo, int]]:
-    return {(i.ledger_type.value, i.ledger_id): (i, ts) for i, ts in read_queue(service_url) if i.topic_name == topic}
-
-
-Queued = dict[tuple[str, int], tuple[PendingDeleteLedgerInfo, int]]
-
-
-def assert_marked_before_forgotten(watch: MetadataWatch, queued: Queued) -> None:
-    assert watch.gone_at_ms, "the broker dropped no ledger: nothing was tested"
-    for lid, gone in sorted(watch.gone_at_ms.items()):
-        entry = queued.get((LedgerType.LEDGER.value, lid))
-        assert entry is not None, f"ledger {lid} left the metadata but is not on the queue: {sorted(queued)}"
-        _, published = entry
-        assert published <= gone, f"ledger {lid}: queued at {published}, metadata forgot it at {gone}"
-
-
-def scan_orphans(stack: ExtStack, tmp_path: Path, namespace: str) -> list[dict[str, object]]:
-    return list(scan_dry_run(worker_config_file(stack, tmp_path), namespace, timeout=300)["orphans"])
-
-
-def settled(w: WorkerHarness, topic: str) -> dict[tuple[str, int], str]:
-    out: dict[tuple[str, int], str] = {}
-    for e in w.log_events():
-        if e.get("topic") == topic and e.get("outcome") and e.get("ledger_id") is not None:
-            out[(str(e.get("ledger_type")), int(e["ledger_id"]))] = str(e["outcome"])
-    return out
-
-
-async def wait_settled(w: WorkerHarness, topic: str, keys: set[tuple[str, int]]) -> dict[tuple[str, int], str]:
-    async def check() -> dict[tuple[str, int], str]:
-        s = settled(w, topic)
-        return s if all(s.get(k) in SETTLED for k in keys) else {}
-
-    return await eventually(check, timeout=90, interval=1, what=f"worker settling {sorted(keys)}")
 
 
 @pytest.fixture
@@ -285,8 +126,6 @@ async def _gone(watch: MetadataWatch, *ids: int) -> bool:
 async def test_offloaded_ledgers_queue_both_copies_before_the_metadata_forgets(
     ext_stack: ExtStack, ext_admin: PulsarAdmin, namespace: str, worker: WorkerHarness, tmp_path: Path
 ) -> None:
-    from tests.integration.test_worker_offload import offload_topic
-
     topic = f"persistent://{namespace}/offl"
     t = TopicName.parse(topic)
     # A subscription at the start holds every ledger (retention 0) until it goes.

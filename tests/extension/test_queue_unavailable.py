@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +20,7 @@ import pulsar
 import pytest
 
 from tests.extension.conftest import ExtStack, ext_stack_cmd
-from tests.extension.test_extension import queued_for, scan_orphans
+from tests.extension.helpers import broker_metric, ml_path, queued_for, scan_orphans
 from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
 from worker.broker.admin import PulsarAdmin
 from worker.errors import BackendError
@@ -45,12 +43,6 @@ def restart(extra_conf: str | None) -> None:
         assert r.returncode == 0, r.stderr[-3000:]
     finally:
         os.environ.pop("BROKER_EXTENSION_CONF", None)
-
-
-def broker_metric(stack: ExtStack, name: str) -> float:
-    with urllib.request.urlopen(f"{stack.admin_url}/metrics/", timeout=30) as r:
-        text = r.read().decode()
-    return sum(float(m.group(1)) for m in re.finditer(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
 
 
 @pytest.fixture
@@ -138,7 +130,6 @@ async def test_queue_unavailable_metadata_writes_wait_fail_and_keep_their_ledger
 def stored_ledgers(stack: ExtStack, topic: str) -> list[int]:
     from kazoo.client import KazooClient
 
-    from tests.extension.test_extension import ml_path
     from worker.formats.managed_ledger_metadata import parse_managed_ledger_info
 
     zk = KazooClient(hosts=stack.zookeeper_hosts)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.worker_harness import WorkerHarness
+from tests.integration.prometheus_helpers import binary, wait_http
+from tests.integration.worker_harness import WorkerHarness, free_port
 
 
 @pytest.fixture
@@ -27,3 +30,19 @@ def spark() -> Iterator[Any]:
     s = session("local[2]", "ldw-tests", **{"spark.sql.shuffle.partitions": "2"})
     yield s
     s.stop()
+
+
+@pytest.fixture
+def pushgateway(tmp_path: Path) -> Iterator[str]:
+    """A real Pushgateway (Debian's) on a free loopback port: its ``host:port``."""
+    port = free_port()
+    log = open(tmp_path / "pushgateway.log", "wb")
+    proc = subprocess.Popen(
+        [binary("prometheus-pushgateway"), f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=log
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/-/ready")
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -1,21 +1,221 @@
-"""Small helpers for integration tests: real producers, real ledgers, polling with deadlines."""
+"""Helpers shared by the integration tests, by concept: clients, topics and ledgers on the real stack; the
+worker's config, CLI and queue; proxies that fault the network. Polling with deadlines and producers come
+from testkit.topics. The offload helpers are in offload_helpers.py, the Prometheus ones in prometheus_helpers.py.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pulsar
 
 from testkit.topics import count_from_earliest, eventually, ml_ledger_ids, produce
+from tests.conftest import REPO, Stack
+from tests.integration.worker_harness import WorkerHarness
+from worker.broker.admin import PulsarAdmin
+from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
+from worker.formats.topic_name import TopicName
+from worker.settings import Settings, load_settings
 
 __all__ = ["count_from_earliest", "eventually", "ml_ledger_ids", "produce", "quiet_logger"]
+
+
+# ---- clients, topics and ledgers on the real stack ------------------------------------------------------
 
 
 def quiet_logger() -> Any:
     """The C++ client logs every connect at INFO; tests only want its warnings."""
     return pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
+
+
+async def fresh_namespace(admin: PulsarAdmin, name: str) -> str:
+    """A namespace of one test, infinite retention (the broker must not trim what the test inspects)."""
+    ns = f"public/{name}"
+    await admin.ensure_namespace(ns)
+    await admin.set_retention(ns, -1, -1)
+    return ns
+
+
+def count_messages(service_url: str, topic: str) -> int:
+    """How many messages a reader from earliest gets on ``topic``."""
+    client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    try:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        n = 0
+        while reader.has_message_available():
+            reader.read_next(timeout_millis=10_000)
+            n += 1
+        reader.close()
+        return n
+    finally:
+        client.close()
+
+
+def produce_keyed(service_url: str, topic: TopicName, n: int) -> None:
+    """``n`` messages over three keys, unbatched: something for a compaction to compact."""
+    client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    try:
+        producer = client.create_producer(str(topic), batching_enabled=False)
+        for i in range(n):
+            producer.send(f"v{i}".encode(), partition_key=f"k{i % 3}")
+        producer.close()
+    finally:
+        client.close()
+
+
+def live_topic_with_schema_and_cursor(service_url: str, topic: str, sub: str) -> None:
+    """A topic with an Avro schema (a schema ledger) and a subscription whose acks live in a cursor ledger."""
+    from pulsar.schema import AvroSchema, Record, String
+
+    class Event(Record):
+        name = String()
+
+    client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    try:
+        consumer = client.subscribe(topic, sub, schema=AvroSchema(Event), consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer(topic, schema=AvroSchema(Event), batching_enabled=False)
+        for i in range(12):
+            producer.send(Event(name=f"e{i}"))
+        for _ in range(7):
+            consumer.acknowledge(consumer.receive(timeout_millis=10_000))
+        producer.close()
+        consumer.close()
+    finally:
+        client.close()
+
+
+def topic_with_schema(service_url: str, topic: TopicName) -> None:
+    """A topic whose producer registered an Avro schema (one schema ledger)."""
+    from pulsar.schema import AvroSchema, Record, String
+
+    class Event(Record):
+        name = String()
+
+    client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    try:
+        producer = client.create_producer(str(topic), schema=AvroSchema(Event), batching_enabled=False)
+        producer.send(Event(name="e"))
+        producer.close()
+    finally:
+        client.close()
+
+
+def dead_letter(client: pulsar.Client, topic: str, payload: bytes, props: dict[str, str]) -> None:
+    """A dead letter exactly as the worker's settler writes one: the original bytes plus properties."""
+    p = client.create_producer(topic, batching_enabled=False)
+    p.send(payload, properties=props)
+    p.close()
+
+
+async def live_ids(admin: PulsarAdmin, topic: TopicName) -> set[int]:
+    """Every ledger the broker says ``topic`` uses: its data, cursor and schema ledgers."""
+    stats = await admin.internal_stats(topic)
+    ids = set(ml_ledger_ids(stats))
+    ids |= {int(c["cursorLedger"]) for c in stats["cursors"].values() if int(c["cursorLedger"]) >= 0}
+    ids |= {int(s["ledgerId"]) for s in stats["schemaLedgers"]}
+    return ids
+
+
+def bookie_length(stack: Stack, lid: int) -> int:
+    """The ledger's ``length`` as the bookie's HTTP API reports it (raw JSON, not the worker's parser)."""
+    url = f"{stack.bookie_http_url.rstrip('/')}/api/v1/ledger/metadata/?ledger_id={lid}"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        md = json.loads(r.read())[str(lid)]
+    assert md["state"] == "CLOSED", md["state"]
+    return int(md["length"])
+
+
+def admin_call(stack: Stack, method: str, topic: TopicName, suffix: str) -> Any:
+    """An admin call PulsarAdmin has no method for (compaction, the ``__compaction`` subscription)."""
+    path = f"/admin/v2/persistent/{topic.tenant}/{topic.namespace}/{topic.local_name}/{suffix}"
+    req = urllib.request.Request(f"{stack.admin_url}{path}", method=method, data=b"" if method != "GET" else None)
+    with urllib.request.urlopen(req, timeout=60) as r:
+        body = r.read()
+    return json.loads(body) if body else None
+
+
+async def compact(stack: Stack, topic: TopicName) -> None:
+    """Compact ``topic`` and wait until the broker says the compaction succeeded."""
+    admin_call(stack, "PUT", topic, "compaction")
+
+    async def done() -> str | None:
+        status = admin_call(stack, "GET", topic, "compaction")["status"]
+        return None if status == "RUNNING" else str(status)
+
+    assert await eventually(done, timeout=60, what="compaction") == "SUCCESS"
+
+
+# ---- the worker: its config, its CLI, its queue ---------------------------------------------------------
+
+
+def worker_config(
+    harnesses: list[WorkerHarness], stack: Stack, tmp_path: Path, name: str, **overrides: Any
+) -> WorkerHarness:
+    """Unique deletion topics for one test; ``.config_path`` serves the CLI, ``.start()`` the daemon."""
+    worker = {"send_delay_s": 1, **overrides.pop("worker", {})}
+    h = WorkerHarness(stack, tmp_path, name, worker=worker, **overrides)
+    harnesses.append(h)
+    return h
+
+
+def settings_of(h: WorkerHarness) -> Settings:
+    """The harness's config as the worker loads it."""
+    return load_settings(h.config_path)
+
+
+def cli(config: Path | None, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m worker.cli ARGS [--config CONFIG]`` from the repository, its output captured."""
+    cmd = [sys.executable, "-m", "worker.cli", *args]
+    if config is not None:
+        cmd += ["--config", str(config)]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def last_json(stdout: str) -> dict[str, Any]:
+    """The last line of a command's output (its JSON report), parsed."""
+    return dict(json.loads(stdout.strip().splitlines()[-1]))
+
+
+def read_pending(stack: Stack, settings: Settings) -> list[PendingDeleteLedgerInfo]:
+    """Every message on the pending topic, read by non-durable readers (delays do not apply, nothing is
+    consumed): one reader per partition. Nothing when the topic was never made (a dry run): Pulsar 5.0
+    refuses a reader on a partition of a partitioned topic that does not exist (4.0 made it)."""
+    base = TopicName.parse(settings.topics.pending)
+    try:
+        with urllib.request.urlopen(f"{stack.admin_url}/admin/v2/{base.rest_path}/partitions", timeout=30) as r:
+            if json.load(r)["partitions"] == 0:
+                return []
+    except urllib.error.HTTPError as e:
+        if e.code != 404:
+            raise
+        return []
+    client = pulsar.Client(stack.service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    out: list[PendingDeleteLedgerInfo] = []
+    try:
+        for i in range(settings.topics.parallelism):
+            reader = client.create_reader(str(base.partition(i)), pulsar.MessageId.earliest)
+            while reader.has_message_available():
+                out.append(decode(reader.read_next(timeout_millis=10_000).data()))
+            reader.close()
+    finally:
+        client.close()
+    return out
+
+
+def ml_info(topic: str, ledger_id: int, **kw: Any) -> PendingDeleteLedgerInfo:
+    """A message for a managed-ledger (data) ledger of ``topic``."""
+    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, ledger_id, **kw)
+
+
+# ---- network faults -------------------------------------------------------------------------------------
 
 
 class TcpProxy:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, Stack
-from tests.integration.test_phase1 import worker_config
+from tests.integration.helpers import worker_config
 from tests.integration.worker_harness import WorkerHarness
 
 pytestmark = pytest.mark.integration

@@ -18,18 +18,20 @@ What Pulsar 4.0.8 does, observed on the local stack:
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-import urllib.request
 from pathlib import Path
-from typing import Any
 
-import pulsar
 import pytest
 
 from tests.conftest import Stack
-from tests.integration.helpers import eventually, quiet_logger
-from tests.integration.test_phase1 import fresh_namespace, settings_of, worker_config
+from tests.integration.helpers import (
+    admin_call,
+    compact,
+    fresh_namespace,
+    produce_keyed,
+    settings_of,
+    worker_config,
+)
 from tests.integration.worker_harness import WorkerHarness, create_ledgers
 from worker.backends.bookie_http import BookieClient
 from worker.backends.zookeeper import ZooKeeper
@@ -43,36 +45,6 @@ from worker.operations.scanner import Decision, Scanner, Verdict
 from worker.settings import WorkerSettings
 
 pytestmark = pytest.mark.integration
-
-
-def admin_call(stack: Stack, method: str, topic: TopicName, suffix: str) -> Any:
-    """An admin call PulsarAdmin has no method for (compaction, the ``__compaction`` subscription)."""
-    path = f"/admin/v2/persistent/{topic.tenant}/{topic.namespace}/{topic.local_name}/{suffix}"
-    req = urllib.request.Request(f"{stack.admin_url}{path}", method=method, data=b"" if method != "GET" else None)
-    with urllib.request.urlopen(req, timeout=60) as r:
-        body = r.read()
-    return json.loads(body) if body else None
-
-
-def produce_keyed(service_url: str, topic: TopicName, n: int) -> None:
-    client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=quiet_logger())
-    try:
-        producer = client.create_producer(str(topic), batching_enabled=False)
-        for i in range(n):
-            producer.send(f"v{i}".encode(), partition_key=f"k{i % 3}")
-        producer.close()
-    finally:
-        client.close()
-
-
-async def compact(stack: Stack, topic: TopicName) -> None:
-    admin_call(stack, "PUT", topic, "compaction")
-
-    async def done() -> str | None:
-        status = admin_call(stack, "GET", topic, "compaction")["status"]
-        return None if status == "RUNNING" else str(status)
-
-    assert await eventually(done, timeout=60, what="compaction") == "SUCCESS"
 
 
 def compacted_metadata(topic: TopicName) -> dict[str, str]:

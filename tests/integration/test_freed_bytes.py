@@ -6,8 +6,6 @@ delete: the bookie's own metadata JSON (``length``), the broker's ``internalStat
 
 from __future__ import annotations
 
-import json
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,9 +15,8 @@ import pytest
 from testkit.harness import ml_info as ml
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata
 from tests.conftest import Stack
-from tests.integration.helpers import eventually, ml_ledger_ids, produce
-from tests.integration.test_tiered_storage_targets import settings
-from tests.integration.test_worker_offload import keys_of, offload_contexts, offload_msg, offload_topic
+from tests.integration.helpers import bookie_length, eventually, ml_ledger_ids, produce
+from tests.integration.offload_helpers import keys_of, offload_contexts, offload_msg, offload_topic, settings
 from tests.integration.worker_harness import WorkerHarness
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
@@ -31,15 +28,6 @@ from worker.formats.topic_name import TopicName
 pytestmark = pytest.mark.integration
 
 COUNTER = "ledger_deletion_freed_bytes_total"
-
-
-def bookie_length(stack: Stack, lid: int) -> int:
-    """The ledger's ``length`` as the bookie's HTTP API reports it (raw JSON, not the worker's parser)."""
-    url = f"{stack.bookie_http_url.rstrip('/')}/api/v1/ledger/metadata/?ledger_id={lid}"
-    with urllib.request.urlopen(url, timeout=10) as r:
-        md = json.loads(r.read())[str(lid)]
-    assert md["state"] == "CLOSED", md["state"]
-    return int(md["length"])
 
 
 async def broker_sizes(admin: PulsarAdmin, t: TopicName) -> dict[int, int]:

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
-from tests.integration.test_worker_offload import offload_contexts, offload_topic
+from tests.integration.offload_helpers import offload_contexts, offload_topic
 from tests.integration.worker_harness import WorkerHarness, create_ledgers
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin

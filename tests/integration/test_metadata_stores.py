@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Stack
-from tests.integration.helpers import eventually
+from tests.integration.helpers import cli, eventually
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.backends.zookeeper import WrongMetadataStore, ZooKeeper
 from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
@@ -129,8 +129,6 @@ async def test_each_read_goes_to_its_store(stack: Stack, unique: str, admin: Pul
 async def test_an_operator_command_refuses_a_wrong_pulsar_store(
     stack: Stack, unique: str, tmp_path: Path, harnesses: list[WorkerHarness], bookkeeper_only: str
 ) -> None:
-    from tests.integration.test_phase1 import cli
-
     h = WorkerHarness(
         stack, tmp_path, f"stores-scan-{unique}", zookeeper={"hosts": bookkeeper_only, "ledgers_root": "/"}
     )
@@ -148,8 +146,6 @@ def test_scan_reads_ledgers_from_bookkeepers_store_apart(
     """``scan`` walks the ledgers in BookKeeper's store (apart: its chroot, root "/") and judges them
     against Pulsar's: a ledger of a topic that never existed is found an orphan."""
     import json
-
-    from tests.integration.test_phase1 import cli
 
     ns = f"public/stores-scan-{unique}"
     [lid] = create_ledgers(stack, 1, pulsar_ml_metadata(f"persistent://{ns}/never"))
@@ -256,8 +252,6 @@ async def test_operator_commands_refuse_a_decoy_ledgers_root(
 ) -> None:
     """scan and purge-topic prove BookKeeper's store too (by any topic's ledger when the worker's topics do
     not exist yet): a decoy root is refused before a ledger of it is listed."""
-    from tests.integration.test_phase1 import cli
-
     chroot = f"/ldw-decoy-ops-{unique}"
     _decoy_root(stack, f"{chroot}/ledgers", bookies=True, anchor=None)
     h = WorkerHarness(stack, tmp_path, f"decoy-ops-{unique}", zookeeper={"ledgers_root": f"{chroot}/ledgers"})

@@ -17,11 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from testkit.orphans import delete_topic_metadata_keep_ledgers
 from tests.conftest import REPO, Stack
-from tests.integration.helpers import produce, quiet_logger
+from tests.integration.helpers import bookie_length, fresh_namespace, produce, quiet_logger
 from tests.integration.nightly_fixtures import pushed, start_pushgateway
-from tests.integration.test_freed_bytes import bookie_length
-from tests.integration.test_phase1 import fresh_namespace
-from tests.integration.test_worker_offload import offload_topic
+from tests.integration.offload_helpers import offload_topic
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, free_port, pulsar_ml_metadata
 from worker.broker.admin import PulsarAdmin
 from worker.core.freed_bytes import human_bytes

@@ -15,7 +15,7 @@ import yaml
 
 from testkit.harness import ml_info
 from tests.conftest import REPO, Stack
-from tests.integration.helpers import eventually, ml_ledger_ids, produce
+from tests.integration.helpers import bookie_length, eventually, ml_ledger_ids, produce
 from tests.integration.nightly_fixtures import (
     bookie_proxy,
     dead_letter_worker,
@@ -28,7 +28,6 @@ from tests.integration.nightly_fixtures import (
     start_pushgateway,
     wait_dlq,
 )
-from tests.integration.test_freed_bytes import bookie_length
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, free_port, pulsar_ml_metadata
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo, encode

@@ -10,8 +10,16 @@ import pulsar
 import pytest
 
 from tests.conftest import Stack
-from tests.integration.helpers import eventually, quiet_logger
-from tests.integration.test_phase1 import cli, ml_info, read_pending, settings_of, worker_config
+from tests.integration.helpers import (
+    cli,
+    dead_letter,
+    eventually,
+    ml_info,
+    quiet_logger,
+    read_pending,
+    settings_of,
+    worker_config,
+)
 from tests.integration.worker_harness import WorkerHarness
 from worker.broker.admin import PulsarAdmin
 from worker.broker.topology import ensure_topology
@@ -82,13 +90,6 @@ async def test_send_queues_one_validated_message(
         cursor_name="my-sub",
         properties={"source": "send", "ticket": "OPS-1"},
     )
-
-
-def dead_letter(client: pulsar.Client, topic: str, payload: bytes, props: dict[str, str]) -> None:
-    """A dead letter exactly as the worker's settler writes one: the original bytes plus properties."""
-    p = client.create_producer(topic, batching_enabled=False)
-    p.send(payload, properties=props)
-    p.close()
 
 
 def inflight(config: Path) -> dict[str, Any]:

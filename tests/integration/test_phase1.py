@@ -1,103 +1,35 @@
-"""Phase 1 against the real stack: the producer side of the queue and PIP-186's batch helper.
-
-Also the small helpers the scanner, purge and operator-CLI tests share (no test functions are imported
-from here, only these helpers).
-"""
+"""Phase 1 against the real stack: the producer side of the queue and PIP-186's batch helper."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pulsar
 import pytest
 
 from testkit.orphans import drop_ledgers_from_metadata
-from tests.conftest import REPO, Stack
-from tests.integration.helpers import ml_ledger_ids, produce, quiet_logger
+from tests.conftest import Stack
+from tests.integration.helpers import (
+    ml_info,
+    ml_ledger_ids,
+    produce,
+    quiet_logger,
+    read_pending,
+    settings_of,
+    worker_config,
+)
 from tests.integration.worker_harness import WorkerHarness
 from worker.broker.admin import PulsarAdmin
-from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
+from worker.formats.message import decode
 from worker.formats.topic_name import TopicName
 from worker.metrics import Metrics
 from worker.operations.phase1 import MetadataUpdateFailed, PendingDeleteSender
-from worker.settings import Settings, load_settings
 
 pytestmark = pytest.mark.integration
 
 # A property this large makes the broker-side limit (5 MB, maxMessageSize) refuse the message for real.
 TOO_BIG = {"pad": "x" * (6 * 1024 * 1024)}
-
-
-# ---- shared helpers -------------------------------------------------------------------------------------
-
-
-def worker_config(
-    harnesses: list[WorkerHarness], stack: Stack, tmp_path: Path, name: str, **overrides: Any
-) -> WorkerHarness:
-    """Unique deletion topics for one test; ``.config_path`` serves the CLI, ``.start()`` the daemon."""
-    worker = {"send_delay_s": 1, **overrides.pop("worker", {})}
-    h = WorkerHarness(stack, tmp_path, name, worker=worker, **overrides)
-    harnesses.append(h)
-    return h
-
-
-def settings_of(h: WorkerHarness) -> Settings:
-    return load_settings(h.config_path)
-
-
-def cli(config: Path | None, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "worker.cli", *args]
-    if config is not None:
-        cmd += ["--config", str(config)]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout)
-
-
-async def fresh_namespace(admin: PulsarAdmin, name: str) -> str:
-    """A namespace of one test, infinite retention (the broker must not trim what the test inspects)."""
-    ns = f"public/{name}"
-    await admin.ensure_namespace(ns)
-    await admin.set_retention(ns, -1, -1)
-    return ns
-
-
-def read_pending(stack: Stack, settings: Settings) -> list[PendingDeleteLedgerInfo]:
-    """Every message on the pending topic, read by non-durable readers (delays do not apply, nothing is
-    consumed): one reader per partition. Nothing when the topic was never made (a dry run): Pulsar 5.0
-    refuses a reader on a partition of a partitioned topic that does not exist (4.0 made it)."""
-    base = TopicName.parse(settings.topics.pending)
-    try:
-        with urllib.request.urlopen(f"{stack.admin_url}/admin/v2/{base.rest_path}/partitions", timeout=30) as r:
-            if json.load(r)["partitions"] == 0:
-                return []
-    except urllib.error.HTTPError as e:
-        if e.code != 404:
-            raise
-        return []
-    client = pulsar.Client(stack.service_url, operation_timeout_seconds=30, logger=quiet_logger())
-    out: list[PendingDeleteLedgerInfo] = []
-    try:
-        for i in range(settings.topics.parallelism):
-            reader = client.create_reader(str(base.partition(i)), pulsar.MessageId.earliest)
-            while reader.has_message_available():
-                out.append(decode(reader.read_next(timeout_millis=10_000).data()))
-            reader.close()
-    finally:
-        client.close()
-    return out
-
-
-def ml_info(topic: str, ledger_id: int, **kw: Any) -> PendingDeleteLedgerInfo:
-    return PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, ledger_id, **kw)
-
-
-# ---- tests ----------------------------------------------------------------------------------------------
 
 
 async def test_send_creates_topics_and_subscription_then_delivers_after_the_delay(

@@ -18,26 +18,22 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import boto3
 import pytest
-import yaml
 
 from testkit.harness import ml_info as ml
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata
 from tests.conftest import REPO, Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce
+from tests.integration.prometheus_helpers import DASHBOARD, Prom, run_prometheus, selectors, wait_http
 from tests.integration.worker_harness import WorkerHarness, free_port
 from tests.ops.promql import alert_rules, dashboard_queries
 from worker.backends.bookie_http import BookieClient
@@ -49,12 +45,9 @@ from worker.nightly import metrics as nm
 pytestmark = pytest.mark.integration
 
 RULES = REPO / "deploy" / "helm" / "ledger-deletion-worker" / "files" / "ledger-deletion-rules.yml"
-DASHBOARD = REPO / "deploy" / "helm" / "ledger-deletion-worker" / "files" / "ledger-deletion.json"
 # Only BookKeeper's own exporter provides these; see the module docstring and bookie_exports_metrics.
 # The bookies' own metrics (bookie_*), not the worker's per-bookie counters (ledger_deletion_bookie_*).
 BOOKIE_ONLY = re.compile(r"(?<![a-z_])bookie_")
-# A series selector: a metric name with or without matchers, or matchers alone ({__name__=~...}).
-SELECTOR = re.compile(r"\b((?:ledger_deletion|pulsar|bookie)_[a-zA-Z0-9_]+|up)\b(\{[^}]*\})?|(\{__name__[^}]*\})")
 
 
 def _s3_server_with_bucket(bucket: str) -> tuple[str, subprocess.Popen[bytes]]:
@@ -67,7 +60,7 @@ def _s3_server_with_bucket(bucket: str) -> tuple[str, subprocess.Popen[bytes]]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait_http(f"{endpoint}/moto-api/")
+        wait_http(f"{endpoint}/moto-api/")
         boto3.client(
             "s3",
             endpoint_url=endpoint,
@@ -79,61 +72,6 @@ def _s3_server_with_bucket(bucket: str) -> tuple[str, subprocess.Popen[bytes]]:
         proc.kill()
         raise
     return endpoint, proc
-
-
-def _wait_http(url: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"{url} did not answer within {timeout}s")
-
-
-class Prom:
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def get(self, path: str, **params: str) -> Any:
-        q = urllib.parse.urlencode(params)
-        try:
-            with urllib.request.urlopen(f"{self.url}{path}?{q}", timeout=30) as r:
-                return json.load(r)
-        except urllib.error.HTTPError as e:  # a bad query answers 400 with the parse error in the body
-            return json.load(e)
-
-    def query(self, expr: str) -> Any:
-        return self.get("/api/v1/query", query=expr)
-
-    def series(self, selector: str) -> list[dict[str, str]]:
-        body = self.get("/api/v1/series", **{"match[]": selector, "start": str(time.time() - 600)})
-        assert body["status"] == "success", (selector, body)
-        return list(body["data"])
-
-
-def _binary(name: str) -> str:
-    path = shutil.which(name)
-    assert path, f"{name} missing: `make system-packages` installs Debian's prometheus and prometheus-pushgateway"
-    return path
-
-
-@pytest.fixture
-def pushgateway(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    log = open(tmp_path / "pushgateway.log", "wb")
-    proc = subprocess.Popen(
-        [_binary("prometheus-pushgateway"), f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=log
-    )
-    try:
-        _wait_http(f"http://127.0.0.1:{port}/-/ready")
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def start_prometheus(
@@ -161,39 +99,6 @@ def start_prometheus(
         ],
     }
     return run_prometheus(tmp_path, cfg)
-
-
-def run_prometheus(tmp_path: Path, cfg: dict[str, Any]) -> tuple[Prom, subprocess.Popen[bytes]]:
-    """Debian's Prometheus on a free loopback port with ``cfg`` (its data and log under ``tmp_path``), ready."""
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(cfg))
-    port = free_port()
-    log = open(tmp_path / "prometheus.log", "wb")
-    proc = subprocess.Popen(
-        [
-            _binary("prometheus"),
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=log,
-    )
-    try:
-        _wait_http(f"http://127.0.0.1:{port}/-/ready", timeout=60)
-    except BaseException:
-        proc.kill()
-        raise
-    return Prom(f"http://127.0.0.1:{port}"), proc
-
-
-def selectors(expr: str) -> list[str]:
-    out = []
-    for m in SELECTOR.finditer(expr):
-        if m.group(3):
-            out.append(m.group(3))
-        else:
-            out.append(m.group(1) + (m.group(2) or ""))
-    return out
 
 
 def test_selector_extraction() -> None:

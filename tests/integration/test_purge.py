@@ -11,9 +11,16 @@ import pytest
 
 from testkit.orphans import quiesce
 from tests.conftest import Stack
-from tests.integration.helpers import eventually, ml_ledger_ids, produce
-from tests.integration.test_phase1 import cli, read_pending, settings_of, worker_config
-from tests.integration.test_scanner import live_topic_with_schema_and_cursor
+from tests.integration.helpers import (
+    cli,
+    eventually,
+    live_topic_with_schema_and_cursor,
+    ml_ledger_ids,
+    produce,
+    read_pending,
+    settings_of,
+    worker_config,
+)
 from tests.integration.worker_harness import WorkerHarness
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin, TopicNotFound

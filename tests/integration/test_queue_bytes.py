@@ -13,10 +13,7 @@ import pulsar
 import pytest
 
 from tests.conftest import Stack
-from tests.integration.helpers import quiet_logger
-from tests.integration.test_freed_bytes import bookie_length
-from tests.integration.test_operator_cli import dead_letter
-from tests.integration.test_phase1 import cli, ml_info, settings_of, worker_config
+from tests.integration.helpers import bookie_length, cli, dead_letter, ml_info, quiet_logger, settings_of, worker_config
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.broker.admin import PulsarAdmin
 from worker.broker.topology import ensure_topology

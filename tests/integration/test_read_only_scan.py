@@ -21,10 +21,19 @@ import pytest
 from testkit.footprint import footprint, stats_period_s
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
 from tests.conftest import Stack
-from tests.integration.helpers import ml_ledger_ids, produce, quiet_logger
-from tests.integration.test_compacted_ledger import compact, produce_keyed
-from tests.integration.test_phase1 import cli, fresh_namespace, worker_config
-from tests.integration.test_scanner import last_json, live_ids, live_topic_with_schema_and_cursor
+from tests.integration.helpers import (
+    cli,
+    compact,
+    fresh_namespace,
+    last_json,
+    live_ids,
+    live_topic_with_schema_and_cursor,
+    ml_ledger_ids,
+    produce,
+    produce_keyed,
+    quiet_logger,
+    worker_config,
+)
 from tests.integration.worker_harness import WorkerHarness
 from worker.backends.ledger_listing import read_listing
 from worker.backends.pulsar_metadata import PulsarMetadata, StoredTopic

@@ -18,8 +18,7 @@ import pytest
 from testkit.harness import create_ledgers
 from testkit.stack import REPO, broker_version, pulsar_home, pulsar_java
 from tests.conftest import Stack
-from tests.integration.helpers import eventually
-from tests.integration.test_phase1 import cli, fresh_namespace, worker_config
+from tests.integration.helpers import cli, eventually, fresh_namespace, worker_config
 from tests.integration.worker_harness import WorkerHarness
 from worker.backends.bookie_http import BookieClient
 from worker.backends.zookeeper import ZooKeeper

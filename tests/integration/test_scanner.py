@@ -17,8 +17,21 @@ import pytest
 
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
 from tests.conftest import Stack
-from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
-from tests.integration.test_phase1 import cli, fresh_namespace, read_pending, settings_of, worker_config
+from tests.integration.helpers import (
+    cli,
+    count_messages,
+    eventually,
+    fresh_namespace,
+    last_json,
+    live_ids,
+    live_topic_with_schema_and_cursor,
+    ml_ledger_ids,
+    produce,
+    quiet_logger,
+    read_pending,
+    settings_of,
+    worker_config,
+)
 from tests.integration.worker_harness import WorkerHarness, create_ledgers
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin, TopicNotFound
@@ -36,49 +49,6 @@ class Scene:
         self.orphans: dict[int, str] = {}  # ledger id -> expected component
         self.live: set[int] = set()
         self.readable: dict[str, int] = {}  # topic -> messages a reader from earliest gets
-
-
-def count_messages(service_url: str, topic: str) -> int:
-    client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=quiet_logger())
-    try:
-        reader = client.create_reader(topic, pulsar.MessageId.earliest)
-        n = 0
-        while reader.has_message_available():
-            reader.read_next(timeout_millis=10_000)
-            n += 1
-        reader.close()
-        return n
-    finally:
-        client.close()
-
-
-def live_topic_with_schema_and_cursor(service_url: str, topic: str, sub: str) -> None:
-    """A topic with an Avro schema (a schema ledger) and a subscription whose acks live in a cursor ledger."""
-    from pulsar.schema import AvroSchema, Record, String
-
-    class Event(Record):
-        name = String()
-
-    client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=quiet_logger())
-    try:
-        consumer = client.subscribe(topic, sub, schema=AvroSchema(Event), consumer_type=pulsar.ConsumerType.Shared)
-        producer = client.create_producer(topic, schema=AvroSchema(Event), batching_enabled=False)
-        for i in range(12):
-            producer.send(Event(name=f"e{i}"))
-        for _ in range(7):
-            consumer.acknowledge(consumer.receive(timeout_millis=10_000))
-        producer.close()
-        consumer.close()
-    finally:
-        client.close()
-
-
-async def live_ids(admin: PulsarAdmin, topic: TopicName) -> set[int]:
-    stats = await admin.internal_stats(topic)
-    ids = set(ml_ledger_ids(stats))
-    ids |= {int(c["cursorLedger"]) for c in stats["cursors"].values() if int(c["cursorLedger"]) >= 0}
-    ids |= {int(s["ledgerId"]) for s in stats["schemaLedgers"]}
-    return ids
 
 
 async def build_scene(stack: Stack, admin: PulsarAdmin, ns: str, u: str) -> Scene:
@@ -153,10 +123,6 @@ async def check_found(admin: PulsarAdmin, bookie: BookieClient, ns: str, scene: 
             referenced = False
         assert not referenced, f"ledger {lid} of {topic} is live but was reported as an orphan"
     return found
-
-
-def last_json(stdout: str) -> dict[str, Any]:
-    return dict(json.loads(stdout.strip().splitlines()[-1]))
 
 
 async def test_dry_run_reports_exactly_the_orphans(

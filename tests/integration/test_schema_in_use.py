@@ -19,12 +19,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pulsar
 import pytest
 
 from tests.conftest import Stack
-from tests.integration.helpers import quiet_logger
-from tests.integration.test_phase1 import cli, fresh_namespace, settings_of, worker_config
+from tests.integration.helpers import cli, fresh_namespace, settings_of, topic_with_schema, worker_config
 from tests.integration.worker_harness import WorkerHarness, create_ledgers
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin
@@ -35,22 +33,6 @@ from worker.formats.topic_name import TopicName
 from worker.nightly.audit import judge_ledgers
 
 pytestmark = pytest.mark.integration
-
-
-def topic_with_schema(service_url: str, topic: TopicName) -> None:
-    """A topic whose producer registered an Avro schema (one schema ledger)."""
-    from pulsar.schema import AvroSchema, Record, String
-
-    class Event(Record):
-        name = String()
-
-    client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=quiet_logger())
-    try:
-        producer = client.create_producer(str(topic), schema=AvroSchema(Event), batching_enabled=False)
-        producer.send(Event(name="e"))
-        producer.close()
-    finally:
-        client.close()
 
 
 def delete_schema(stack: Stack, topic: TopicName) -> None:

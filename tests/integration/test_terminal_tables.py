@@ -22,9 +22,7 @@ from testkit.footprint import stats_period_s
 from testkit.harness import create_ledgers, pulsar_ml_metadata
 from testkit.topics import produce
 from tests.conftest import REPO, Stack
-from tests.integration.helpers import quiet_logger
-from tests.integration.test_operator_cli import dead_letter
-from tests.integration.test_phase1 import fresh_namespace, ml_info, settings_of, worker_config
+from tests.integration.helpers import dead_letter, fresh_namespace, ml_info, quiet_logger, settings_of, worker_config
 from tests.integration.worker_harness import WorkerHarness
 from worker.broker.admin import PulsarAdmin
 from worker.broker.topology import ensure_topology

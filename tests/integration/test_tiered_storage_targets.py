@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import Stack
 from tests.integration.helpers import eventually, produce
-from tests.integration.test_worker_offload import offload_contexts, offload_topic
+from tests.integration.offload_helpers import offload_contexts, offload_topic, settings
 from tests.integration.worker_harness import WorkerHarness
 from worker.broker.admin import PulsarAdmin
 from worker.core.decision import Outcome
@@ -43,17 +43,6 @@ def target(stack: Stack, bucket: str) -> dict[str, Any]:
         "access_key_id": "testing",
         "secret_access_key": "testing",
     }
-
-
-def settings(stack: Stack, **offload: Any) -> Settings:
-    return Settings.model_validate(
-        {
-            "pulsar": {"service_url": stack.service_url, "admin_url": stack.admin_url},
-            "bookkeeper": {"http_url": stack.bookie_http_url},
-            "zookeeper": {"hosts": stack.zookeeper_hosts},
-            "offload": offload,
-        }
-    )
 
 
 def s3_message(stack: Stack, topic: str, bucket: str) -> PendingDeleteLedgerInfo:

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, Stack
-from tests.integration.test_phase1 import read_pending
+from tests.integration.helpers import read_pending
 from worker.backends.http import new_session
 from worker.broker.admin import PulsarAdmin
 from worker.broker.topology import ensure_topology

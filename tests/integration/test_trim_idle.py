@@ -29,8 +29,7 @@ from kazoo.client import KazooClient
 from testkit.footprint import Footprint, footprint, stats_period_s
 from testkit.topics import produce
 from tests.conftest import Stack
-from tests.integration.helpers import quiet_logger
-from tests.integration.test_phase1 import cli, fresh_namespace, worker_config
+from tests.integration.helpers import cli, fresh_namespace, quiet_logger, worker_config
 from tests.integration.worker_harness import WorkerHarness
 from worker.backends.ledger_listing import ledger_subtrees, read_subtrees
 from worker.broker.admin import PulsarAdmin

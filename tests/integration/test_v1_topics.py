@@ -15,9 +15,16 @@ import pytest
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata
 from testkit.stack import broker_version
 from tests.conftest import Stack
-from tests.integration.helpers import eventually, ml_ledger_ids, produce
-from tests.integration.test_phase1 import cli, worker_config
-from tests.integration.test_scanner import count_messages, last_json, live_ids
+from tests.integration.helpers import (
+    cli,
+    count_messages,
+    eventually,
+    last_json,
+    live_ids,
+    ml_ledger_ids,
+    produce,
+    worker_config,
+)
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin

@@ -9,19 +9,15 @@ import pytest
 
 from testkit.orphans import drop_ledgers_from_metadata, edit_offload
 from tests.conftest import Stack
-from tests.integration.helpers import count_from_earliest, eventually, ml_ledger_ids, produce
+from tests.integration.helpers import count_from_earliest, eventually, produce
+from tests.integration.offload_helpers import keys_of, offload_contexts, offload_msg, offload_topic
 from tests.integration.worker_harness import WorkerHarness
 from worker.backends.bookie_http import BookieClient
-from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
-
-
-def keys_of(ctx: OffloadContext, lid: int) -> list[str]:
-    return [f"{ctx.uuid}-ledger-{lid}", f"{ctx.uuid}-ledger-{lid}-index"]
 
 
 def exists(s3, bucket: str, key: str) -> bool:  # type: ignore[no-untyped-def]
@@ -30,39 +26,6 @@ def exists(s3, bucket: str, key: str) -> bool:  # type: ignore[no-untyped-def]
         return True
     except s3.exceptions.ClientError:
         return False
-
-
-async def offload_topic(admin: PulsarAdmin, topic: TopicName) -> list[int]:
-    """Offload every closed ledger with Pulsar's offloader; returns the offloaded ids."""
-    current = max(ml_ledger_ids(await admin.internal_stats(topic)))
-    await admin.trigger_offload(topic, current, 0)
-
-    async def finished() -> dict | None:
-        st = await admin.offload_status(topic)
-        return st if st.get("status") in ("SUCCESS", "ERROR") else None
-
-    st = await eventually(finished, timeout=120, what="the offload")
-    assert st["status"] == "SUCCESS", st
-    stats = await admin.internal_stats(topic)
-    return [int(ld["ledgerId"]) for ld in stats["ledgers"] if ld.get("offloaded")]
-
-
-async def offload_contexts(stack: Stack, topic: TopicName) -> dict[int, OffloadContext]:
-    async with ZooKeeper(stack.zookeeper_hosts) as zk:
-        md = await zk.read_topic(topic)
-    assert md is not None
-    out = {}
-    for ld in md.managed_ledger.ledgers:
-        o = ld.offload
-        if o is not None and o.complete and o.uuid is not None:
-            out[ld.ledger_id] = OffloadContext.from_uuid(o.uuid, o.driver_name, dict(o.driver_metadata))
-    return out
-
-
-def offload_msg(topic: str, lid: int, ctx: OffloadContext) -> PendingDeleteLedgerInfo:
-    return PendingDeleteLedgerInfo(
-        topic, LedgerComponent.MANAGED_LEDGER, LedgerType.OFFLOAD_LEDGER, lid, offload_context=ctx
-    )
 
 
 async def test_offloaded_ledger_in_use_then_deleted_and_forgeries_rejected(

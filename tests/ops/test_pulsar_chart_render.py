@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.ops import helm
-from tests.ops.test_pulsar_overlay import OPERATOR_CONFIG, OVERLAYS, broker_pod, overlay
+from tests.ops.helpers import OPERATOR_CONFIG, OVERLAYS, broker_pod, overlay
 
 pytestmark = pytest.mark.apache_chart
 

@@ -3,11 +3,11 @@ a broker pod then runs.
 
 The chart's own templates are not here: no package registry these machines reach serves the Apache Pulsar chart,
 and this project commits no third-party code. What its 4.7.0 broker templates do with the values the overlays
-set was read in its source and is what :func:`broker_pod` assembles: ``broker.configData`` becomes the broker
-ConfigMap, which the broker container takes as its environment (``envFrom``); ``broker.initContainers`` run
-after the chart's own; ``broker.extraVolumes`` join the pod's volumes and ``broker.extraVolumeMounts`` the
-broker container's mounts. `make helm-overlay-check PULSAR_CHART=<the chart>` renders the overlays with a copy of
-the real chart an operator has (tests/ops/test_pulsar_chart_render.py).
+set was read in its source and is what :func:`tests.ops.helpers.broker_pod` assembles: ``broker.configData``
+becomes the broker ConfigMap, which the broker container takes as its environment (``envFrom``);
+``broker.initContainers`` run after the chart's own; ``broker.extraVolumes`` join the pod's volumes and
+``broker.extraVolumeMounts`` the broker container's mounts. `make helm-overlay-check PULSAR_CHART=<the chart>`
+renders the overlays with a copy of the real chart an operator has (tests/ops/test_pulsar_chart_render.py).
 
 - broker.conf: the broker container starts with `bin/apply-config-from-env.py conf/broker.conf` over that
   environment. The script (Pulsar's docker image, docker/pulsar/scripts) replaces a key broker.conf has
@@ -28,7 +28,6 @@ import re
 import subprocess
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -36,33 +35,10 @@ import yaml
 from tests.conftest import REPO
 from tests.ops import helm
 from tests.ops.dockerfile import parse
+from tests.ops.helpers import OVERLAYS, broker_pod, overlay
 from tools import helm_chart
 
-OVERLAYS = {"extension": REPO / helm_chart.OVERLAY, "mark-key": REPO / helm_chart.OVERLAY_MARK_KEY}
 EXTENSION_JAR = REPO / "broker-extension" / "target" / helm_chart.EXTENSION_JAR
-# The keys of the Apache chart's broker values the overlays may set (read in its 4.7.0 templates).
-CHART_BROKER_KEYS = {"configData", "initContainers", "extraVolumes", "extraVolumeMounts"}
-# What an operator's own values for an existing release may hold: the overlay must keep it.
-OPERATOR_CONFIG = {"managedLedgerMaxEntriesPerLedger": "50000"}
-
-
-def overlay(name: str) -> dict[str, Any]:
-    values = yaml.safe_load(OVERLAYS[name].read_text())
-    assert set(values) == {"broker"} and set(values["broker"]) <= CHART_BROKER_KEYS, values
-    return dict(values["broker"])
-
-
-def broker_pod(broker: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
-    """The broker pod spec, its broker container and that container's environment, as the chart's templates
-    assemble them from ``broker`` values (the module docstring)."""
-    env = {**OPERATOR_CONFIG, **{k: str(v) for k, v in (broker.get("configData") or {}).items()}}
-    container = {"name": "pulsar-broker", "image": "apachepulsar/pulsar:4.0.12"}
-    if broker.get("extraVolumeMounts"):
-        container["volumeMounts"] = list(broker["extraVolumeMounts"])
-    pod = {"containers": [container], "initContainers": list(broker.get("initContainers") or [])}
-    if broker.get("extraVolumes"):
-        pod["volumes"] = list(broker["extraVolumes"])
-    return pod, container, env
 
 
 def apply_config_from_env(conf: str, env: dict[str, str], prefix: str = "PULSAR_PREFIX_") -> str:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_scanner import NOW_S, FakeBookie, FakeSnapshots, FakeStore, scan
-from tests.unit.test_scanner import live as scanner_live
-from tests.unit.test_scanner import md as scanner_md
+from tests.unit.fakes import NOW_S, FakeBookie, FakeSnapshots, FakeStore, scan
+from tests.unit.fakes import live as scanner_live
+from tests.unit.fakes import md as scanner_md
 from worker.core.bucket_in_use import (
     BucketHold,
     CursorRecord,

@@ -1,45 +1,29 @@
 """The scanner's rules without I/O: owner mapping, the schema locator, and every verdict.
 
 The scanner's collaborators (bookie client, snapshot cache, metadata-store view) are replaced by small
-scripted fakes with the same surface; the real ones are exercised by tests/integration/test_scanner.py.
+scripted fakes with the same surface (tests/unit/fakes.py); the real ones are exercised by
+tests/integration/test_scanner.py.
 """
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import pytest
 
-from worker.broker.snapshot_cache import LiveSet, confirm_gone
+from tests.unit.fakes import NOW_S, YOUNG, FakeBookie, FakeSnapshots, FakeStore, live, md, scan
 from worker.commands.scan import ORPHAN_COLUMNS, orphan_rows
 from worker.commands.terminal import human_age, parse_duration, render_table
 from worker.core.ledger_owner import Owner, Unmapped
 from worker.core.ledger_owner import owner_of as owner_of_custom
-from worker.core.live_set import TopicGone
-from worker.formats.ledger_metadata import LedgerMetadata, parse_metadata
+from worker.formats.ledger_metadata import LedgerMetadata
 from worker.formats.managed_ledger_metadata import parse_schema_locator as schema_locator_ledgers
 from worker.formats.message import LedgerComponent, LedgerType
 from worker.formats.protobuf_wire import MetadataFormatError, encode_varint
 from worker.formats.topic_name import TopicName
 from worker.operations.scanner import Decision, Scanner, Verdict
 
-NOW_S = 1_800_000_000.0
-OLD = int((NOW_S - 3600) * 1000)  # an hour old
-YOUNG = int((NOW_S - 5) * 1000)
 ML = {"application": "pulsar", "component": "managed-ledger"}
-
-
-def md(lid: int, custom: dict[str, str], *, ctime: int | None = OLD, state: str = "CLOSED") -> LedgerMetadata:
-    # Through the real parser, base64 and all, as the bookie answers.
-    body: dict[str, Any] = {
-        "customMetadata": {k: base64.b64encode(v.encode()).decode() for k, v in custom.items()},
-        "length": 100,
-        "state": state,
-    }
-    if ctime is not None:
-        body["ctime"] = ctime
-    return parse_metadata(lid, {str(lid): body})
 
 
 def owner_of(m: LedgerMetadata) -> Owner | None:
@@ -172,95 +156,6 @@ def test_decision_to_info() -> None:
 
 
 # ---- the scan, with scripted collaborators ---------------------------------------------------------------
-
-
-class FakeBookie:
-    def __init__(self, ledgers: list[LedgerMetadata], vanished: tuple[int, ...] = ()) -> None:
-        self.ledgers = {m.ledger_id: m for m in ledgers}
-        self.vanished = set(vanished)
-
-    async def list_ledger_ids(self) -> list[int]:
-        return sorted(set(self.ledgers) | self.vanished)
-
-    async def get_metadata(self, lid: int) -> LedgerMetadata | None:
-        return self.ledgers.get(lid)
-
-
-class FakeSnapshots:
-    """Scripted live states; a topic with none is one the admin API does not know, and is gone only by
-    the real rule (``worker.broker.snapshot_cache.confirm_gone``) against the metadata store the scan is given."""
-
-    def __init__(self, live: dict[str, LiveSet | Exception], store: Any = None) -> None:
-        self.live = live
-        self.store = store
-        self.calls: list[tuple[str, bool]] = []
-
-    async def get(self, topic: TopicName, ledger_id: int | None = None, *, fresh: bool = False) -> Any:
-        self.calls.append((str(topic), fresh))
-        got = self.live.get(str(topic))
-        if isinstance(got, Exception):
-            raise got
-        if got is None:
-            await confirm_gone(topic, self.store)
-            return TopicGone(topic, 0)
-        return got
-
-
-class FakeStore:
-    def __init__(
-        self,
-        managed_ledgers: set[str] = set(),  # noqa: B006
-        schemas: dict[str, frozenset[int]] | None = None,
-        recorded: set[int] = set(),  # noqa: B006
-    ) -> None:
-        self.managed_ledgers = managed_ledgers
-        self.schemas = schemas or {}
-        self.recorded = recorded
-        self.record_reads: list[tuple[str, int, str | None]] = []
-
-    async def records_ledger(self, topic: TopicName, ledger_id: int, cursor: str | None = None) -> bool:
-        self.record_reads.append((str(topic), ledger_id, cursor))
-        return ledger_id in self.recorded
-
-    async def managed_ledger_exists(self, ml_name: str) -> bool:
-        return ml_name in self.managed_ledgers
-
-    async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
-        return self.schemas.get(schema_id)
-
-
-def live(topic: str, ml_ids: set[int] = set(), cursors: dict[str, int] | None = None, **kw: Any) -> LiveSet:  # noqa: B006
-    return LiveSet(
-        TopicName.parse(topic),
-        frozenset(ml_ids),
-        cursors or {},
-        frozenset(kw.get("schema", ())),
-        kw.get("compacted"),
-        frozenset(),
-        "http://broker:8080",
-        0,
-        0.0,
-    )
-
-
-async def scan(
-    ledgers: list[LedgerMetadata],
-    snaps: dict[str, LiveSet | Exception],
-    store: FakeStore | None = None,
-    **kw: Any,
-) -> tuple[dict[int, Decision], FakeSnapshots, Any]:
-    store = store if store is not None else FakeStore()
-    snapshots = FakeSnapshots(snaps, store)
-    scanner = Scanner(
-        FakeBookie(ledgers, kw.pop("vanished", ())),  # type: ignore[arg-type]
-        snapshots,  # type: ignore[arg-type]
-        store,
-        min_age_s=kw.pop("min_age_s", 600),
-        clock=lambda: NOW_S,
-        **kw,
-    )
-    report = await scanner.scan()
-    return {d.ledger_id: d for d in report.decisions}, snapshots, report
 
 
 A = "persistent://t/ns/a"
