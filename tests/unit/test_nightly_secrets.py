@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from pyspark import cloudpickle
 
-from worker.nightly.audit import _judge_ledgers_partition
-from worker.nightly.audit_objects import _objects_partition
+from worker.nightly.audit import LEDGER_DECISION_SCHEMA, _judge_ledger_rows
+from worker.nightly.audit_objects import OBJECT_SCHEMA, _judge_object_rows
 from worker.nightly.replay import decide_partition, source_options
-from worker.nightly.spark import InlineSecret, executor_settings, settings_on_executor
+from worker.nightly.spark import InlineSecret, executor_settings, judged_partitions, settings_on_executor
 from worker.settings import Settings, load_settings
 
 TOKEN = "eyJ.SECRET-TOKEN.sig"
@@ -69,8 +69,8 @@ def test_closures_shipped_to_executors_carry_no_secret(tmp_path: Path) -> None:
     s = _settings(tmp_path)
     for closure in (
         decide_partition(s, dry_run=False, concurrency=4),
-        _judge_ledgers_partition(s, 0.0, []),
-        _objects_partition(s, 0.0),
+        judged_partitions(s, LEDGER_DECISION_SCHEMA, _judge_ledger_rows(0.0, [])),
+        judged_partitions(s, OBJECT_SCHEMA, _judge_object_rows(0.0)),
     ):
         _assert_no_secret(cloudpickle.dumps(closure))  # type: ignore[no-untyped-call]
 

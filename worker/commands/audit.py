@@ -18,6 +18,7 @@ import time
 import uuid
 
 from worker.commands.replay_dlq import add_spark_options, report_dir
+from worker.commands.terminal import command_failed
 from worker.settings import Settings
 
 
@@ -105,8 +106,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         failed = False
         return rc
     except Exception as e:
-        print(f"ledger-deletion-worker audit: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        return command_failed("audit", e)
     finally:
         if spark is not None and owned:
             spark.stop()

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from dataclasses import asdict
 
 from worker.commands.config_file import config_help
-from worker.commands.terminal import Column, Output, add_output_options, table_topic
+from worker.commands.terminal import Column, Output, add_output_options, command_failed, positive_int, table_topic
 from worker.settings import Settings
 
 # Which copy of the ledger the letter would delete: its BookKeeper copy, or an offloaded one.
@@ -40,7 +39,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
     p = sub.add_parser("dlq", help="inspect the dead-letter topic", description="Inspect the dead-letter topic.")
     dsub = p.add_subparsers(dest="dlq_command", required=True, metavar="SUBCOMMAND")
     ls = dsub.add_parser("list", help="list dead letters without acknowledging them", description=__doc__)
-    ls.add_argument("--limit", type=int, default=1000, help="at most this many messages (default 1000)")
+    ls.add_argument("--limit", type=positive_int, default=1000, help="at most this many messages (default 1000)")
     ls.add_argument("--all", action="store_true", help="include messages the replay subscription already acknowledged")
     add_output_options(ls, json_help="one JSON object per line instead of a table")
     # Also accepted after "list"; SUPPRESS keeps this default from overwriting `dlq --config X list`.
@@ -55,17 +54,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 
 def handle_list(args: argparse.Namespace, settings: Settings) -> int:
-    if args.limit < 1:
-        print("ledger-deletion-worker dlq list: --limit must be >= 1", file=sys.stderr)
-        return 2
     from worker.core.freed_bytes import human_bytes
     from worker.operations.queue_status import list_dead_letters, would_free
 
     try:
         letters = asyncio.run(list_dead_letters(settings, limit=args.limit, include_replayed=args.all))
     except Exception as e:
-        print(f"ledger-deletion-worker dlq list: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        return command_failed("dlq list", e)
     out = Output(args)
     rows = [
         (

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 
-from worker.commands.terminal import Column, Output, add_output_options, table_topic
+from worker.commands.terminal import Column, Output, add_output_options, command_failed, positive_int, table_topic
 from worker.settings import Settings
 
 
@@ -26,7 +25,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
     )
     add_output_options(p, json_help="print the JSON instead of a table")
     p.add_argument("--bytes", action="store_true", help="also sum what the queued deletions would free")
-    p.add_argument("--limit", type=int, default=10_000, help="with --bytes: read at most this many messages per topic")
+    p.add_argument(
+        "--limit", type=positive_int, default=10_000, help="with --bytes: read at most this many messages per topic"
+    )
     p.set_defaults(handler=handle)
     return p
 
@@ -35,14 +36,10 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     from worker.core.freed_bytes import human_bytes
     from worker.operations.queue_status import QueuedBytes, inflight_from_settings
 
-    if args.limit < 1:
-        print("ledger-deletion-worker inflight: --limit must be >= 1", file=sys.stderr)
-        return 2
     try:
         res = asyncio.run(inflight_from_settings(settings, with_bytes=args.bytes, limit=args.limit))
     except Exception as e:
-        print(f"ledger-deletion-worker inflight: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        return command_failed("inflight", e)
     out = Output(args)
 
     def size(q: QueuedBytes | None) -> str:

@@ -13,6 +13,7 @@ import asyncio
 import json
 import sys
 
+from worker.commands.terminal import command_failed
 from worker.settings import Settings
 
 
@@ -49,8 +50,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     try:
         return asyncio.run(_run(args, settings, topic))
     except Exception as e:
-        print(f"ledger-deletion-worker purge-topic: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        return command_failed("purge-topic", e)
 
 
 async def _run(args: argparse.Namespace, settings: Settings, topic: object) -> int:

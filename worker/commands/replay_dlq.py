@@ -21,6 +21,7 @@ import os
 import sys
 import time
 
+from worker.commands.terminal import command_failed, positive_int
 from worker.settings import Settings
 
 
@@ -28,7 +29,7 @@ def add_spark_options(p: argparse.ArgumentParser, subdir: str) -> None:
     p.add_argument("--master", default=None, help="Spark master URL (default: spark.master, else local[*])")
     p.add_argument("--report-dir", default=None, help=f"Parquet report root (default: nightly.report_dir + /{subdir})")
     p.add_argument(
-        "--partitions", type=int, default=None, help="Spark partitions to decide in (default 4 x parallelism)"
+        "--partitions", type=positive_int, default=None, help="Spark partitions to decide in (default 4 x parallelism)"
     )
     p.add_argument(
         "--pushgateway",
@@ -55,7 +56,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
     )
     p.add_argument("--dry-run", action="store_true", help="decide and report; delete and acknowledge nothing")
     p.add_argument(
-        "--concurrency", type=int, default=None, help="decisions in flight per partition (default nightly.concurrency)"
+        "--concurrency",
+        type=positive_int,
+        default=None,
+        help="decisions in flight per partition (default nightly.concurrency)",
     )
     add_spark_options(p, "replay")
     p.set_defaults(handler=handle)
@@ -63,12 +67,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
-    if args.concurrency is not None and args.concurrency < 1:
-        print("ledger-deletion-worker replay-dlq: --concurrency must be >= 1", file=sys.stderr)
-        return 2
-    if args.partitions is not None and args.partitions < 1:
-        print("ledger-deletion-worker replay-dlq: --partitions must be >= 1", file=sys.stderr)
-        return 2
     from worker.nightly import metrics as nm
     from worker.nightly.replay import ReplayOptions, replay
     from worker.nightly.spark import InlineSecret, inline_secrets, session, spark_running
@@ -104,8 +102,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         failed = False
         return 0
     except Exception as e:
-        print(f"ledger-deletion-worker replay-dlq: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        return command_failed("replay-dlq", e)
     finally:
         if spark is not None and owned:
             spark.stop()

@@ -22,6 +22,7 @@ import asyncio
 import sys
 import uuid
 
+from worker.commands.terminal import command_failed
 from worker.formats.message import InvalidMessage, LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
 from worker.settings import Settings
 
@@ -162,8 +163,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         print(f"ledger-deletion-worker send: {e}", file=sys.stderr)
         return 1
     except Exception as e:  # admin API or broker unreachable: one readable line, not a traceback
-        print(f"ledger-deletion-worker send: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        return command_failed("send", e)
     delay = settings.worker.send_delay_s
     print(
         f"queued {info.ledger_type.value} {info.ledger_id} of {info.topic_name} ({info.ledger_component.value})"

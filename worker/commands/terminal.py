@@ -58,6 +58,25 @@ class Progress:
         self.stream.flush()
 
 
+def positive_int(text: str) -> int:
+    """An argparse ``type`` for counts and limits: a bad one is argparse's usage error (exit 2) naming the
+    option, before any service is asked."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
+
+
+def command_failed(command: str, e: BaseException) -> int:
+    """What a command prints when a service or a store answers with an error: one readable line on stderr
+    naming the command and the error's kind, not a traceback; its exit code, 1."""
+    print(f"ledger-deletion-worker {command}: {type(e).__name__}: {e}", file=sys.stderr)
+    return 1
+
+
 def human_age(seconds: float | None) -> str:
     if seconds is None:
         return "?"

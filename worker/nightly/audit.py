@@ -34,7 +34,7 @@ from worker.formats.ledger_metadata import LedgerMetadata
 from worker.formats.message import LedgerComponent
 from worker.formats.topic_name import TopicName
 from worker.nightly.audit_objects import audit_buckets
-from worker.nightly.spark import executor_settings, on_driver, one_frame, settings_on_executor
+from worker.nightly.spark import judged_partitions, on_driver
 from worker.settings import Settings
 
 LEDGER_DECISION_SCHEMA = (
@@ -100,26 +100,19 @@ async def judge_ledgers(
     return out
 
 
-def _judge_ledgers_partition(settings: Settings, min_age_s: float, namespaces: list[str]) -> Any:
-    # The closure carries file paths, never a secret: each executor reads them itself.
-    payload = executor_settings(settings)
+def _judge_ledger_rows(min_age_s: float, namespaces: list[str]) -> Any:
+    """Judges a partition of :data:`METADATA_SCHEMA` rows on an executor (:func:`judged_partitions`)."""
 
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
+    def judge(settings: Settings, pdf: Any) -> list[dict[str, Any]]:
         import pandas as pd
 
-        settings = settings_on_executor(payload)
-        pdf = one_frame(batches)
-        if pdf is None:
-            return
         rows = [
             (int(a), None if b is None else bytes(b), int(c), None if j is None or pd.isna(j) else str(j))
             for a, b, c, j in zip(pdf.ledger_id, pdf.data, pdf.ctime, pdf.bookie_json, strict=True)
         ]
-        decided = asyncio.run(judge_ledgers(settings, rows, min_age_s=min_age_s, namespaces=namespaces))
-        cols = [c.split()[0] for c in LEDGER_DECISION_SCHEMA.split(", ")]
-        yield pd.DataFrame([{c: d.get(c) for c in cols} for d in decided], columns=cols)
+        return asyncio.run(judge_ledgers(settings, rows, min_age_s=min_age_s, namespaces=namespaces))
 
-    return run
+    return judge
 
 
 def read_ledger_metadata(spark: Any, settings: Settings, ledgers_root: str | None = None) -> Any:
@@ -252,9 +245,8 @@ def audit_ledgers(
     # About two subtrees' worth of ledgers a partition (each partition holds its rows while it judges them):
     # bounded memory per task, and more topics in flight at once than the task slots alone would give.
     n = partitions or max(spark.sparkContext.defaultParallelism, md.rdd.getNumPartitions() // 2)
-    return md.repartition(n, "owner").mapInPandas(
-        _judge_ledgers_partition(settings, min_age_s, list(namespaces)), LEDGER_DECISION_SCHEMA
-    )
+    judge = judged_partitions(settings, LEDGER_DECISION_SCHEMA, _judge_ledger_rows(min_age_s, list(namespaces)))
+    return md.repartition(n, "owner").mapInPandas(judge, LEDGER_DECISION_SCHEMA)
 
 
 # ---- offload buckets -----------------------------------------------------------------------------------

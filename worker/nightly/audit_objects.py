@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from worker.nightly.spark import executor_settings, on_driver, one_frame, settings_on_executor
+from worker.nightly.spark import executor_settings, judged_partitions, on_driver
 from worker.settings import S3Target, Settings
 
 OBJECT_SCHEMA = (
@@ -123,26 +123,20 @@ async def judge_objects(settings: Settings, sets: list[dict[str, Any]], *, min_a
                 o["verdict"], o["why"] = "in_use", "its ledger is listed with this offload"
 
 
-def _objects_partition(settings: Settings, min_age_s: float) -> Any:
-    # The closure carries file paths, never a secret: each executor reads them itself.
-    payload = executor_settings(settings)
+def _judge_object_rows(min_age_s: float) -> Any:
+    """Judges a partition of :data:`OBJECT_SCHEMA`'s offload attempts on an executor (:func:`judged_partitions`)."""
 
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
+    def judge(settings: Settings, pdf: Any) -> list[dict[str, Any]]:
         import pandas as pd
 
-        settings = settings_on_executor(payload)
-        pdf = one_frame(batches)
-        if pdf is None:
-            return
-        sets = pdf.to_dict("records")
+        sets: list[dict[str, Any]] = pdf.to_dict("records")
         for o in sets:
             o["last_modified"] = pd.Timestamp(o["last_modified"]).to_pydatetime().astimezone(UTC)
             o["keys"] = list(o["keys"])
         asyncio.run(judge_objects(settings, sets, min_age_s=min_age_s))
-        cols = [c.split()[0] for c in OBJECT_SCHEMA.split(", ")]
-        yield pd.DataFrame([{c: o.get(c) for c in cols} for o in sets], columns=cols)
+        return sets
 
-    return run
+    return judge
 
 
 def audit_buckets(spark: Any, settings: Settings, *, min_age_s: float, partitions: int | None = None) -> Any:
@@ -172,4 +166,6 @@ def audit_buckets(spark: Any, settings: Settings, *, min_age_s: float, partition
         F.max("managed_ledger").alias("managed_ledger"),
     )
     n = partitions or spark.sparkContext.defaultParallelism
-    return sets.repartition(n, "managed_ledger").mapInPandas(_objects_partition(settings, min_age_s), OBJECT_SCHEMA)
+    return sets.repartition(n, "managed_ledger").mapInPandas(
+        judged_partitions(settings, OBJECT_SCHEMA, _judge_object_rows(min_age_s)), OBJECT_SCHEMA
+    )

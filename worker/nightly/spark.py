@@ -127,3 +127,25 @@ def one_frame(batches: Iterator[Any]) -> Any:
 
     frames = [f for f in batches if not f.empty]
     return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def judged_partitions(
+    settings: Settings, schema: str, judge: Callable[[Settings, Any], list[dict[str, Any]]]
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The function ``mapInPandas`` runs on each partition: its batches as one frame, judged on the executor
+    with the settings the executor reads itself (``judge(settings, frame)`` -> row dicts), out as the columns
+    of ``schema``."""
+    # The closure carries file paths, never a secret: each executor reads them itself.
+    payload = executor_settings(settings)
+    cols = [c.split()[0] for c in schema.split(", ")]
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pandas as pd
+
+        pdf = one_frame(batches)
+        if pdf is None:
+            return
+        rows = judge(settings_on_executor(payload), pdf)
+        yield pd.DataFrame([{c: r.get(c) for c in cols} for r in rows], columns=cols)
+
+    return run
