@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.result import Row
 from bench.stats import histogram_quantiles, histogram_upper_bounds
+from testkit.admin import StagingAdmin
 from testkit.harness import WorkerHarness
 from testkit.stack import REPO, Stack
 from worker.backends.http import new_session
@@ -277,7 +278,7 @@ async def drain(
     )
     settings = load_settings(h.config_path)
     async with new_session(30) as session:
-        admin = PulsarAdmin(stack.admin_url, session)
+        admin = StagingAdmin(stack.admin_url, session)
         # The subscription exists before the first message: the backlog is retained for the worker.
         await ensure_topology(admin, settings.topics)
         t = time.monotonic()
@@ -449,7 +450,7 @@ async def drain_shared(
         hs.append(bench_harness(stack, d, f"bench-{run_id}-{key}", concurrency, {"delete_via": delete_via}))
     settings = load_settings(hs[0].config_path)
     async with new_session(30) as session:
-        admin = PulsarAdmin(stack.admin_url, session)
+        admin = StagingAdmin(stack.admin_url, session)
         await ensure_topology(admin, settings.topics)
         await asyncio.to_thread(_send_all, hs[0], infos)
         try:

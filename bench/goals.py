@@ -41,12 +41,12 @@ from bench import drain, ledgers, pip_baseline, report, s3_route
 from bench.env import OUT, stack
 from bench.result import Row
 from bench.run import _git_head, _loadavg, _machine
+from testkit.admin import StagingAdmin
 from testkit.harness import ml_info as _ml
 from testkit.harness import pulsar_ml_metadata, quiet_logger
 from testkit.stack import Stack
 from worker.backends.http import new_session
 from worker.backends.zookeeper import ZooKeeper
-from worker.broker.admin import PulsarAdmin
 from worker.daemon.daemon import batch_size
 from worker.formats.topic_name import TopicName
 from worker.settings import WorkerSettings
@@ -221,7 +221,7 @@ async def amain() -> int:
         # snapshot cannot vouch for a ledger id above its newest one, so each of those re-reads the topic.
         ns = "public/ldw-bench"
         async with new_session(30) as session:
-            admin = PulsarAdmin(s.admin_url, session)
+            admin = StagingAdmin(s.admin_url, session)
             await admin.ensure_namespace(ns)
             await admin.set_retention(ns, -1, -1)
             for order in ("older", "newer"):

@@ -26,6 +26,7 @@ import uuid
 from typing import Any
 
 from bench.env import OUT, stack
+from testkit.admin import StagingAdmin
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode
 from worker.formats.metadata_paths import hierarchical_ledger_path
 from worker.formats.protobuf_wire import encode_field, encode_varint
@@ -215,7 +216,6 @@ async def _scan_single(settings: Settings, root: str) -> tuple[int, float, dict[
     from worker.backends.ledger_listing import ledger_subtrees, read_subtrees
     from worker.backends.zookeeper import ZooKeeper
     from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
-    from worker.broker.admin import PulsarAdmin
     from worker.broker.snapshot_cache import snapshot_cache
     from worker.operations.scanner import Scanner
 
@@ -236,7 +236,7 @@ async def _scan_single(settings: Settings, root: str) -> tuple[int, float, dict[
                 got = await store.read(ledger_id)
                 return None if got is None else got[0]
 
-        admin = PulsarAdmin(str(settings.pulsar.admin_url), session)
+        admin = StagingAdmin(str(settings.pulsar.admin_url), session)
         snaps = snapshot_cache(admin, settings.worker, zk, ttl_s=60)
         report = await Scanner(Listing(), snaps, zk, min_age_s=600).scan()
     return len(report.decisions), time.monotonic() - t0, report.counts()

@@ -169,6 +169,7 @@ def _expected(scene: dict[str, Any], key: tuple[str, int]) -> str:
 
 
 def main() -> int:
+    from testkit.admin import StagingAdmin
     from worker.broker.admin import open_admin
     from worker.nightly.spark import session
 
@@ -183,7 +184,7 @@ def main() -> int:
 
     async def build() -> dict[str, Any]:
         async with open_admin(settings.pulsar) as admin:
-            return await _scene(s, admin, ns, bucket, s3)
+            return await _scene(s, StagingAdmin.of(admin), ns, bucket, s3)
 
     spark = None
     try:

@@ -17,12 +17,12 @@ from typing import Any
 from bench import drain, ledgers, owner, raw, report
 from bench.env import OUT, RESULTS, Knobs, stack
 from bench.result import Row
+from testkit.admin import StagingAdmin
 from testkit.harness import ml_info as _ml
 from testkit.harness import pulsar_ml_metadata
 from testkit.stack import REPO, Stack
 from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
-from worker.broker.admin import PulsarAdmin
 
 # Optional groups (owner route, ZooKeeper mode) are skipped once the run has taken this long.
 OPTIONAL_BUDGET_S = 230.0
@@ -137,7 +137,7 @@ async def amain() -> int:
     owner_topic: str | None = None
     async with new_session(60) as session:
         bookie = BookieClient(s.bookie_http_url, session)
-        admin = PulsarAdmin(s.admin_url, session)
+        admin = StagingAdmin(s.admin_url, session)
 
         async def record(row: Row, lids: list[int]) -> None:
             row.leftover = await _leftover(bookie, lids)

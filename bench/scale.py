@@ -42,13 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.env import RESULTS
+from testkit.managed_ledger_encoding import encode_managed_cursor_info, encode_managed_ledger_info
 from testkit.stack import REPO, STACK
 from worker.formats.managed_ledger_metadata import (
     LedgerInfo,
     ManagedCursorInfo,
     ManagedLedgerInfo,
-    encode_managed_cursor_info,
-    encode_managed_ledger_info,
 )
 from worker.formats.metadata_paths import hierarchical_ledger_path
 from worker.formats.protobuf_wire import encode_field, encode_varint

@@ -24,10 +24,12 @@ from typing import Any
 
 from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
 
+from testkit.admin import StagingAdmin
+from testkit.managed_ledger_encoding import without_ledgers
 from testkit.topics import eventually, ml_ledger_ids
 from worker.backends.zookeeper import ZooKeeper
-from worker.broker.admin import PulsarAdmin, TopicNotFound
-from worker.formats.managed_ledger_metadata import parse_managed_ledger_info, without_ledgers
+from worker.broker.admin import TopicNotFound
+from worker.formats.managed_ledger_metadata import parse_managed_ledger_info
 from worker.formats.metadata_paths import managed_ledger_path
 from worker.formats.protobuf_wire import encode_varint
 from worker.formats.topic_name import TopicName, java_url_encode
@@ -40,7 +42,7 @@ def partitioned_metadata_path(topic: TopicName) -> str:
     return f"/admin/partitioned-topics/{topic.namespace_name}/{topic.domain}/{java_url_encode(topic.local_name)}"
 
 
-async def partition_count(admin: PulsarAdmin, topic: TopicName) -> int:
+async def partition_count(admin: StagingAdmin, topic: TopicName) -> int:
     """Partitions of ``topic``; 0 when it is not partitioned or does not exist (the broker answers 404)."""
     try:
         return await admin.partitions(topic)
@@ -53,7 +55,7 @@ async def _missing_in_bookkeeper(zk: ZooKeeper, ids: Iterable[int]) -> list[int]
 
 
 async def drop_ledgers_from_metadata(
-    admin: PulsarAdmin, zk_hosts: str, topic: TopicName | str, ledger_ids: Iterable[int]
+    admin: StagingAdmin, zk_hosts: str, topic: TopicName | str, ledger_ids: Iterable[int]
 ) -> list[int]:
     """Make the topic forget ``ledger_ids`` while BookKeeper keeps them; returns the ids orphaned.
 
@@ -149,7 +151,7 @@ def _length_delimited(number: int, body: bytes) -> bytes:
 
 
 async def edit_offload(
-    admin: PulsarAdmin,
+    admin: StagingAdmin,
     zk_hosts: str,
     topic: TopicName | str,
     ids: Iterable[int],
@@ -211,7 +213,7 @@ def _shape(stats: dict[str, Any]) -> tuple[object, ...]:
     )
 
 
-async def quiesce(admin: PulsarAdmin, t: TopicName, *, interval: float = 0.5, timeout: float = 30.0) -> None:
+async def quiesce(admin: StagingAdmin, t: TopicName, *, interval: float = 0.5, timeout: float = 30.0) -> None:
     """Wait until the topic's ledgers and cursors stop changing.
 
     Acknowledgements land after the consumer that sent them is gone, and each persisted mark-delete may
@@ -231,7 +233,7 @@ async def quiesce(admin: PulsarAdmin, t: TopicName, *, interval: float = 0.5, ti
     await eventually(settled, timeout=timeout, interval=0, what=f"{t} to settle")
 
 
-async def _delete_one_topic(admin: PulsarAdmin, zk: ZooKeeper, t: TopicName) -> set[int]:
+async def _delete_one_topic(admin: StagingAdmin, zk: ZooKeeper, t: TopicName) -> set[int]:
     # internalStats loads the topic if it was not, so that the unload below runs against deleted znodes
     # (see the module docstring); quiescing first makes the ids read from the znodes the final ones.
     await quiesce(admin, t)
@@ -251,7 +253,7 @@ async def _delete_one_topic(admin: PulsarAdmin, zk: ZooKeeper, t: TopicName) -> 
     return ids
 
 
-async def delete_topic_metadata_keep_ledgers(admin: PulsarAdmin, zk_hosts: str, topic: TopicName | str) -> list[int]:
+async def delete_topic_metadata_keep_ledgers(admin: StagingAdmin, zk_hosts: str, topic: TopicName | str) -> list[int]:
     """Make the topic cease to exist while its ledgers (data and cursor ledgers) stay in BookKeeper.
 
     A partitioned topic named by its base name loses every partition and its partitioned metadata. Schema

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from testkit.admin import StagingAdmin
 from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
 from worker.backends.zookeeper import ZooKeeper
-from worker.broker.admin import PulsarAdmin
 
 REPO = Path(__file__).resolve().parents[1]
 STACK = REPO / "deploy" / "local" / "stack.sh"
@@ -135,10 +135,10 @@ def scan_dry_run(config: Path, namespace: str, *, timeout: float = 600) -> dict[
 
 
 @contextlib.asynccontextmanager
-async def admin_for(stack: Stack) -> AsyncIterator[PulsarAdmin]:
+async def admin_for(stack: Stack) -> AsyncIterator[StagingAdmin]:
     """The admin API of ``stack``, for staging and checking (no credentials: the test stacks' own)."""
     async with new_session(30) as s:
-        yield PulsarAdmin(stack.admin_url, s)
+        yield StagingAdmin(stack.admin_url, s)
 
 
 @contextlib.asynccontextmanager

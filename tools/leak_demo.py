@@ -55,10 +55,10 @@ import aiohttp
 import pulsar
 import yaml
 
+from testkit.admin import StagingAdmin
 from testkit.harness import WorkerHarness, quiet_logger
 from testkit.stack import REPO, STACK, Stack, admin_for, parse_env, stack_of
 from testkit.topics import eventually, ml_ledger_ids, produce
-from worker.broker.admin import PulsarAdmin
 from worker.formats.message import InvalidMessage, decode
 from worker.formats.topic_name import TopicName
 
@@ -194,7 +194,9 @@ class DropPath:
 
 
 class Round:
-    def __init__(self, stack: Stack, admin: PulsarAdmin, session: aiohttp.ClientSession, paths: list[DropPath]) -> None:
+    def __init__(
+        self, stack: Stack, admin: StagingAdmin, session: aiohttp.ClientSession, paths: list[DropPath]
+    ) -> None:
         self.stack = stack
         self.admin = admin
         self.session = session
@@ -431,7 +433,7 @@ def queued_ledgers(stack: Stack) -> set[int]:
     return out
 
 
-async def settle_loads(admin: PulsarAdmin, paths: list[DropPath]) -> None:
+async def settle_loads(admin: StagingAdmin, paths: list[DropPath]) -> None:
     """Every topic of the round loaded (and its namespace's system topic), then a few seconds: a topic drops its
     empty current ledger when it loads and deletes it right after, which a scan racing the load would count."""
     for p in paths:

@@ -17,6 +17,7 @@ import pulsar
 import pytest
 from aiohttp import web
 
+from testkit.admin import StagingAdmin
 from tests.auth.conftest import AuthStack
 from tests.auth.tls_helpers import (
     LocalCA,
@@ -31,7 +32,7 @@ from tests.auth.tls_helpers import (
     server_context,
     tls_relay,
 )
-from worker.broker.admin import PulsarAdmin, admin_session
+from worker.broker.admin import admin_session
 from worker.broker.client import blocking_client
 from worker.errors import BackendError
 from worker.formats.topic_name import TopicName
@@ -97,10 +98,10 @@ async def test_admin_refuses_a_certificate_for_another_host(
         wrong = _settings(auth_stack, trust, admin_url=f"https://127.0.0.1:{port}")
         async with admin_session(wrong) as s:
             with pytest.raises(BackendError, match=r"certificate|hostname"):
-                await PulsarAdmin(str(wrong.admin_url), s, wrong.auth_token).list_tenants()
+                await StagingAdmin(str(wrong.admin_url), s, wrong.auth_token).list_tenants()
         unsafe = wrong.model_copy(update={"tls_insecure_skip_hostname_verification": True})
         async with admin_session(unsafe) as s:
-            assert "public" in await PulsarAdmin(str(unsafe.admin_url), s, unsafe.auth_token).list_tenants()
+            assert "public" in await StagingAdmin(str(unsafe.admin_url), s, unsafe.auth_token).list_tenants()
 
 
 @pytest.fixture
@@ -134,7 +135,7 @@ async def test_an_https_lookup_never_falls_back_to_plain_http(
         async with serve(front, server_context(cert, key)) as front_port:
             p = _settings(auth_stack, trust, admin_url=f"https://127.0.0.1:{front_port}")
             async with admin_session(p) as s:
-                admin = PulsarAdmin(str(p.admin_url), s, p.auth_token)
+                admin = StagingAdmin(str(p.admin_url), s, p.auth_token)
                 with pytest.raises(BackendError) as e:
                     owner = await admin.lookup(topic)
                     await admin.internal_stats(topic, base=owner)
@@ -161,7 +162,7 @@ async def test_a_redirect_from_https_to_plain_http_is_refused(
         async with serve(front, server_context(cert, key)) as front_port:
             p = _settings(auth_stack, trust, admin_url=f"https://127.0.0.1:{front_port}")
             async with admin_session(p) as s:
-                admin = PulsarAdmin(str(p.admin_url), s, p.auth_token)
+                admin = StagingAdmin(str(p.admin_url), s, p.auth_token)
                 errors = []
                 for call in (admin.lookup(topic), admin.subscriptions(topic)):
                     try:

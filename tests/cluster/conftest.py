@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from testkit.admin import StagingAdmin
 from testkit.stack import mark_directory, run_profile, stack_env, stack_from_env
 from tests.conftest import Stack
 from tests.integration.conftest import harnesses, pushgateway  # noqa: F401  (the same fixtures for cluster tests)
@@ -147,7 +148,7 @@ def cluster_namespace(cluster: Cluster) -> str:
 @pytest.fixture
 async def cadmin(cluster: Cluster) -> AsyncIterator[PulsarAdmin]:
     async with new_session(30) as s:
-        yield PulsarAdmin(cluster.admin_url, s)
+        yield StagingAdmin(cluster.admin_url, s)
 
 
 @pytest.fixture

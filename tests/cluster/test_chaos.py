@@ -25,6 +25,7 @@ from typing import Any
 import boto3
 import pytest
 
+from testkit.admin import StagingAdmin
 from testkit.harness import ml_info as ml
 from tests.cluster.conftest import Cluster
 from tests.cluster.placement import spread
@@ -84,7 +85,7 @@ class FaultPlan:
 
 
 async def offload(admin: PulsarAdmin, owner: str, topic: TopicName) -> list[int]:
-    a = PulsarAdmin(owner, admin.session)
+    a = StagingAdmin(owner, admin.session)
     current = max(ml_ledger_ids(await a.internal_stats(topic)))
     await a.trigger_offload(topic, current, 0)
 
@@ -118,12 +119,12 @@ async def test_chaos_run(
     live: dict[str, list[int]] = {}
     offloaded: dict[str, list[int]] = {}
     async with new_session(60) as session:
-        admin = PulsarAdmin(cluster.admin_url, session)
+        admin = StagingAdmin(cluster.admin_url, session)
         for t in topics[:2]:
             offloaded[t] = await offload(admin, owners[t], TopicName.parse(t))
             assert offloaded[t], f"nothing offloaded on {t}"
         for t in topics:
-            stats = await PulsarAdmin(owners[t], session).internal_stats(TopicName.parse(t))
+            stats = await StagingAdmin(owners[t], session).internal_stats(TopicName.parse(t))
             live[t] = ml_ledger_ids(stats)[:-1]
     async with ZooKeeper(cluster.zookeeper_hosts) as zk:
         live_ctx: dict[tuple[str, int], OffloadContext] = {}
@@ -342,7 +343,7 @@ def _exists(s3: Any, bucket: str, key: str) -> bool:
 
 async def _backlog(cluster: Cluster, h: WorkerHarness) -> float:
     async with new_session(30) as s:
-        admin = PulsarAdmin(cluster.admin_url, s)
+        admin = StagingAdmin(cluster.admin_url, s)
         sub = "ledger-deletion-worker"
         pending = await admin.partitioned_stats(TopicName.parse(h.topics["pending"]))
         retry = await admin.stats(TopicName.parse(h.topics["retry"]))

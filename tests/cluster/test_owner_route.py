@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from testkit.admin import StagingAdmin
 from testkit.footprint import listed_as_loaded
 from testkit.harness import ml_info as ml
 from tests.cluster.conftest import Cluster
@@ -14,7 +15,7 @@ from tests.integration.helpers import count_from_earliest, eventually, ml_ledger
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
-from worker.broker.admin import NotOwner, PulsarAdmin
+from worker.broker.admin import NotOwner
 from worker.formats.topic_name import TopicName
 
 
@@ -24,7 +25,7 @@ async def test_admin_api_of_the_other_broker_redirects_to_the_owner(
     base = f"persistent://{cluster_namespace}/parts-{unique}"
     plain = [f"persistent://{cluster_namespace}/plain-{unique}-{i}" for i in range(4)]
     async with new_session(30) as s:
-        a = PulsarAdmin(cluster.admin_url, s)
+        a = StagingAdmin(cluster.admin_url, s)
         await a.create_partitioned_topic(TopicName.parse(base), 8)
         parts = [f"{base}-partition-{i}" for i in range(8)]
         for t in parts + plain:
@@ -35,10 +36,10 @@ async def test_admin_api_of_the_other_broker_redirects_to_the_owner(
 
         for t, own in owners.items():
             tn = TopicName.parse(t)
-            other = PulsarAdmin(cluster.other(own), s)
+            other = StagingAdmin(cluster.other(own), s)
             # The lookup, asked of either broker, names the owner.
             assert (await other.lookup(tn)).rstrip("/") == own
-            assert (await PulsarAdmin(own, s).lookup(tn)).rstrip("/") == own
+            assert (await StagingAdmin(own, s).lookup(tn)).rstrip("/") == own
             # The non-owner will not answer for the live state: 307 to the owner.
             try:
                 await other.internal_stats(tn)
@@ -54,7 +55,7 @@ async def test_admin_api_of_the_other_broker_redirects_to_the_owner(
         # the worker's lookup follows to whoever gets it.
         t = plain[0]
         move(cluster, t, cluster.other(owners[t]))
-        assert (await PulsarAdmin(owners[t], s).lookup(TopicName.parse(t))).rstrip("/") == cluster.other(owners[t])
+        assert (await StagingAdmin(owners[t], s).lookup(TopicName.parse(t))).rstrip("/") == cluster.other(owners[t])
 
 
 async def test_worker_configured_with_the_other_broker_uses_the_owner(
@@ -70,7 +71,7 @@ async def test_worker_configured_with_the_other_broker_uses_the_owner(
     base = f"persistent://{cluster_namespace}/wparts-{unique}"
     plain = [f"persistent://{cluster_namespace}/wplain-{unique}-{i}" for i in range(2)]
     async with new_session(30) as s:
-        a = PulsarAdmin(cluster.admin_url, s)
+        a = StagingAdmin(cluster.admin_url, s)
         await a.create_partitioned_topic(TopicName.parse(base), 4)
         topics = [f"{base}-partition-{i}" for i in range(4)] + plain
         for t in topics:

@@ -9,6 +9,7 @@ import asyncio
 import time
 from pathlib import Path
 
+from testkit.admin import StagingAdmin
 from testkit.harness import ml_info as ml
 from tests.cluster.conftest import Cluster
 from tests.cluster.placement import owner, spread, unload_bundle
@@ -16,7 +17,6 @@ from tests.integration.helpers import count_from_earliest, eventually, ml_ledger
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
-from worker.broker.admin import PulsarAdmin
 from worker.formats.topic_name import TopicName
 
 ENTRIES = 12
@@ -29,7 +29,7 @@ async def make_backlog(
     topic) and ledgers of a topic that never existed (orphans by the direct route)."""
     base = f"persistent://{ns}/mv-{unique}"
     async with new_session(30) as s:
-        a = PulsarAdmin(cluster.admin_url, s)
+        a = StagingAdmin(cluster.admin_url, s)
         await a.create_partitioned_topic(TopicName.parse(base), 4)
         topics = [f"{base}-partition-{i}" for i in range(4)] + [f"persistent://{ns}/mvp-{unique}-{i}" for i in range(2)]
         for t in topics:

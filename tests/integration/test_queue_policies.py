@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from testkit.admin import StagingAdmin
 from testkit.harness import WorkerHarness
 from tests.conftest import REPO, Stack
 from worker.backends.http import new_session
-from worker.broker.admin import PulsarAdmin
 from worker.broker.preflight import check_queue_policies
 from worker.broker.topology import ensure_queue_policies, ensure_topology
 from worker.core.queue_policies import EVICTION
@@ -54,11 +54,11 @@ def test_a_message_ttl_refuses_run_until_topology_makes_it_safe(stack: Stack, un
 
     async def ttl() -> int:
         async with new_session(30) as s:
-            return int(await PulsarAdmin(stack.admin_url, s).topic_policy(pending, "messageTTL", applied=True) or 0)
+            return int(await StagingAdmin(stack.admin_url, s).topic_policy(pending, "messageTTL", applied=True) or 0)
 
     async def with_ttl() -> None:
         async with new_session(30) as s:
-            admin = PulsarAdmin(stack.admin_url, s)
+            admin = StagingAdmin(stack.admin_url, s)
             await ensure_topology(admin, settings.topics)
             await admin.set_namespace_policy(ns, "messageTTL", 3600)
         await _until(lambda: _is(ttl, 3600), "messageTTL 3600")
@@ -89,7 +89,7 @@ async def test_every_dropping_policy_is_named_and_topology_removes_them(
     topics = load_settings(w.config_path).topics
     dlq, retry = TopicName.parse(topics.dlq), TopicName.parse(topics.retry)
     async with new_session(30) as s:
-        admin = PulsarAdmin(stack.admin_url, s)
+        admin = StagingAdmin(stack.admin_url, s)
         await ensure_topology(admin, topics)
         # Topic level (overrides the namespace), namespace level, and the quota and inactive-topic kinds.
         await admin._call("POST", f"/admin/v2/{dlq.rest_path}/messageTTL", params={"messageTTL": "600"})

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from testkit.admin import StagingAdmin
 from tests.conftest import REPO, Stack
 from tests.integration.helpers import read_pending
 from worker.backends.http import new_session
@@ -50,13 +51,13 @@ async def test_concurrent_starters_on_fresh_topics_all_succeed(stack: Stack, uni
     async def starter() -> None:
         # One session each: separate connections, like separate processes.
         async with new_session(30) as s:
-            await ensure_topology(PulsarAdmin(stack.admin_url, s), settings.topics)
+            await ensure_topology(StagingAdmin(stack.admin_url, s), settings.topics)
 
     results = await asyncio.gather(*(starter() for _ in range(24)), return_exceptions=True)
     errors = [f"{type(r).__name__}: {r}" for r in results if isinstance(r, BaseException)]
     assert errors == [], f"{len(errors)} of 24 starters failed: {errors[:3]}"
     async with new_session(30) as s:
-        await assert_complete(PulsarAdmin(stack.admin_url, s), settings.topics)
+        await assert_complete(StagingAdmin(stack.admin_url, s), settings.topics)
 
 
 def test_concurrent_send_commands_on_fresh_topics_all_succeed(stack: Stack, unique: str, tmp_path: Path) -> None:
@@ -90,7 +91,7 @@ def test_concurrent_send_commands_on_fresh_topics_all_succeed(stack: Stack, uniq
 
     async def check() -> None:
         async with new_session(30) as s:
-            await assert_complete(PulsarAdmin(stack.admin_url, s), settings.topics)
+            await assert_complete(StagingAdmin(stack.admin_url, s), settings.topics)
 
     asyncio.run(check())
     assert sorted(i.ledger_id for i in read_pending(stack, settings)) == [10**12 + i for i in range(n)]

@@ -29,13 +29,13 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit.admin import StagingAdmin
 from testkit.harness import create_ledgers, free_port, pulsar_ml_metadata
 from testkit.topics import ml_ledger_ids, produce
 from tests.conftest import REPO, Stack
 from tests.integration.nightly_fixtures import publish_dead_letters
 from tools.spark_package import ZIP_NAME, build_zip
 from worker.backends.http import new_session
-from worker.broker.admin import PulsarAdmin
 from worker.broker.topology import ensure_topology
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode
 from worker.formats.topic_name import TopicName
@@ -202,7 +202,7 @@ async def _make_namespaces(stack: Stack, settings: Settings, *namespaces: str) -
     """The namespaces (infinite retention) and the worker's topics, as ``ledger-deletion-worker topology``
     makes them: the jobs refuse a metadata store without the pending topic."""
     async with new_session(30) as s:
-        admin = PulsarAdmin(stack.admin_url, s)
+        admin = StagingAdmin(stack.admin_url, s)
         for ns in namespaces:
             await admin._call("PUT", f"/admin/v2/namespaces/{ns}")
             await admin.set_retention(ns, -1, -1)
@@ -211,7 +211,7 @@ async def _make_namespaces(stack: Stack, settings: Settings, *namespaces: str) -
 
 async def _internal_stats(stack: Stack, topic: str) -> dict[str, Any]:
     async with new_session(30) as s:
-        return await PulsarAdmin(stack.admin_url, s).internal_stats(TopicName.parse(topic))
+        return await StagingAdmin(stack.admin_url, s).internal_stats(TopicName.parse(topic))
 
 
 def test_replay_and_audit_on_a_standalone_cluster_match_local(

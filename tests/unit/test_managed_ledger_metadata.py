@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from testkit.managed_ledger_encoding import encode_managed_cursor_info, encode_managed_ledger_info, without_ledgers
 from worker.formats.managed_ledger_metadata import (
     CompressedMetadataError,
     LedgerInfo,
@@ -15,11 +16,8 @@ from worker.formats.managed_ledger_metadata import (
     ManagedLedgerInfo,
     MetadataFormatError,
     OffloadInfo,
-    encode_managed_cursor_info,
-    encode_managed_ledger_info,
     parse_managed_cursor_info,
     parse_managed_ledger_info,
-    without_ledgers,
 )
 from worker.formats.message import OffloadContext
 from worker.formats.metadata_paths import (

@@ -152,13 +152,6 @@ class PulsarAdmin:
         raise BackendError("admin", f"{method} {path} answered {status}: {text[:300]}", status)
 
     # ---- cluster ----------------------------------------------------------------------------------
-    async def healthy(self) -> bool:
-        try:
-            await self._call("GET", "/admin/v2/brokers/health")
-            return True
-        except (BackendError, TopicNotFound, NotOwner):
-            return False
-
     async def ensure_namespace(self, namespace: str) -> None:
         tenant = namespace.split("/")[0]
         clusters = await self._call("GET", "/admin/v2/clusters")
@@ -166,16 +159,6 @@ class PulsarAdmin:
             "PUT", f"/admin/v2/tenants/{_q(tenant)}", body={"allowedClusters": clusters}, ok=(200, 204, 409)
         )
         await self._call("PUT", f"/admin/v2/namespaces/{namespace}", ok=(200, 204, 409))
-
-    async def set_retention(self, namespace: str, minutes: int, size_mb: int) -> None:
-        await self._call(
-            "POST",
-            f"/admin/v2/namespaces/{namespace}/retention",
-            body={"retentionTimeInMinutes": minutes, "retentionSizeInMB": size_mb},
-        )
-
-    async def list_tenants(self) -> list[str]:
-        return list(await self._call("GET", "/admin/v2/tenants"))
 
     async def list_namespaces(self, tenant: str) -> list[str]:
         return list(await self._call("GET", f"/admin/v2/namespaces/{_q(tenant)}"))
@@ -352,9 +335,6 @@ class PulsarAdmin:
             "DELETE", f"/admin/{topic.admin_path}/partitions", params={"force": str(force).lower()}, not_found_ok=True
         )
 
-    async def unload(self, topic: TopicName) -> None:
-        await self._call("PUT", f"/admin/{topic.admin_path}/unload", follow_redirect=True)
-
     async def trim(self, topic: TopicName) -> None:
         await self._call("POST", f"/admin/{topic.admin_path}/trim", follow_redirect=True)
 
@@ -389,19 +369,6 @@ class PulsarAdmin:
             body={"type": schema_type, "schema": definition, "properties": {}},
             follow_redirect=True,
         )
-
-    async def trigger_offload(self, topic: TopicName, ledger_id: int, entry_id: int = 0) -> None:
-        """Offload every ledger before position (ledger_id, entry_id) to tiered storage (asynchronous)."""
-        await self._call(
-            "PUT",
-            f"/admin/{topic.admin_path}/offload",
-            body={"ledgerId": ledger_id, "entryId": entry_id, "partitionIndex": -1},
-            follow_redirect=True,
-        )
-
-    async def offload_status(self, topic: TopicName) -> dict[str, Any]:
-        """``{"status": NOT_RUN|RUNNING|SUCCESS|ERROR, "lastError": ...}``."""
-        return dict(await self._call("GET", f"/admin/{topic.admin_path}/offload", follow_redirect=True))
 
     # ---- policies (the queue topics' namespace: worker.core.queue_policies) ------------------------
     async def topic_policy(self, topic: TopicName, name: str, *, applied: bool) -> Any:

@@ -25,17 +25,17 @@ Compression (``managedLedgerInfoCompressionType``, default NONE): MetaStoreImpl 
 unambiguous. This module refuses compressed values with :class:`CompressedMetadataError` rather than
 guess: rewriting one would also mean re-compressing it exactly as the broker would.
 
-:func:`without_ledgers` edits the bytes instead of re-encoding a model: every field it does not remove is
-copied verbatim, so fields this module does not know (added by a newer Pulsar) survive the edit.
+The worker only reads these values. Staging writes them too (tests, benchmarks, demos): their encoder and
+editor are ``testkit.managed_ledger_encoding``.
 """
 
 from __future__ import annotations
 
 import uuid as uuid_mod
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from worker.formats.protobuf_wire import _LEN, _U64, _VARINT, encode_varint
+from worker.formats.protobuf_wire import _LEN, _U64, _VARINT
 from worker.formats.protobuf_wire import MetadataFormatError as MetadataFormatError
 from worker.formats.protobuf_wire import as_bytes as _bytes
 from worker.formats.protobuf_wire import as_int as _int
@@ -62,7 +62,7 @@ def is_compressed(data: bytes) -> bool:
     return len(data) >= 2 and int.from_bytes(data[:2], "big") == COMPRESSION_MAGIC
 
 
-def _refuse_compressed(data: bytes) -> None:
+def refuse_compressed(data: bytes) -> None:
     """Refuse MetaStoreImpl's compressed form, naming its compression type (for the operator)."""
     if is_compressed(data):
         compression = "unknown"
@@ -195,7 +195,7 @@ def _parse_offload(data: bytes) -> OffloadInfo:
     return OffloadInfo(msb, lsb, complete, bk_deleted, ts, name, props)
 
 
-def _ledger_id_only(data: bytes) -> int:
+def listed_ledger_id(data: bytes) -> int:
     lid: int | None = None
     for f in _fields(data):
         if f.number == 1:
@@ -227,7 +227,7 @@ def _parse_ledger_info(data: bytes) -> LedgerInfo:
 
 def parse_managed_ledger_info(data: bytes) -> ManagedLedgerInfo:
     """Decode a topic's znode value. An empty value is valid: the broker creates the znode empty."""
-    _refuse_compressed(data)
+    refuse_compressed(data)
     ledgers: list[LedgerInfo] = []
     terminated_chunks: list[bytes] = []
     props: dict[str, str] = {}
@@ -252,7 +252,7 @@ def parse_managed_ledger_info(data: bytes) -> ManagedLedgerInfo:
 
 
 def parse_managed_cursor_info(data: bytes) -> ManagedCursorInfo:
-    _refuse_compressed(data)
+    refuse_compressed(data)
     cursors_ledger: int | None = None
     md_ledger = md_entry = last_active = None
     props: dict[str, str] = {}
@@ -289,79 +289,6 @@ def _long_property(data: bytes) -> tuple[str, int]:
     if name is None or value is None:
         raise MetadataFormatError("LongProperty without its required name or value")
     return name, value
-
-
-def without_ledgers(data: bytes, ids: Iterable[int]) -> bytes:
-    """``data`` minus the LedgerInfo entries of ``ids``; every other byte is kept as written.
-
-    Ids that are not listed are ignored (removing is idempotent); callers that need to know compare
-    :func:`parse_managed_ledger_info` before and after.
-    """
-    drop = set(ids)
-    _refuse_compressed(data)
-    out = bytearray()
-    for f in _fields(data):
-        if f.number == 1 and _ledger_id_only(_bytes(f)) in drop:
-            continue
-        out += data[f.start : f.end]
-    return bytes(out)
-
-
-# ---- encoding (tests and tools build values with it; the broker's output is never re-encoded) -------
-
-
-def _tag(number: int, wire_type: int) -> bytes:
-    return encode_varint(number << 3 | wire_type)
-
-
-def _enc_int(number: int, v: int | None) -> bytes:
-    return b"" if v is None else _tag(number, _VARINT) + encode_varint(v)
-
-
-def _enc_len(number: int, payload: bytes) -> bytes:
-    return _tag(number, _LEN) + encode_varint(len(payload)) + payload
-
-
-def _enc_str(number: int, s: str) -> bytes:
-    return _enc_len(number, s.encode("utf-8"))
-
-
-def _enc_kv(number: int, k: str, v: str) -> bytes:
-    return _enc_len(number, _enc_str(1, k) + _enc_str(2, v))
-
-
-def encode_offload_info(o: OffloadInfo) -> bytes:
-    out = _enc_int(1, o.uid_msb) + _enc_int(2, o.uid_lsb)
-    out += _enc_int(3, int(o.complete)) + _enc_int(4, int(o.bookkeeper_deleted)) + _enc_int(5, o.timestamp)
-    if o.driver_name is not None or o.driver_metadata:
-        dm = _enc_str(1, o.driver_name or "") + b"".join(_enc_kv(2, k, v) for k, v in o.driver_metadata.items())
-        out += _enc_len(6, dm)
-    return out
-
-
-def encode_ledger_info(ld: LedgerInfo) -> bytes:
-    out = _enc_int(1, ld.ledger_id) + _enc_int(2, ld.entries) + _enc_int(3, ld.size) + _enc_int(4, ld.timestamp)
-    if ld.offload is not None:
-        out += _enc_len(5, encode_offload_info(ld.offload))
-    return out
-
-
-def encode_managed_ledger_info(info: ManagedLedgerInfo) -> bytes:
-    out = b"".join(_enc_len(1, encode_ledger_info(ld)) for ld in info.ledgers)
-    if info.terminated_position is not None:
-        lid, eid = info.terminated_position
-        out += _enc_len(2, _enc_int(1, lid) + _enc_int(2, eid))
-    out += b"".join(_enc_kv(3, k, v) for k, v in info.properties.items())
-    return out
-
-
-def encode_managed_cursor_info(c: ManagedCursorInfo) -> bytes:
-    out = _enc_int(1, c.cursors_ledger_id) + _enc_int(2, c.mark_delete_ledger_id)
-    out += _enc_int(3, c.mark_delete_entry_id)
-    out += b"".join(_enc_len(5, _enc_str(1, k) + _enc_int(2, v)) for k, v in c.position_properties.items())
-    out += _enc_int(6, c.last_active)
-    out += b"".join(_enc_kv(8, k, v) for k, v in c.cursor_properties.items())
-    return out
 
 
 def parse_schema_locator(data: bytes) -> frozenset[int]:
