@@ -14,6 +14,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from worker import commands
 from worker.commands.config_file import CONFIG_ENV, config_help, resolve_config
 from worker.settings import ConfigError, Settings, load_settings
 
@@ -31,9 +32,6 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"configuration: {config_help()}",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    from worker import commands
-
     for register in commands.REGISTRY:
         p = register(sub)
         _add_config(p)

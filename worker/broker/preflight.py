@@ -23,9 +23,12 @@ import pulsar.asyncio as pulsar_asyncio
 from worker.backends.bookie_http import BookieClient, BookieNotInCluster
 from worker.backends.zookeeper import NoAnchor, WrongMetadataStore, ZooKeeper
 from worker.broker.admin import PulsarAdmin
+from worker.broker.topology import read_queue_policies
+from worker.core.queue_policies import dropping, unknown
 from worker.core.store_anchor import Anchor
 from worker.errors import BackendError, StartupRefused
 from worker.formats.topic_name import TopicName
+from worker.logs import get_logger
 from worker.settings import PulsarSettings, TopicsSettings
 
 
@@ -183,10 +186,6 @@ async def check_queue_policies(admin: PulsarAdmin, topics: TopicsSettings) -> No
     """No Pulsar policy on the queue topics drops queued deletions (``worker.core.queue_policies``): one
     that would is refused, by name. A role that may not read them (a least-privileged worker: only tenant
     admins may) is warned and starts; ``topology``, run by a tenant admin, sets and checks them."""
-    from worker.broker.topology import read_queue_policies
-    from worker.core.queue_policies import dropping, unknown
-    from worker.logs import get_logger
-
     policies, expirations = await read_queue_policies(admin, topics)
     problems = dropping(policies, expirations)
     if problems:

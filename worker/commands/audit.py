@@ -18,7 +18,9 @@ import time
 import uuid
 
 from worker.commands.replay_dlq import add_spark_options, report_dir
+from worker.commands.scan import _validate
 from worker.commands.terminal import command_failed
+from worker.nightly import spark as nightly_spark
 from worker.settings import Settings
 
 
@@ -52,21 +54,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
-    from worker.commands.scan import _validate
-
     v = _validate(argparse.Namespace(min_age=args.min_age, namespace=args.namespace, concurrency=1), settings)
     if isinstance(v, str):
         print(f"ledger-deletion-worker audit: {v}", file=sys.stderr)
         return 2
     min_age, namespaces = v
+    # Lazy so --help stays fast: prometheus_client, aiohttp, kazoo and aiobotocore.
     from worker.nightly import metrics as nm
     from worker.nightly.audit import run_audit
-    from worker.nightly.spark import InlineSecret, inline_secrets, session, spark_running
 
-    if inline_secrets(settings):
+    if nightly_spark.inline_secrets(settings):
         # Refused before a JVM starts: the executors would need the secret shipped to them.
         print(
-            f"ledger-deletion-worker audit: {InlineSecret.__name__}: {'; '.join(inline_secrets(settings))}",
+            f"ledger-deletion-worker audit: {nightly_spark.InlineSecret.__name__}: "
+            f"{'; '.join(nightly_spark.inline_secrets(settings))}",
             file=sys.stderr,
         )
         return 2
@@ -79,8 +80,8 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     failed = True
     summary = None
     try:
-        owned = not spark_running()
-        spark = session(args.master, "ledger-deletion-audit")
+        owned = not nightly_spark.spark_running()
+        spark = nightly_spark.session(args.master, "ledger-deletion-audit")
         run_id = uuid.uuid4().hex[:12]
         summary = run_audit(
             spark,
@@ -96,6 +97,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         print(summary.table())
         rc = 0
         if args.send:
+            # Lazy so --help stays fast: aiohttp and kazoo.
             from worker.nightly.send import orphan_infos, send_orphans
 
             # No orphan row was written when there is none: nothing to read back.

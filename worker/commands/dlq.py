@@ -19,6 +19,7 @@ from dataclasses import asdict
 
 from worker.commands.config_file import config_help
 from worker.commands.terminal import Column, Output, add_output_options, command_failed, positive_int, table_topic
+from worker.core.freed_bytes import human_bytes
 from worker.settings import Settings
 
 # Which copy of the ledger the letter would delete: its BookKeeper copy, or an offloaded one.
@@ -54,7 +55,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 
 def handle_list(args: argparse.Namespace, settings: Settings) -> int:
-    from worker.core.freed_bytes import human_bytes
+    # Lazy so --help stays fast: the Pulsar client, aiohttp, kazoo and aiobotocore.
     from worker.operations.queue_status import list_dead_letters, would_free
 
     try:

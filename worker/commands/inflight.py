@@ -16,6 +16,7 @@ import argparse
 import asyncio
 
 from worker.commands.terminal import Column, Output, add_output_options, command_failed, positive_int, table_topic
+from worker.core.freed_bytes import human_bytes
 from worker.settings import Settings
 
 
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
-    from worker.core.freed_bytes import human_bytes
+    # Lazy so --help stays fast: the Pulsar client, aiohttp, kazoo and aiobotocore.
     from worker.operations.queue_status import QueuedBytes, inflight_from_settings
 
     try:

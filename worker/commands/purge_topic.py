@@ -14,6 +14,7 @@ import json
 import sys
 
 from worker.commands.terminal import command_failed
+from worker.formats.topic_name import InvalidTopicName, TopicName
 from worker.settings import Settings
 
 
@@ -34,8 +35,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
-    from worker.formats.topic_name import InvalidTopicName, TopicName
-
     try:
         topic = TopicName.parse(args.topic)
         if topic.is_segment:
@@ -44,6 +43,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     except InvalidTopicName as e:
         print(f"ledger-deletion-worker purge-topic: {e}", file=sys.stderr)
         return 2
+    # Lazy so --help stays fast: structlog.
     from worker.logs import configure
 
     configure(settings.logging.level, settings.logging.format)
@@ -54,10 +54,10 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _run(args: argparse.Namespace, settings: Settings, topic: object) -> int:
+    # Lazy so --help stays fast: the Pulsar client, aiohttp and kazoo.
     from worker.backends.zookeeper import optional_zookeeper
     from worker.broker.admin import open_admin
     from worker.broker.preflight import prove_metadata_stores
-    from worker.formats.topic_name import TopicName
     from worker.operations.purge import purge_topic
 
     assert isinstance(topic, TopicName)

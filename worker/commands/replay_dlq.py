@@ -22,6 +22,7 @@ import sys
 import time
 
 from worker.commands.terminal import command_failed, positive_int
+from worker.nightly import spark as nightly_spark
 from worker.settings import Settings
 
 
@@ -67,14 +68,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
+    # Lazy so --help stays fast: prometheus_client, aiohttp and aiobotocore.
     from worker.nightly import metrics as nm
     from worker.nightly.replay import ReplayOptions, replay
-    from worker.nightly.spark import InlineSecret, inline_secrets, session, spark_running
 
-    if inline_secrets(settings):
+    if nightly_spark.inline_secrets(settings):
         # Refused before a JVM starts: the executors would need the secret shipped to them.
         print(
-            f"ledger-deletion-worker replay-dlq: {InlineSecret.__name__}: {'; '.join(inline_secrets(settings))}",
+            f"ledger-deletion-worker replay-dlq: {nightly_spark.InlineSecret.__name__}: "
+            f"{'; '.join(nightly_spark.inline_secrets(settings))}",
             file=sys.stderr,
         )
         return 2
@@ -93,8 +95,8 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     rows: dict[str, int] = {}
     freed: int | None = None
     try:
-        owned = not spark_running()
-        spark = session(args.master, "ledger-deletion-replay")
+        owned = not nightly_spark.spark_running()
+        spark = nightly_spark.session(args.master, "ledger-deletion-replay")
         summary = replay(spark, settings, opts)
         print(summary.table())
         rows = {nm_outcome(o): n for o, n in summary.rows.items()}
@@ -118,6 +120,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
 
 def nm_outcome(outcome: str) -> str:
     """The report says still_failing; the shared metric contract (worker.nightly.metrics) says transient."""
+    # Lazy so --help stays fast: the decision core (a dozen modules), aiohttp and aiobotocore.
     from worker.core.decision import Outcome
     from worker.nightly.replay import STILL_FAILING
 

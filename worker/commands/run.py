@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 
+from worker.errors import StartupRefused
 from worker.settings import Settings
 
 
@@ -16,6 +17,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
+    # Lazy so --help stays fast: the daemon loads every I/O client.
     from worker.daemon.daemon import run_daemon
 
     if not settings.zookeeper.hosts:
@@ -23,8 +25,6 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         # answers: without it the worker could only ever retry orphans of deleted topics.
         print("ledger-deletion-worker run: zookeeper.hosts: the worker needs the metadata store", file=sys.stderr)
         return 2
-
-    from worker.errors import StartupRefused
 
     try:
         return int(asyncio.run(run_daemon(settings)))

@@ -20,7 +20,18 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from worker.commands.terminal import Column, Output, add_output_options, table_topic
+from worker.commands.terminal import (
+    Column,
+    Output,
+    Progress,
+    add_output_options,
+    human_age,
+    parse_duration,
+    table_topic,
+)
+from worker.core.freed_bytes import human_bytes
+from worker.errors import BackendError, StartupRefused
+from worker.formats.topic_name import TopicName
 from worker.settings import Settings
 
 # Pulsar's rule for tenant and namespace names.
@@ -65,8 +76,6 @@ def valid_namespace(ns: str, *, v1: bool = False) -> bool:
 
 
 def _validate(args: argparse.Namespace, settings: Settings) -> tuple[float, list[str]] | str:
-    from worker.commands.terminal import parse_duration
-
     if args.min_age is None:
         min_age = settings.worker.min_ledger_age_s
     else:
@@ -92,6 +101,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
         print(f"ledger-deletion-worker scan: {v}", file=sys.stderr)
         return 2
     min_age, namespaces = v
+    # Lazy so --help stays fast: structlog.
     from worker.logs import configure
 
     configure(settings.logging.level, settings.logging.format)
@@ -125,9 +135,6 @@ def _component(d: Any) -> str:
 
 def orphan_rows(decisions: Sequence[Any]) -> list[tuple[str, ...]]:
     """The orphans table's rows (``Decision``s of the scanner)."""
-    from worker.commands.terminal import human_age
-    from worker.core.freed_bytes import human_bytes
-
     return [
         (str(d.ledger_id), table_topic(d.topic or ""), _component(d), human_age(d.age_s), human_bytes(d.size), d.why)
         for d in decisions
@@ -137,6 +144,7 @@ def orphan_rows(decisions: Sequence[Any]) -> list[tuple[str, ...]]:
 async def _scan(
     args: argparse.Namespace, settings: Settings, min_age: float, namespaces: list[str], output: Output
 ) -> int:
+    # Lazy so --help stays fast: the Pulsar client, aiohttp, kazoo and structlog.
     from worker.backends.bookie_http import BookieClient
     from worker.backends.http import new_session
     from worker.backends.ledger_listing import LedgerWalk
@@ -144,9 +152,6 @@ async def _scan(
     from worker.broker.admin import open_admin
     from worker.broker.preflight import check_bookies, prove_metadata_stores
     from worker.broker.snapshot_cache import snapshot_cache
-    from worker.commands.terminal import Progress
-    from worker.errors import BackendError, StartupRefused
-    from worker.formats.topic_name import TopicName
     from worker.logs import get_logger
     from worker.operations.scanner import LISTING_TTL_S, Decision, LedgerChunks, LedgerListing, Scanner, Verdict
 
@@ -230,6 +235,7 @@ async def _scan(
 async def _send(
     settings: Settings, admin: Any, orphans: list[Any], scan_id: str, output: Output, progress: Any
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    # Lazy so --help stays fast: the Pulsar client.
     from worker.operations.phase1 import PendingDeleteSender, SendFailed
 
     sent: list[dict[str, Any]] = []

@@ -23,7 +23,15 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from worker.commands.terminal import Column, Output, add_output_options
+from worker.commands.scan import valid_namespace
+from worker.commands.terminal import Column, Output, add_output_options, human_age, parse_duration, table_topic
+from worker.core.freed_bytes import human_bytes
+from worker.core.ledger_age import ledger_age
+from worker.core.ledger_owner import topic_of_managed_ledger_name
+from worker.core.offloaded_scan_status import audit_verdict
+from worker.errors import BackendError
+from worker.formats.offloaded_scan import ScanAnswerError, parse_offloaded_scan
+from worker.formats.topic_name import InvalidTopicName
 from worker.settings import Settings
 
 COLUMNS = (
@@ -61,9 +69,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 def attempts(objects: list[dict[str, Any]], *, min_age_s: float, now_ms: float) -> list[dict[str, Any]]:
     """Pulsar's objects grouped per offload attempt (uuid, ledger), each with the audit's verdict. An attempt's
     status is its worst object's (an index object may be found where its data object is not)."""
-    from worker.core.ledger_age import ledger_age
-    from worker.core.offloaded_scan_status import audit_verdict
-
     groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for o in objects:
         groups[(str(o.get("uuid") or ""), int(o.get("ledger", -1)))].append(o)
@@ -91,14 +96,6 @@ def attempts(objects: list[dict[str, Any]], *, min_age_s: float, now_ms: float) 
 
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
-    from worker.commands.scan import valid_namespace
-    from worker.commands.terminal import human_age, parse_duration, table_topic
-    from worker.core.freed_bytes import human_bytes
-    from worker.core.ledger_owner import topic_of_managed_ledger_name
-    from worker.errors import BackendError
-    from worker.formats.offloaded_scan import ScanAnswerError, parse_offloaded_scan
-    from worker.formats.topic_name import InvalidTopicName
-
     try:
         min_age = settings.worker.min_ledger_age_s if args.min_age is None else parse_duration(args.min_age)
         timeout = parse_duration(args.timeout)
@@ -165,6 +162,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _scan(settings: Settings, namespace: str, timeout_s: float) -> str:
+    # Lazy so --help stays fast: aiohttp.
     from worker.broker.admin import open_admin
 
     pulsar = settings.pulsar.model_copy(update={"request_timeout_s": timeout_s})

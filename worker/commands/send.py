@@ -153,6 +153,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     except InvalidMessage as e:
         print(f"ledger-deletion-worker send: {e}", file=sys.stderr)
         return 2
+    # Lazy so --help stays fast: structlog, aiohttp and the Pulsar client.
     from worker.logs import configure
     from worker.operations.phase1 import SendFailed, send_pending_delete
 

@@ -13,6 +13,8 @@ import argparse
 import asyncio
 import sys
 
+from worker.errors import BackendError, StartupRefused
+from worker.formats.topic_name import TopicName
 from worker.settings import Settings
 
 
@@ -27,10 +29,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 
 async def _create(settings: Settings) -> None:
+    # Lazy so --help stays fast: the Pulsar client, aiohttp, kazoo and structlog.
     from worker.broker.admin import open_admin
     from worker.broker.preflight import check_admin
     from worker.broker.topology import ensure_queue_policies, ensure_topology
-    from worker.formats.topic_name import TopicName
 
     p = settings.pulsar
     async with open_admin(p) as admin:
@@ -40,8 +42,6 @@ async def _create(settings: Settings) -> None:
 
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
-    from worker.errors import BackendError, StartupRefused
-
     try:
         asyncio.run(_create(settings))
     except (StartupRefused, BackendError) as e:

@@ -20,7 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from worker.commands.scan import valid_namespace
-from worker.commands.terminal import Column, Output, add_output_options, table_topic
+from worker.commands.terminal import Column, Output, Progress, add_output_options, table_topic
+from worker.core.freed_bytes import human_bytes
+from worker.core.retention import Retention
+from worker.errors import BackendError, StartupRefused
+from worker.formats.topic_name import TopicName
 from worker.settings import Settings
 
 
@@ -99,6 +103,7 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
             "zookeeper.hosts is not set: an idle topic's ledgers and cursors are read from Pulsar's "
             "metadata store, never by loading the topic"
         )
+    # Lazy so --help stays fast: structlog.
     from worker.logs import configure
 
     configure(settings.logging.level, settings.logging.format)
@@ -127,8 +132,6 @@ TRIMMED_COLUMNS = (
 
 
 def found_rows(topics: list[Any]) -> list[tuple[str, ...]]:
-    from worker.core.freed_bytes import human_bytes
-
     rows: list[tuple[str, ...]] = []
     for t in topics:
         source = t.retention.source + (" (topic policy unread)" if t.topic_policy_unread else "")
@@ -146,15 +149,11 @@ def found_rows(topics: list[Any]) -> list[tuple[str, ...]]:
 
 
 async def _run(args: argparse.Namespace, settings: Settings, default: tuple[int, int] | None, output: Output) -> int:
+    # Lazy so --help stays fast: the Pulsar client, aiohttp and kazoo.
     from worker.backends.pulsar_metadata import PulsarMetadata
     from worker.backends.zookeeper import optional_zookeeper
     from worker.broker.admin import open_admin
     from worker.broker.preflight import prove_metadata_stores
-    from worker.commands.terminal import Progress
-    from worker.core.freed_bytes import human_bytes
-    from worker.core.retention import Retention
-    from worker.errors import BackendError, StartupRefused
-    from worker.formats.topic_name import TopicName
     from worker.operations.idle_trim import TrimState, apply_trims, find_idle_past_retention
 
     s = settings

@@ -26,15 +26,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from worker.backends.bookie_http import BookieClient
+from worker.backends.http import new_session
 from worker.backends.ledger_listing import MetadataListing as _Listing
 from worker.backends.ledger_listing import ledger_subtrees, read_subtrees
+from worker.backends.zookeeper import optional_zookeeper
+from worker.broker.admin import open_admin
+from worker.broker.snapshot_cache import snapshot_cache
 from worker.core.freed_bytes import human_bytes
+from worker.core.ledger_owner import owner_of
 from worker.core.open_ledger import open_kind
-from worker.formats.ledger_metadata import LedgerMetadata
+from worker.errors import BackendError
+from worker.formats.ledger_metadata import LedgerMetadata, parse_metadata, parse_serialized_metadata
 from worker.formats.message import LedgerComponent
 from worker.formats.topic_name import TopicName
 from worker.nightly.audit_objects import audit_buckets
-from worker.nightly.spark import judged_partitions, on_driver
+from worker.nightly.spark import judged_partitions, on_driver, write_report
+from worker.operations.scanner import LISTING_TTL_S, Decision, Scanner, Verdict
 from worker.settings import Settings
 
 LEDGER_DECISION_SCHEMA = (
@@ -52,9 +60,6 @@ METADATA_SCHEMA = "ledger_id long, data binary, ctime long, owner string, bookie
 
 def owner_key(ledger_id: int, data: bytes, ctime_ms: int) -> str:
     """The owner topic, the key the judging stage is partitioned by; "" when there is none to fetch."""
-    from worker.core.ledger_owner import owner_of
-    from worker.formats.ledger_metadata import parse_serialized_metadata
-
     try:
         # ValueError covers Unmapped (the owner rule's refusal) and unparseable metadata.
         owner = owner_of(parse_serialized_metadata(ledger_id, data, ctime_ms).custom_metadata)
@@ -72,13 +77,6 @@ async def judge_ledgers(
 ) -> list[dict[str, Any]]:
     """Run the scanner over these ledgers (one partition: its topics' live sets fetched once each). Rows
     are (ledger id, znode bytes, ctime, bookie JSON) as :data:`METADATA_SCHEMA`."""
-    from worker.backends.zookeeper import optional_zookeeper
-    from worker.broker.admin import open_admin
-    from worker.broker.snapshot_cache import snapshot_cache
-    from worker.errors import BackendError
-    from worker.formats.ledger_metadata import parse_metadata, parse_serialized_metadata
-    from worker.operations.scanner import LISTING_TTL_S, Decision, Scanner, Verdict
-
     s = settings
     metadata: dict[int, LedgerMetadata] = {}
     out: list[dict[str, Any]] = []
@@ -155,8 +153,6 @@ def _read_subtrees_partition(hosts: str, root: str, timeout: float) -> Any:
 
 def _bookie_listing(spark: Any, settings: Settings) -> Any:
     """Fallback without ZooKeeper: ids listed and metadata read through the bookie HTTP API."""
-    from worker.backends.bookie_http import BookieClient
-    from worker.backends.http import new_session
 
     async def ids() -> list[int]:
         async with new_session(settings.bookkeeper.request_timeout_s) as s:
@@ -255,8 +251,7 @@ def audit_ledgers(
 async def prove_stores(settings: Settings, ledgers_root: str | None = None) -> None:
     """The operator commands' proof of both metadata stores (``prove_metadata_stores``), for the ledgers
     root the audit reads (``ledgers_root``, else ``zookeeper.ledgers_root``)."""
-    from worker.backends.zookeeper import optional_zookeeper
-    from worker.broker.admin import open_admin
+    # Lazy: no worker.nightly module loads the Pulsar client on import (Spark executors import them).
     from worker.broker.preflight import prove_metadata_stores
 
     zs = settings.zookeeper
@@ -282,8 +277,6 @@ def run_audit(
     """Both audits, written as Parquet under ``report_dir/{ledgers,objects}/run_date=...``; the summary
     is computed from what was written."""
     from pyspark.sql import functions as F
-
-    from worker.nightly.spark import write_report
 
     t0 = time.monotonic()
     run_date = datetime.now(UTC).strftime("%Y-%m-%d")
@@ -339,7 +332,7 @@ def held_past_retention(summary: AuditSummary, settings: Settings, namespaces: S
     """The idle topics' ledgers past their retention, read on the driver as ``trim-idle`` reads them (Pulsar's
     metadata store, no topic loaded). A failure here is reported in the summary, never the audit's failure: the
     orphans' half stands on its own."""
-    from worker.errors import BackendError
+    # Lazy: no worker.nightly module loads the Pulsar client on import (Spark executors import them).
     from worker.operations.idle_trim import find_idle_past_retention
 
     try:

@@ -10,6 +10,14 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from worker.backends.tiered_storage import check_offload_targets
+from worker.backends.zookeeper import optional_zookeeper
+from worker.broker.admin import open_admin
+from worker.broker.snapshot_cache import LiveSet, snapshot_cache
+from worker.core.ledger_age import ledger_age
+from worker.core.ledger_owner import topic_of_managed_ledger_name
+from worker.core.offload_in_use import OffloadedCopyUse, offloaded_copy_use
+from worker.formats.topic_name import InvalidTopicName
 from worker.nightly.spark import executor_settings, judged_partitions, on_driver
 from worker.settings import S3Target, Settings
 
@@ -68,14 +76,6 @@ def list_prefix(target: dict[str, Any], prefix: str, timeout_s: float) -> Iterat
 async def judge_objects(settings: Settings, sets: list[dict[str, Any]], *, min_age_s: float) -> None:
     """Judge offload attempts in place (verdict, orphan_class, why, topic, namespace)."""
     from uuid import UUID
-
-    from worker.backends.zookeeper import optional_zookeeper
-    from worker.broker.admin import open_admin
-    from worker.broker.snapshot_cache import LiveSet, snapshot_cache
-    from worker.core.ledger_age import ledger_age
-    from worker.core.ledger_owner import topic_of_managed_ledger_name
-    from worker.core.offload_in_use import OffloadedCopyUse, offloaded_copy_use
-    from worker.formats.topic_name import InvalidTopicName
 
     s = settings
     now = datetime.now(UTC)
@@ -142,8 +142,6 @@ def _judge_object_rows(min_age_s: float) -> Any:
 def audit_buckets(spark: Any, settings: Settings, *, min_age_s: float, partitions: int | None = None) -> Any:
     """One row per offload attempt (bucket, uuid, ledger) of every configured S3 target."""
     from pyspark.sql import functions as F
-
-    from worker.backends.tiered_storage import check_offload_targets
 
     executor_settings(settings)  # refuses inline keys before they could travel in the listing's closure
     # The worker's start check: a missing bucket or a dead endpoint stops the audit here, named.

@@ -34,11 +34,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from worker.backends.tiered_storage import check_offload_targets
 from worker.core.decision import FINAL, Outcome
 from worker.core.freed_bytes import human_bytes
 from worker.formats.message import FIRST_SEEN_MS, LAST_ERROR, REASON, RECONSUMETIMES
 from worker.formats.topic_name import TopicName
-from worker.nightly.spark import InlineSecret, executor_settings, inline_secrets, on_driver, settings_on_executor
+from worker.nightly.spark import (
+    InlineSecret,
+    executor_settings,
+    inline_secrets,
+    on_driver,
+    settings_on_executor,
+    write_report,
+)
 from worker.settings import Settings
 
 # The report's outcomes. The decision core's TRANSIENT is "still_failing" here: the ledger stays parked.
@@ -217,6 +225,7 @@ def _outcome(result: Any) -> str:
 async def decide_rows(settings: Settings, rows: list[dict[str, Any]], *, dry_run: bool, concurrency: int) -> None:
     """Decide every row in place (adds outcome, final, route, reason, stage, decided_at). One Decider for
     all of them: one snapshot cache and one storage rate limiter per partition."""
+    # Lazy: no worker.nightly module loads the Pulsar client on import (Spark executors import them).
     from worker.daemon.decider import open_decider
 
     sem = asyncio.Semaphore(concurrency)
@@ -267,9 +276,6 @@ def decide_partition(settings: Settings, dry_run: bool, concurrency: int) -> Any
 
 def replay(spark: Any, settings: Settings, opts: ReplayOptions) -> ReplaySummary:
     from pyspark.sql import functions as F
-
-    from worker.backends.tiered_storage import check_offload_targets
-    from worker.nightly.spark import write_report
 
     t0 = time.monotonic()
     summary = ReplaySummary(opts.run_id, opts.run_date, opts.dry_run)
@@ -359,6 +365,7 @@ def acknowledge(settings: Settings, message_ids: list[bytes]) -> int:
         return 0
     import pulsar
 
+    # Lazy: no worker.nightly module loads the Pulsar client on import (Spark executors import them).
     from worker.broker.client import blocking_client
 
     client = blocking_client(settings.pulsar)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from worker.core.offload_driver_metadata import driver_metadata
+from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
+from worker.operations.scanner import Decision, Verdict
 from worker.settings import Settings
 
 
 def _offload_info(settings: Settings, o: dict[str, Any]) -> Any:
-    from worker.core.offload_driver_metadata import driver_metadata
-    from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
-
     target = next(t for t in settings.offload.s3_targets if t.bucket == o["bucket"])
     ctx = OffloadContext.from_uuid(uuid.UUID(o["uuid"]), target.driver, driver_metadata(target))
     return PendingDeleteLedgerInfo(
@@ -29,8 +29,6 @@ def orphan_infos(spark: Any, settings: Settings, report_dir: str, run_id: str) -
     import os
 
     from pyspark.sql import functions as F
-
-    from worker.operations.scanner import Decision, Verdict
 
     infos = []
     mine = (F.col("run_id") == run_id) & (F.col("verdict") == "orphan")
@@ -54,6 +52,7 @@ def orphan_infos(spark: Any, settings: Settings, report_dir: str, run_id: str) -
 
 async def send_orphans(settings: Settings, infos: list[Any]) -> tuple[int, int]:
     """(sent, failed)."""
+    # Lazy: no worker.nightly module loads the Pulsar client on import (Spark executors import them).
     from worker.operations.phase1 import PendingDeleteSender, SendFailed
 
     sent = failed = 0

@@ -46,6 +46,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from worker.formats.message import InvalidMessage, decode, decode_lenient
 from worker.nightly.source_options import (
     OptionError,
 )
@@ -316,8 +317,6 @@ def raw_row(msg: Any, partition_topic: str) -> tuple[Any, ...]:
 
 def row(msg: Any, partition_topic: str) -> tuple[Any, ...]:
     """One message as a row of :data:`DELETION_SCHEMA`."""
-    from worker.formats.message import InvalidMessage, decode, decode_lenient
-
     mid = msg.message_id()
     data = bytes(msg.data())
     error: str | None = None

@@ -17,6 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from worker.formats.message import AVRO_SCHEMA
+from worker.formats.topic_name import InvalidTopicName, TopicName
+
 Position = tuple[int, int]  # (ledger id, entry id), ordered as the topic stores them
 
 # What decides the columns: ``pending_delete`` (every message decoded as PendingDeleteLedgerInfo, with a
@@ -171,8 +174,6 @@ def full_topic_name(name: str) -> str:
 
 
 def _check_topic(option: str, name: str) -> str:
-    from worker.formats.topic_name import InvalidTopicName, TopicName
-
     try:
         return str(TopicName.parse(full_topic_name(name)))
     except InvalidTopicName as e:
@@ -246,8 +247,6 @@ def _offsets(opts: Mapping[str, str], option: str, default: str) -> Offsets:
             raise _err(option, f"{name}: MessageId.{forbidden} is not allowed for a batch query")
         if pos == (_EARLIEST if option == "startingOffsets" else _LATEST):
             continue  # the default bound, spelled out
-        from worker.formats.topic_name import TopicName
-
         t = TopicName.parse(topic)
         if t.partitioned_base == t and partition >= 0:
             # The partitioned topic's name with an id that names its partition (what a Java consumer of a
@@ -372,8 +371,6 @@ def parse(options: Mapping[str, str]) -> SourceOptions:
 def is_pending_delete_schema(info: Mapping[str, Any] | None) -> bool:
     """A schema-registry entry (the admin API's ``GetSchemaResponse``) is the worker's Avro record, by its
     full name: a PIP-186 producer in Java registers the same record with its own JSON formatting."""
-    from worker.formats.message import AVRO_SCHEMA
-
     if not info or str(info.get("type", "")).upper() != "AVRO":
         return False
     try:

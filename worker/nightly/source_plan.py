@@ -9,6 +9,9 @@ from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
+from worker.backends.http import new_session
+from worker.broker.admin import PulsarAdmin, TopicNotFound
+from worker.formats.topic_name import TopicName
 from worker.nightly.source_options import (
     Offsets,
     OptionError,
@@ -56,9 +59,6 @@ def _position(value: object) -> Position | None:
 async def _resolve(admin: Any, selection: TopicSelection) -> list[Any]:
     """The topics read: those named, or those of the pattern's namespace that it matches (partitioned
     topics by their own name, as Pulsar's client resolves a pattern). Read when the query is planned."""
-    from worker.broker.admin import TopicNotFound
-    from worker.formats.topic_name import TopicName
-
     if selection.pattern is None:
         return [TopicName.parse(t) for t in selection.topics]
     assert selection.namespace is not None
@@ -74,9 +74,6 @@ async def _resolve(admin: Any, selection: TopicSelection) -> list[Any]:
 
 async def schemas_are_ours(o: SourceOptions, token: str | None) -> bool:
     """Every topic read has the worker's Avro schema (a topic without one, or none at all: False)."""
-    from worker.backends.http import new_session
-    from worker.broker.admin import PulsarAdmin
-
     async with new_session(30, ca_file=o.ca_file) as session:
         admin = PulsarAdmin(o.admin_url, session, token)
         topics = await _resolve(admin, o.selection)
@@ -97,7 +94,7 @@ async def _plan_topic(
     ending: Offsets | None,
     used: set[str],
 ) -> list[TopicPartition]:
-    from worker.broker.admin import TopicNotFound
+    # Lazy: no worker.nightly module loads the Pulsar client on import (Spark executors import them).
     from worker.operations.queue_status import CursorState, topic_internal_stats
 
     out: list[TopicPartition] = []
@@ -160,9 +157,6 @@ async def plan(
     """The partitions to read and where each ends, as of now (the driver calls this once per query):
     ``topic``, or every topic of ``selection``; each bounded by ``startingOffsets`` / ``endingOffsets``
     (inclusive, per entry: a batch's messages share their entry's position) and the captured end."""
-    from worker.backends.http import new_session
-    from worker.broker.admin import PulsarAdmin
-
     out: list[TopicPartition] = []
     used: set[str] = set()
     async with new_session(30, ca_file=ca_file) as session:

@@ -42,6 +42,7 @@ def register_sources(spark: Any) -> None:
     """``format("pulsar")`` and ``format("pulsar-ldw")``: the same source. Spark prefers a JVM source of
     the same name (StreamNative's pulsar-spark connector registers ``pulsar``) when one is on the classpath;
     ``pulsar-ldw`` is this one whatever the classpath holds."""
+    # Lazy: worker.nightly.source imports pyspark, which this module must not load on import.
     from worker.nightly.source import PulsarDataSource, UnambiguousPulsarDataSource
 
     spark.dataSource.register(PulsarDataSource)

@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from worker.backends.pulsar_metadata import PulsarMetadata, StoredTopic
-from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound
+from worker.backends.zookeeper import optional_zookeeper
+from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound, open_admin
+from worker.broker.client import blocking_client
 from worker.broker.loaded_topics import LoadedTopics
 from worker.broker.topic_policies import NamespaceTopicPolicies, TopicPolicies
 from worker.core.retention import EffectiveRetention, PastRetention, Retention, effective_retention, past_retention
@@ -373,10 +375,6 @@ async def find_idle_past_retention(
 ) -> FindReport:
     """The dry run from the settings: its own admin session, metadata-store and client connections (the
     nightly audit's "held past retention by idle topics", ``trim-idle``). Needs ``zookeeper.hosts``."""
-    from worker.backends.zookeeper import optional_zookeeper
-    from worker.broker.admin import open_admin
-    from worker.broker.client import blocking_client
-
     async with open_admin(settings.pulsar) as admin, optional_zookeeper(settings.zookeeper) as zk:
         if zk is None:
             raise BackendError("zookeeper", "zookeeper.hosts is not set: idle topics are read from Pulsar's store")
