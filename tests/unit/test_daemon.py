@@ -77,7 +77,7 @@ class Gated(Reads):
         self.gates: dict[str, asyncio.Event] = {}
         self.started: list[str] = []
 
-    async def sweep(self, envs: list[Env]) -> tuple[list[Env], dict[int, Any]]:
+    async def settle_already_gone(self, envs: list[Env]) -> tuple[list[Env], dict[int, Any]]:
         return envs, {}
 
     async def handle(self, env: Env) -> None:
@@ -133,7 +133,7 @@ class SweepsEven(Reads):
         self.handled: list[tuple[str, Any]] = []
         self.sweeps: list[list[str]] = []
 
-    async def sweep(self, envs: list[Env]) -> tuple[list[Env], dict[int, Any]]:
+    async def settle_already_gone(self, envs: list[Env]) -> tuple[list[Env], dict[int, Any]]:
         self.sweeps.append([e.message for e in envs])
         return [Env(e.message, f"record of {e.message}") for e in envs if int(e.message[1:]) % 2], {}
 
@@ -163,7 +163,7 @@ async def test_a_sweep_needs_no_room_and_hands_the_rest_their_records() -> None:
 
 
 class SweepBlocks(Reads):
-    async def sweep(self, envs: list[Env]) -> tuple[list[Env], dict[int, Any]]:
+    async def settle_already_gone(self, envs: list[Env]) -> tuple[list[Env], dict[int, Any]]:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
@@ -188,7 +188,7 @@ async def test_a_batch_cancelled_in_its_sweep_lets_the_next_one_in() -> None:
 
 
 class SweepRaises(Gated):
-    async def sweep(self, envs: list[Env]) -> tuple[list[Env], dict[int, Any]]:
+    async def settle_already_gone(self, envs: list[Env]) -> tuple[list[Env], dict[int, Any]]:
         raise KeyError("a defect in the sweep")
 
 

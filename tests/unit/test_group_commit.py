@@ -1,4 +1,4 @@
-"""Group commit (``worker.backends.group_commit``), fresh shared reads (``worker.backends.fresh_reads``) and
+"""Group commit (``worker.backends.group_commit``), fresh shared reads (``worker.backends.single_flight_reads``) and
 the loop hand-off: the batching rules of the hot path, as pure asyncio."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import _pulsar
 import pulsar.asyncio as pulsar_asyncio
 import pytest
 
-from worker.backends.fresh_reads import FreshReads, received_at
 from worker.backends.group_commit import GroupCommit
 from worker.backends.loop_handoff import LoopHandoff
+from worker.backends.single_flight_reads import SingleFlightReads, dispatched_at
 
 
 async def test_requests_made_while_a_batch_is_in_flight_go_out_together_in_the_next() -> None:
@@ -87,21 +87,21 @@ async def test_a_read_is_shared_only_with_messages_received_before_it_started() 
         await asyncio.sleep(0.01)
         return reads
 
-    fresh: FreshReads[int] = FreshReads()
+    fresh: SingleFlightReads[int] = SingleFlightReads()
     loop = asyncio.get_running_loop()
-    token = received_at.set(loop.time())
+    token = dispatched_at.set(loop.time())
     try:
         # One batch, one instant: three askers, one read.
         assert await asyncio.gather(*(fresh.read("k", load) for _ in range(3))) == [1, 1, 1]
         assert reads == 1 and fresh.shared == 2
     finally:
-        received_at.reset(token)
+        dispatched_at.reset(token)
     # A message received after that read started must not get it: it reads again.
-    token = received_at.set(loop.time())
+    token = dispatched_at.set(loop.time())
     try:
         assert await fresh.read("k", load) == 2
     finally:
-        received_at.reset(token)
+        dispatched_at.reset(token)
     # Outside the daemon (no instant) every read is its own.
     assert await fresh.read("k", load) == 3
 
@@ -116,14 +116,14 @@ async def test_a_failed_read_is_never_given_to_a_later_asker() -> None:
             raise OSError("connection lost")
         return calls
 
-    fresh: FreshReads[int] = FreshReads()
-    token = received_at.set(asyncio.get_running_loop().time() - 1)
+    fresh: SingleFlightReads[int] = SingleFlightReads()
+    token = dispatched_at.set(asyncio.get_running_loop().time() - 1)
     try:
         with pytest.raises(OSError):
             await fresh.read("k", load)
         assert await fresh.read("k", load) == 2
     finally:
-        received_at.reset(token)
+        dispatched_at.reset(token)
 
 
 async def test_answers_from_other_threads_reach_the_loop_in_order_in_one_wakeup() -> None:
@@ -149,7 +149,7 @@ async def test_answers_from_other_threads_reach_the_loop_in_order_in_one_wakeup(
 
 
 def test_the_pulsar_client_internals_the_daemon_consumer_uses_are_there() -> None:
-    # worker.broker.handoff_consumer uses these (pulsar-client is pinned to a minor version for them).
+    # worker.broker.burst_wake_consumer uses these (pulsar-client is pinned to a minor version for them).
     for name in ("receive_async", "acknowledge_async", "batch_receive"):
         assert hasattr(_pulsar.Consumer, name)
     assert hasattr(_pulsar.Result, "Ok")

@@ -725,11 +725,11 @@ async def test_a_bump_during_the_read_makes_its_snapshot_stale_and_uncached() ->
 async def test_concurrent_reads_of_one_topic_share_one_fetch(ids: tuple[int, ...]) -> None:
     """Newer ids too, in the daemon: its messages of one batch were all received before the batch's instant,
     and a read that started after it is as fresh as each message's own re-read would be."""
-    from worker.backends.fresh_reads import received_at
+    from worker.backends.single_flight_reads import dispatched_at
 
     cache, reader = gated()
     reader.set(T, (stats([1, 2, 3]), A))
-    token = received_at.set(asyncio.get_running_loop().time())
+    token = dispatched_at.set(asyncio.get_running_loop().time())
     try:
         calls = [asyncio.ensure_future(cache.get(T, i)) for i in ids * 5]
         await reader.started()
@@ -742,12 +742,12 @@ async def test_concurrent_reads_of_one_topic_share_one_fetch(ids: tuple[int, ...
         assert await cache.get(T, 10) is snaps[0]  # the cached read started after this batch too
         assert reader.count(T) == 1
     finally:
-        received_at.reset(token)
+        dispatched_at.reset(token)
 
 
 @pytest.mark.parametrize("in_a_batch", [False, True], ids=["outside-the-daemon", "batch-received-meanwhile"])
 async def test_a_joined_read_that_does_not_cover_the_ledger_is_read_again(in_a_batch: bool) -> None:
-    from worker.backends.fresh_reads import received_at
+    from worker.backends.single_flight_reads import dispatched_at
 
     cache, reader = gated()
     reader.set(T, (stats([1, 2]), A))
@@ -756,7 +756,7 @@ async def test_a_joined_read_that_does_not_cover_the_ledger_is_read_again(in_a_b
     await asyncio.sleep(0.01)
     # The daemon's next batch arrives while that read is in flight: the read started before it, so it
     # cannot answer for a newer id of that batch either.
-    token = received_at.set(asyncio.get_running_loop().time()) if in_a_batch else None
+    token = dispatched_at.set(asyncio.get_running_loop().time()) if in_a_batch else None
     try:
         newer = asyncio.ensure_future(cache.get(T, 9))  # created after the shared read started
         for _ in range(5):
@@ -774,7 +774,7 @@ async def test_a_joined_read_that_does_not_cover_the_ledger_is_read_again(in_a_b
             assert reader.count(T) == 3  # every newer id re-reads its topic
     finally:
         if token is not None:
-            received_at.reset(token)
+            dispatched_at.reset(token)
 
 
 async def test_per_topic_state_is_bounded_and_eviction_never_revives_an_old_epoch() -> None:

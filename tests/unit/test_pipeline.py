@@ -312,5 +312,5 @@ async def test_no_batch_is_swept_before_the_storage_is_proven() -> None:
 
     p = make(Unproven(TRANSIENT), Events())
     envs = p.read([Msg(), Msg()])
-    left, reads = await p.sweep(envs)
+    left, reads = await p.settle_already_gone(envs)
     assert left == envs and reads == {}

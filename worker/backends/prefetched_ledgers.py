@@ -1,8 +1,8 @@
 """Ledger-metadata znodes read for a whole batch, handed to the messages that would read them next.
 
-The daemon's batch sweep (``worker.daemon.pipeline.Pipeline.sweep``) reads every BookKeeper ledger its batch
-names in one multiRead: the ones that are missing are settled at once, the others go on to the per-message
-pipeline with their znode already read. That read stands in for the message's own inspection: an
+The daemon's batch sweep (``worker.daemon.pipeline.Pipeline.settle_already_gone``) reads every BookKeeper
+ledger its batch names in one multiRead: the ones that are missing are settled at once, the others go on to
+the per-message pipeline with their znode already read. That read stands in for the message's own inspection: an
 inspection has no freshness of its own to keep (the versioned delete refuses metadata that changed since
 it was read, and the epoch check vouches for the live state), and the sweep's read was started after the
 message was received, as the inspection would have been.

@@ -38,11 +38,11 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import ZnodeStat
 
 from worker.backends import prefetched_ledgers
-from worker.backends.fresh_reads import FreshReads
 from worker.backends.group_commit import GroupCommit
 from worker.backends.kazoo_calls import KazooCalls, run_blocking
 from worker.backends.kazoo_handler import kazoo_client
 from worker.backends.multi_read import multi_read_async
+from worker.backends.single_flight_reads import SingleFlightReads
 from worker.core.store_anchor import Anchor, anchor_refusal
 from worker.errors import BackendError
 from worker.formats.ledger_metadata import LedgerMetadata, parse_serialized_metadata
@@ -142,7 +142,7 @@ class ZooKeeper:
         self.ledgers_root = ledgers_root.rstrip("/")
         self.client = kazoo_client(hosts, timeout_s)
         self.calls = KazooCalls(timeout_s)
-        self._fresh_exists: FreshReads[ZnodeStat | None] = FreshReads()
+        self._fresh_exists: SingleFlightReads[ZnodeStat | None] = SingleFlightReads()
         self._ledger_path: Callable[[int, str], str] | None = None
         # Concurrent ledger-metadata reads go out together as one multiRead (``read_ledger_metadata``).
         self._metadata_reads: GroupCommit[str, Znode | None] = GroupCommit(
@@ -248,7 +248,7 @@ class ZooKeeper:
     # ---- managed ledgers and schemas (the metadata store's half of "gone") ------------------------
 
     async def managed_ledger_exists(self, ml_name: str) -> bool:
-        """Shared by the messages of one batch that ask for the same topic (``fresh_reads``): a drained
+        """Shared by the messages of one batch that ask for the same topic (``single_flight_reads``): a drained
         gone topic's proof is one read per batch, not one per message."""
         path = f"{MANAGED_LEDGERS_ROOT}/{ml_name}"
         return await self._fresh_exists.read(path, lambda: self.exists_confirmed(path)) is not None

@@ -27,8 +27,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from worker.backends.fresh_reads import received_at
 from worker.backends.pulsar_metadata import PulsarMetadata
+from worker.backends.single_flight_reads import dispatched_at
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import NotOwner, PulsarAdmin
 from worker.broker.live_state_reader import GoneUnconfirmed, LiveStateReader, SegmentUnsettled
@@ -88,7 +88,7 @@ class _TopicState:
     last_seen: str | None = None
     snapshot: Snapshot | None = None
     fetched_at: float = 0.0
-    # When the snapshot's read started (the event loop's clock, as ``fresh_reads.received_at``; and the
+    # When the snapshot's read started (the event loop's clock, as ``single_flight_reads.dispatched_at``; and the
     # wall clock in ms, as ledger creation times).
     read_started: float = 0.0
     read_started_ms: int = 0
@@ -316,7 +316,7 @@ class SnapshotCache:
         message's batch was received, so after the message's ledger existed (the message names it). A
         snapshot that does not list such a ledger then answers for it as a read of its own would. (A forged
         message may name an id not created yet; whatever ledger gets it later is too young to delete.)"""
-        since = received_at.get()
+        since = dispatched_at.get()
         return since is not None and read_started >= since
 
     async def get(

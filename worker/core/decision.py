@@ -104,7 +104,7 @@ class Rules:
 def settled_by_storage(stored: Stored, route: Route = Route.NONE) -> Result | None:
     """The one verdict storage gives alone, whatever the route: nothing there is already gone (nothing is
     deleted, so no live state, identity or age can matter). The daemon's batch sweep
-    (``worker.daemon.pipeline.Pipeline.sweep``) settles such messages before it reads any route; then the
+    (``worker.daemon.pipeline.Pipeline.settle_already_gone``) settles such messages before it reads any route; then the
     route is ``none``."""
     if isinstance(stored, Missing):
         return Result(Outcome.ALREADY_GONE, route)

@@ -21,11 +21,11 @@ from typing import Any
 
 import pulsar
 
-from worker.backends.fresh_reads import received_at
 from worker.backends.prefetched_ledgers import prefetched
+from worker.backends.single_flight_reads import dispatched_at
 from worker.broker.admin import PulsarAdmin
+from worker.broker.burst_wake_consumer import BurstWakeConsumer
 from worker.broker.client import async_client, close_client
-from worker.broker.handoff_consumer import HandoffConsumer
 from worker.broker.preflight import (
     check_admin,
     check_pulsar_store,
@@ -122,7 +122,7 @@ class Daemon:
             stack.push_async_callback(dlq_producer.close)
             batch = batch_size(s.worker.max_inflight, s.worker.receive_batch)
             with refused_as(s.pulsar, f"consume {s.topics.pending} and {s.topics.retry}"):
-                consumer = HandoffConsumer(
+                consumer = BurstWakeConsumer(
                     await client.subscribe(
                         [s.topics.pending, s.topics.retry],
                         s.topics.subscription,
@@ -189,17 +189,17 @@ class Daemon:
             log.info("worker stopped")
         return 0
 
-    async def _receive_loop(self, consumer: HandoffConsumer, pipeline: Pipeline) -> None:
+    async def _receive_loop(self, consumer: BurstWakeConsumer, pipeline: Pipeline) -> None:
         """Receive a batch, sweep it, and decide each message its sweep left on its own (its own task),
         dispatched as room frees under ``max_inflight``; the next batch is received meanwhile.
 
-        - **The sweep** (``Pipeline.sweep``): the batch's already-gone messages are settled together and the
-          others' ledgers read at once. It needs no room (it deletes nothing), so a batch is
+        - **The sweep** (``Pipeline.settle_already_gone``): the batch's already-gone messages are settled
+          together and the others' ledgers read at once. It needs no room (it deletes nothing), so a batch is
           ``worker.receive_batch`` messages, more than ``max_inflight``: one batch at a time is swept and
           dispatched, which bounds what this replica holds.
         - **The room**: at most ``max_inflight`` messages are decided at once; the messages a sweep left
           are dispatched as room frees, as many at a time as there is room for, so one slow message never
-          holds back the others. Messages dispatched together share one instant (``fresh_reads``): a
+          holds back the others. Messages dispatched together share one instant (``single_flight_reads``): a
           metadata read started after it is as fresh as each one's own read, so it is made once.
         - Received but not yet dispatched, a message is prefetch like the client's receiver queue: not
           acknowledged, so a crash or a stop hands it to another replica."""
@@ -243,7 +243,9 @@ class Daemon:
         self._busy -= n
         self._room.set()
 
-    async def _process_batch(self, consumer: HandoffConsumer, pipeline: Pipeline, batch: list[pulsar.Message]) -> None:
+    async def _process_batch(
+        self, consumer: BurstWakeConsumer, pipeline: Pipeline, batch: list[pulsar.Message]
+    ) -> None:
         """One received batch: its sweep, then a task for each message left, dispatched as room frees and
         awaited here, so that a drain (which waits for, then cancels, the batches) covers them."""
         limit = self.settings.worker.max_inflight
@@ -253,7 +255,7 @@ class Daemon:
             self.metrics.inflight.inc(len(batch))
             envs = pipeline.read(batch)
             try:
-                left, reads = await pipeline.sweep(envs)
+                left, reads = await pipeline.settle_already_gone(envs)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -270,7 +272,7 @@ class Daemon:
                 await self._until(lambda: self._busy < limit)
                 if self.stopping.is_set():
                     break  # undispatched, unacknowledged: handed to another consumer when this one closes
-                token = received_at.set(loop.time())
+                token = dispatched_at.set(loop.time())
                 try:
                     for _ in range(min(limit - self._busy, len(waiting))):
                         task = asyncio.create_task(self._process(consumer, pipeline, waiting.popleft()))
@@ -278,7 +280,7 @@ class Daemon:
                         task.add_done_callback(lambda _: self._release(1))
                         tasks.append(task)
                 finally:
-                    received_at.reset(token)
+                    dispatched_at.reset(token)
             self._in_hand = False  # the next batch may be swept while these settle
             self._room.set()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -291,7 +293,7 @@ class Daemon:
                 self._in_hand = False
                 self._room.set()
 
-    async def _process(self, consumer: HandoffConsumer, pipeline: Pipeline, env: Envelope) -> None:
+    async def _process(self, consumer: BurstWakeConsumer, pipeline: Pipeline, env: Envelope) -> None:
         self.metrics.inflight.inc()
         try:
             await pipeline.handle(env)

@@ -61,7 +61,7 @@ class Pipeline:
         limit = self.settings.max_payload_bytes
         return [Envelope.read(msg, max_payload_bytes=limit, mark_key=self.mark_key, now_ms=now_ms) for msg in msgs]
 
-    async def sweep(self, envs: list[Envelope]) -> tuple[list[Envelope], dict[int, Znode]]:
+    async def settle_already_gone(self, envs: list[Envelope]) -> tuple[list[Envelope], dict[int, Znode]]:
         """Settle a batch's already-gone messages together, before any route is read.
 
         Every BookKeeper ledger the batch names is read at once, in multiReads of BookKeeper's metadata store

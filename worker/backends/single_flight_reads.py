@@ -1,13 +1,13 @@
 """Reads shared by the messages of one batch, never older than what each message needs.
 
 The worker receives messages in batches and dispatches them as room frees; every message dispatched
-together was received before their instant (:data:`received_at`, taken at the dispatch). A read of the
+together was received before their instant (:data:`dispatched_at`, taken at the dispatch). A read of the
 metadata store that *started* at or after that instant is as fresh as a read each message would have made
 for itself at the same moment, so concurrent identical reads (the same gone topic's managed-ledger znode,
 asked by every message of the batch) are made once and shared. A read that started before a message's
 instant is never given to it: that message reads again.
 
-Outside the daemon (scan, replay, purge, tests) nothing sets :data:`received_at`, and every read is its own.
+Outside the daemon (scan, replay, purge, tests) nothing sets :data:`dispatched_at`, and every read is its own.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ V = TypeVar("V")
 
 # The instant (event-loop clock, ``loop.time()``) the current message was dispatched, after it was received;
 # set by the daemon for each message it handles.
-received_at: contextvars.ContextVar[float | None] = contextvars.ContextVar("received_at", default=None)
+dispatched_at: contextvars.ContextVar[float | None] = contextvars.ContextVar("dispatched_at", default=None)
 
 
-class FreshReads(Generic[V]):
+class SingleFlightReads(Generic[V]):
     """Single-flight reads keyed by what they read, shared only with askers received before they started."""
 
     def __init__(self, max_entries: int = 4096) -> None:
@@ -35,7 +35,7 @@ class FreshReads(Generic[V]):
 
     async def read(self, key: Hashable, load: Callable[[], Awaitable[V]]) -> V:
         loop = asyncio.get_running_loop()
-        since = received_at.get()
+        since = dispatched_at.get()
         hit = self._reads.get(key)
         if since is not None and hit is not None and hit[0] >= since:
             self.shared += 1

@@ -22,7 +22,7 @@ import pulsar.asyncio as pulsar_asyncio
 from worker.backends.loop_handoff import LoopHandoff
 
 
-class HandoffConsumer:
+class BurstWakeConsumer:
     def __init__(self, consumer: pulsar_asyncio.Consumer) -> None:
         self.consumer = consumer
         self._raw: Any = consumer._consumer
