@@ -405,6 +405,16 @@ class WorkerSettings(_Section):
             "batches unacknowledged: smaller hides less from the other replicas, larger costs fewer round trips."
         ),
     )
+    batch_wait_ms: int = Field(
+        20,
+        ge=1,
+        le=10_000,
+        description=(
+            "How long a batch receive waits for its batch to fill, in milliseconds: the latency a message can gain "
+            "when the queue is nearly idle (under a backlog a batch is full at once), and how often an idle worker "
+            "wakes."
+        ),
+    )
     deletes_per_second: float = Field(
         500.0,
         gt=0,

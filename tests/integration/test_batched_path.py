@@ -55,7 +55,15 @@ async def test_one_batch_of_live_orphaned_forged_and_gone_ledgers_settles_each_c
         # partition's consumer subscribes on its own and the first batch may close before the second's
         # messages arrive (CI saw a first batch of four).
         topics={"parallelism": 1},
-        worker={"max_inflight": 16, "min_ledger_age_s": 2, "snapshot_ttl_s": 1.5, "in_use_retry_s": 1},
+        # A batch receive that waits long enough for the broker's dispatch of the whole queue, however loaded
+        # the machine (20 ms, the default, closed batches of two under make test's two lanes).
+        worker={
+            "max_inflight": 16,
+            "min_ledger_age_s": 2,
+            "snapshot_ttl_s": 1.5,
+            "in_use_retry_s": 1,
+            "batch_wait_ms": 1000,
+        },
     )
     harnesses.append(w)
     # The whole batch is queued before the worker starts, so its first batch receive takes it at once.

@@ -50,9 +50,6 @@ from worker.settings import Settings
 
 log = get_logger()
 
-# How long a batch receive waits for a batch to fill: the latency a message can gain when the queue is
-# nearly idle (under a backlog the batch is full at once), and how often an idle worker wakes.
-BATCH_WAIT_MS = 20
 # How long the start waits for the pending topic's first partition to list its current ledger (it is being
 # loaded for this worker's consumer) before BookKeeper's store counts as unproven.
 STORE_PROOF_WAIT_S = 30.0
@@ -131,7 +128,7 @@ class Daemon:
                         # replicas, and Pulsar's default of 1,000 would hide eight batches.
                         receiver_queue_size=batch,
                         negative_ack_redelivery_delay_ms=int(s.worker.backoff_initial_s * 1000) or 1000,
-                        batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(batch, -1, BATCH_WAIT_MS),
+                        batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(batch, -1, s.worker.batch_wait_ms),
                     )
                 )
             # BookKeeper's store anchored to Pulsar's: the pending partitions this consumer keeps loaded each
