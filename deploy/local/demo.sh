@@ -95,12 +95,12 @@ import asyncio, sys
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
 from testkit.topics import client_for, ml_ledger_ids, produce
 from worker.backends.http import new_session
-from worker.broker.admin import PulsarAdmin
+from testkit.admin import StagingAdmin
 from worker.formats.topic_name import TopicName
 
 async def main(admin_url: str, service_url: str, zk: str, ns: str) -> None:
     async with new_session(30) as s:
-        admin = PulsarAdmin(admin_url, s)
+        admin = StagingAdmin(admin_url, s)
         await admin.ensure_namespace(ns)
         await admin.set_retention(ns, -1, -1)
         live = TopicName.parse(f"persistent://{ns}/orders")
