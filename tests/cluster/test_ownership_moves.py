@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from testkit.admin import StagingAdmin
+from testkit.footprint import listed_as_loaded
 from testkit.harness import ml_info as ml
 from tests.cluster.conftest import Cluster
 from tests.cluster.placement import owner, spread, unload_bundle
@@ -56,6 +57,11 @@ async def test_ownership_moves_mid_drain(
     )
     all_orphans = [i for ids in orphans.values() for i in ids]
     all_live = [i for ids in live.values() for i in ids]
+    # The worker asks a topic's owner (and so sees ownership move) once the brokers' own lists name the topic as
+    # loaded, a list refreshed every statsUpdateFrequencyInSecs; before that it reads the topic's records from
+    # the metadata store, where no move shows.
+    async with new_session(30) as s:
+        await listed_as_loaded(StagingAdmin(cluster.admin_url, s), topics)
     w = WorkerHarness(
         cluster,
         tmp_path,
