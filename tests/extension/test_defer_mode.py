@@ -99,13 +99,16 @@ async def test_defer_mode_switched_on_and_off_while_deletions_are_queued(
 ) -> None:
     ns = f"public/ext-defer-{unique}"
     await ext_admin.ensure_namespace(ns)
-    await ext_admin.set_retention(ns, 0, 0)
+    # Infinite retention while the topic is written: with 0 the broker trims at each rollover, and the list
+    # read below could already be down to the current ledger.
+    await ext_admin.set_retention(ns, -1, -1)
     before, deferred = f"persistent://{ns}/before", f"persistent://{ns}/deferred"
     tb, td = TopicName.parse(before), TopicName.parse(deferred)
 
     # 1. Defer mode off: the broker deletes what its trims drop.
     produce(ext_stack.service_url, before, 26)
     listed_before = ml_ledger_ids(await ext_admin.internal_stats(tb))
+    await ext_admin.set_retention(ns, 0, 0)
     await trim_until(ext_admin, tb, 1)
     dropped_before = [lid for lid in listed_before if lid not in ml_ledger_ids(await ext_admin.internal_stats(tb))]
     assert dropped_before
