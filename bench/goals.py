@@ -173,7 +173,7 @@ async def amain() -> int:
         made = await asyncio.to_thread(ledgers.create, s, 2 * n, pulsar_ml_metadata(gone_topic), timeout_s=900)
         pip_ids, worker_ids = made[:n], made[n:]
         async with ZooKeeper(s.zookeeper_hosts) as zk:
-            paths = {lid: await zk.ledger_path(lid) for lid in pip_ids}
+            paths = {lid: await zk.bookkeeper.ledger_path(lid) for lid in pip_ids}
         await asyncio.sleep(2.5)  # past the worker's minimum ledger age
         print(f"[bench] PIP pseudocode, sequential, {n} orphans ...", flush=True)
         pip = await asyncio.to_thread(pip_baseline.run, s, [_ml(gone_topic, x) for x in pip_ids], paths, 60 + n * 0.5)
@@ -287,7 +287,7 @@ async def amain() -> int:
         z.baseline, z.ratio = b.key, (z.rate / b.rate if z.rate and b.rate else None)
         async with ZooKeeper(s.zookeeper_hosts) as zk:
             for lid in scan_ids:
-                await zk.delete_ledger_metadata(lid)
+                await zk.bookkeeper.delete_ledger_metadata(lid)
 
     meta["loadavg_after"] = _loadavg()
     meta["total_s"] = round(time.monotonic() - t0, 1)

@@ -135,7 +135,7 @@ async def zookeeper_concurrent(hosts: str, ids: list[int], concurrency: int, dea
         len(ids),
     )
     async with ZooKeeper(hosts) as zk:
-        paths = [await zk.ledger_path(lid) for lid in ids]
+        paths = [await zk.bookkeeper.ledger_path(lid) for lid in ids]
         latencies: list[float] = []
 
         def window() -> float:
@@ -157,7 +157,7 @@ async def zookeeper_concurrent(hosts: str, ids: list[int], concurrency: int, dea
                 if time.monotonic() > start + deadline_s:
                     row.errors.append(f"deadline {deadline_s:.0f}s passed")
                     break
-                pending.append((lid, time.monotonic(), zk.client.delete_async(path)))
+                pending.append((lid, time.monotonic(), zk.session.client.delete_async(path)))
                 while len(pending) >= concurrency:
                     settle()
             while pending:

@@ -51,7 +51,7 @@ async def partition_count(admin: StagingAdmin, topic: TopicName) -> int:
 
 
 async def _missing_in_bookkeeper(zk: ZooKeeper, ids: Iterable[int]) -> list[int]:
-    return [i for i in sorted(ids) if not await zk.ledger_metadata_exists(i)]
+    return [i for i in sorted(ids) if not await zk.bookkeeper.ledger_metadata_exists(i)]
 
 
 async def drop_ledgers_from_metadata(
@@ -77,12 +77,12 @@ async def drop_ledgers_from_metadata(
             # Edit only after the unload completed: a loaded managed ledger keeps its list in memory and
             # would either overwrite our edit or be fenced by it. The versioned set catches a broker that
             # wrote in between (e.g. a client reloaded the topic): then unload and edit again.
-            got = await zk.get(path)
+            got = await zk.session.get(path)
             if got is None:
                 raise AssertionError(f"{t} has no managed-ledger znode at {path}")
             data, stat = got
             try:
-                await zk.run(zk.client.set, path, without_ledgers(data, ids), version=stat.version)
+                await zk.session.run(zk.session.client.set, path, without_ledgers(data, ids), version=stat.version)
             except BadVersionError:
                 continue
             # Loading the topic again (internalStats does) makes the broker read the edited list.
@@ -92,7 +92,7 @@ async def drop_ledgers_from_metadata(
         else:
             raise AssertionError(f"{t} still lists {sorted(ids)} after {ATTEMPTS} edits")
 
-        after = await zk.get(path)
+        after = await zk.session.get(path)
         assert after is not None and not ids & set(parse_managed_ledger_info(after[0]).ledger_ids)
         missing = await _missing_in_bookkeeper(zk, ids)
         assert not missing, f"ledgers {missing} vanished from BookKeeper: they would not be orphans"
@@ -169,17 +169,17 @@ async def edit_offload(
     async with ZooKeeper(zk_hosts) as zk:
         for _ in range(ATTEMPTS):
             await admin.unload(t)
-            got = await zk.get(path)
+            got = await zk.session.get(path)
             if got is None:
                 raise AssertionError(f"{t} has no managed-ledger znode at {path}")
             data, stat = got
             edited = with_offload_fields(data, ids, bookkeeper_deleted=bookkeeper_deleted, timestamp_ms=timestamp_ms)
             try:
-                await zk.run(zk.client.set, path, edited, version=stat.version)
+                await zk.session.run(zk.session.client.set, path, edited, version=stat.version)
             except BadVersionError:
                 continue
             await admin.internal_stats(t)  # loaded again: the broker reads the edited record
-            after = await zk.get(path)
+            after = await zk.session.get(path)
             assert after is not None
             info = parse_managed_ledger_info(after[0])
             offloads = [ld.offload if (ld := info.ledger(i)) is not None else None for i in ids]
@@ -196,7 +196,7 @@ async def edit_offload(
 async def _delete_recursive(zk: ZooKeeper, path: str) -> None:
     for _ in range(ATTEMPTS):
         try:
-            await zk.run(zk.client.delete, path, recursive=True)
+            await zk.session.run(zk.session.client.delete, path, recursive=True)
             return
         except NoNodeError:
             return
@@ -237,7 +237,7 @@ async def _delete_one_topic(admin: StagingAdmin, zk: ZooKeeper, t: TopicName) ->
     # internalStats loads the topic if it was not, so that the unload below runs against deleted znodes
     # (see the module docstring); quiescing first makes the ids read from the znodes the final ones.
     await quiesce(admin, t)
-    md = await zk.read_topic(t)
+    md = await zk.pulsar.read_topic(t)
     if md is None:
         raise AssertionError(f"{t} has no managed-ledger znode")
     # The znode lists the current ledger too: the broker writes it when it creates a ledger.
@@ -271,7 +271,7 @@ async def delete_topic_metadata_keep_ledgers(admin: StagingAdmin, zk_hosts: str,
             await _delete_recursive(zk, partitioned_metadata_path(t))
 
         for m in members:
-            assert await zk.get(managed_ledger_path(m)) is None, f"the broker re-created {m}'s znode"
+            assert await zk.session.get(managed_ledger_path(m)) is None, f"the broker re-created {m}'s znode"
 
         async def gone() -> bool:
             for m in members:

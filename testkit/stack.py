@@ -145,7 +145,7 @@ async def admin_for(stack: Stack) -> AsyncIterator[StagingAdmin]:
 async def bookie_for(stack: Stack) -> AsyncIterator[BookieClient]:
     """The bookie HTTP API of ``stack``, its ambiguous 500s settled by the metadata store, as the worker does."""
     async with new_session(30) as s, ZooKeeper(stack.zookeeper_hosts) as zk:
-        yield BookieClient(stack.bookie_http_url, s, zk.ledger_metadata_exists)
+        yield BookieClient(stack.bookie_http_url, s, zk.bookkeeper.ledger_metadata_exists)
 
 
 def s3_client(stack: Stack) -> Any:

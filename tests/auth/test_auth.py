@@ -127,8 +127,8 @@ def test_least_privileged_roles_delete_orphans_and_keep_live_ledgers(
 
         async def settled() -> tuple[bool, bool]:
             async with ZooKeeper(auth_stack.zookeeper_hosts) as zk:
-                gone = [not await zk.ledger_metadata_exists(i) for i in orphans]
-                live = await zk.ledger_metadata_exists(live_ledger)
+                gone = [not await zk.bookkeeper.ledger_metadata_exists(i) for i in orphans]
+                live = await zk.bookkeeper.ledger_metadata_exists(live_ledger)
             return all(gone), live
 
         deadline = time.monotonic() + 120
@@ -268,7 +268,7 @@ def test_nightly_jobs_with_least_privileged_roles(auth_stack: AuthStack, namespa
 
     async def gone() -> list[bool]:
         async with ZooKeeper(auth_stack.zookeeper_hosts) as zk:
-            return [not await zk.ledger_metadata_exists(i) for i in orphans]
+            return [not await zk.bookkeeper.ledger_metadata_exists(i) for i in orphans]
 
     assert all(asyncio.run(gone()))
     again = cli(

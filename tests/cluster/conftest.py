@@ -157,4 +157,4 @@ async def cbookie(cluster: Cluster) -> AsyncIterator[BookieClient]:
     from worker.backends.zookeeper import ZooKeeper
 
     async with new_session(30) as s, ZooKeeper(cluster.zookeeper_hosts) as zk:
-        yield BookieClient(cluster.bookie_http_url, s, zk.ledger_metadata_exists)
+        yield BookieClient(cluster.bookie_http_url, s, zk.bookkeeper.ledger_metadata_exists)

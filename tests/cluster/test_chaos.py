@@ -129,7 +129,7 @@ async def test_chaos_run(
     async with ZooKeeper(cluster.zookeeper_hosts) as zk:
         live_ctx: dict[tuple[str, int], OffloadContext] = {}
         for t, ids in offloaded.items():
-            md = await zk.read_topic(TopicName.parse(t))
+            md = await zk.pulsar.read_topic(TopicName.parse(t))
             assert md is not None
             for ld in md.managed_ledger.ledgers:
                 o = ld.offload
@@ -238,7 +238,7 @@ async def test_chaos_run(
 
             async def orphans_gone() -> bool:
                 for i in all_orphans:
-                    if await zk.ledger_metadata_exists(i):
+                    if await zk.bookkeeper.ledger_metadata_exists(i):
                         return False
                 return not any(_exists(s3, cluster.s3_bucket, f"{ctx.uuid}-ledger-{lid}") for _, lid, ctx in stale)
 
@@ -277,13 +277,13 @@ async def test_chaos_run(
     async with ZooKeeper(cluster.zookeeper_hosts) as zk:
         for lid in all_live:
             assert "deleted" not in final.get(("LEDGER", lid), set()), f"live ledger {lid} deleted"
-            assert await zk.ledger_metadata_exists(lid), f"live ledger {lid} missing"
+            assert await zk.bookkeeper.ledger_metadata_exists(lid), f"live ledger {lid} missing"
         for lid in foreign:
             # A failed or stalled metadata read (the fault proxy) is "transient" first, then retried;
             # what matters is that it ends rejected and is never deleted.
             got = final.get(("LEDGER", lid), set())
             assert "rejected" in got and not got & {"deleted", "already_gone"}, f"forged {lid}: {got}"
-            assert await zk.ledger_metadata_exists(lid)
+            assert await zk.bookkeeper.ledger_metadata_exists(lid)
     for (_t, lid), ctx in live_ctx.items():
         assert _exists(s3, cluster.s3_bucket, f"{ctx.uuid}-ledger-{lid}"), f"live offloaded copy of {lid} deleted"
     for t in topics:

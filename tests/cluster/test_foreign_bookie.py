@@ -69,10 +69,10 @@ async def test_a_foreign_bookie_never_serves_a_call(stack: Stack, cluster: Clust
         bookie = BookieClient(
             [foreign, real],  # the foreign one first: with nothing in flight it is the first choice
             s,
-            zk.ledger_metadata_exists,
+            zk.bookkeeper.ledger_metadata_exists,
             down_s=60,
             on_request=lambda url, op, outcome: calls.update([(url, op, outcome)]),
-            registered_bookies=zk.registered_bookies,
+            registered_bookies=zk.bookkeeper.registered_bookies,
         )
         for lid in ids:
             md = await bookie.get_metadata(lid)
@@ -80,7 +80,7 @@ async def test_a_foreign_bookie_never_serves_a_call(stack: Stack, cluster: Clust
         for lid in ids:
             assert await bookie.delete_ledger(lid) is True
         for lid in ids:
-            assert not await zk.ledger_metadata_exists(lid)
+            assert not await zk.bookkeeper.ledger_metadata_exists(lid)
     assert calls[(foreign, "identify", "foreign")] == 1
     assert {op for (url, op, _) in calls if url == foreign} == {"identify"}
     assert calls[(real, "read", "200")] == len(ids) and calls[(real, "delete", "200")] == len(ids)

@@ -97,7 +97,7 @@ async def replay_backlog(admin: PulsarAdmin, settings: Settings) -> int:
 
 async def existing(stack: Stack, ids: list[int]) -> set[int]:
     async with ZooKeeper(stack.zookeeper_hosts) as zk:
-        return {i for i in ids if await zk.ledger_metadata_exists(i)}
+        return {i for i in ids if await zk.bookkeeper.ledger_metadata_exists(i)}
 
 
 def start_in_own_group(cmd: list[str], log_path: Path, cwd: Path) -> subprocess.Popen[bytes]:

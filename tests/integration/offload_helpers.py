@@ -33,7 +33,7 @@ async def offload_topic(admin: PulsarAdmin, topic: TopicName) -> list[int]:
 async def offload_contexts(stack: Stack, topic: TopicName) -> dict[int, OffloadContext]:
     """Each completely offloaded ledger of ``topic`` and its offload context, as the metadata store records them."""
     async with ZooKeeper(stack.zookeeper_hosts) as zk:
-        md = await zk.read_topic(topic)
+        md = await zk.pulsar.read_topic(topic)
     assert md is not None
     out = {}
     for ld in md.managed_ledger.ledgers:

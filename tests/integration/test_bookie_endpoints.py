@@ -30,7 +30,7 @@ async def test_a_refusing_bookie_is_skipped_and_the_answering_one_serves(stack: 
         bookie = BookieClient(
             [dead, stack.bookie_http_url],
             s,
-            zk.ledger_metadata_exists,
+            zk.bookkeeper.ledger_metadata_exists,
             down_s=60,
             on_request=lambda url, op, outcome: calls.update([(url, op, outcome)]),
         )
@@ -84,6 +84,6 @@ async def test_worker_with_a_dead_bookie_endpoint_deletes_through_the_live_one(
     assert h.metric(calls, bookie=real, operation="delete", outcome="200") == len(ids)
     assert h.metric(calls, bookie=dead, outcome="unreachable") >= 1
     async with new_session(30) as s, ZooKeeper(stack.zookeeper_hosts) as zk:
-        bookie = BookieClient(stack.bookie_http_url, s, zk.ledger_metadata_exists)
+        bookie = BookieClient(stack.bookie_http_url, s, zk.bookkeeper.ledger_metadata_exists)
         for lid in ids:
             assert await bookie.get_metadata(lid) is None

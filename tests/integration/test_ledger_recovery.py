@@ -28,7 +28,7 @@ async def zk(stack: Stack) -> AsyncIterator[ZooKeeper]:
 
 
 async def stored(zk: ZooKeeper, ledger_id: int) -> tuple[bytes, int]:
-    got = await zk.get(await zk.ledger_path(ledger_id))
+    got = await zk.session.get(await zk.bookkeeper.ledger_path(ledger_id))
     assert got is not None
     return got[0], int(got[1].version)
 
@@ -95,7 +95,7 @@ async def test_a_ledger_whose_password_is_not_its_metadatas_cannot_be_recovered(
     md = record.decode(data)
     md.password = b"wrong"
     zk_bk = zk.bookkeeper
-    await zk_bk.calls.call(zk_bk.client.set_async, await zk.ledger_path(lid), record.encode(md), version)
+    await zk_bk.calls.call(zk_bk.client.set_async, await zk.bookkeeper.ledger_path(lid), record.encode(md), version)
     with pytest.raises(Unrecoverable, match="refused the ledger's master key"):
         await LedgerRecovery(zk, timeout_s=10).recover(lid)
     data, _ = await stored(zk, lid)

@@ -17,10 +17,12 @@ import pytest
 from tests.conftest import Stack
 from tests.integration.helpers import cli, eventually
 from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
-from worker.backends.zookeeper import WrongMetadataStore, ZooKeeper
+from worker.backends.zookeeper import ZooKeeper
 from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
 from worker.broker.admin import PulsarAdmin
+from worker.broker.preflight import anchored_bookkeeper_store
 from worker.broker.snapshot_cache import confirm_gone
+from worker.core.metadata_stores import WrongMetadataStore
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
 
@@ -97,7 +99,7 @@ async def test_stores_apart_start_and_each_read_goes_to_its_store(
     await eventually(settled, timeout=120, interval=1, what="both orphans deleted")
     async with ZooKeeper(stack.zookeeper_hosts) as zk:
         for lid in ids:
-            assert not await zk.ledger_metadata_exists(lid)
+            assert not await zk.bookkeeper.ledger_metadata_exists(lid)
 
 
 async def test_each_read_goes_to_its_store(stack: Stack, unique: str, admin: PulsarAdmin, bookkeeper_only: str) -> None:
@@ -105,25 +107,25 @@ async def test_each_read_goes_to_its_store(stack: Stack, unique: str, admin: Pul
     await admin.create_topic(live)
     [lid] = create_ledgers(stack, 1, pulsar_ml_metadata(str(live)))
     async with ZooKeeper(stack.zookeeper_hosts, bookkeeper_hosts=bookkeeper_only, ledgers_root="/") as zk:
-        assert zk.bookkeeper is not zk
-        assert await zk.managed_ledger_exists(live.managed_ledger_name)  # Pulsar's store
-        assert await zk.read_managed_ledger(live) is not None
-        assert await zk.ledger_metadata_exists(lid)  # BookKeeper's store, at its root
-        got = await ZooKeeperLedgerStore(zk).read(lid)
+        assert zk.bookkeeper.session is not zk.session
+        assert await zk.pulsar.managed_ledger_exists(live.managed_ledger_name)  # Pulsar's store
+        assert await zk.pulsar.read_managed_ledger(live) is not None
+        assert await zk.bookkeeper.ledger_metadata_exists(lid)  # BookKeeper's store, at its root
+        got = await ZooKeeperLedgerStore(zk.bookkeeper).read(lid)
         assert got is not None and got[0].custom_metadata["pulsar/managed-ledger"] == live.managed_ledger_name
-        assert await zk.registered_bookies() == {"bk0test"}  # the standalone's embedded bookie
-        await zk.check_pulsar_store(live)
-        await zk.check_bookkeeper_store()
-        assert await zk.delete_ledger_metadata(lid) is True
-        assert not await zk.ledger_metadata_exists(lid)
+        assert await zk.bookkeeper.registered_bookies() == {"bk0test"}  # the standalone's embedded bookie
+        await zk.pulsar.check(live)
+        await zk.bookkeeper.check_layout()
+        assert await zk.bookkeeper.delete_ledger_metadata(lid) is True
+        assert not await zk.bookkeeper.ledger_metadata_exists(lid)
 
     # BookKeeper's ensemble taken for Pulsar's: the live topic's managed ledger is not there, so the
     # metadata store's half of the "gone" proof passes for it. That is why such a store refuses to start.
     async with ZooKeeper(bookkeeper_only, ledgers_root="/") as wrong:
         await confirm_gone(live, wrong)  # no GoneUnconfirmed: a live topic would count as gone
         with pytest.raises(WrongMetadataStore, match=rf"zookeeper\.hosts {re.escape(bookkeeper_only)}: not Pulsar's"):
-            await wrong.check_pulsar_store(live)
-        await wrong.check_bookkeeper_store()  # BookKeeper's it is
+            await wrong.pulsar.check(live)
+        await wrong.bookkeeper.check_layout()  # BookKeeper's it is
 
 
 async def test_an_operator_command_refuses_a_wrong_pulsar_store(
@@ -196,9 +198,9 @@ async def _anchor_and_foreign(stack: Stack, pending: str, foreign_topic: str) ->
     ``foreign_topic`` (another cluster's ledger that happens to carry that id)."""
     [foreign] = create_ledgers(stack, 1, pulsar_ml_metadata(foreign_topic))
     async with ZooKeeper(stack.zookeeper_hosts) as zk:
-        info = await zk.read_managed_ledger(TopicName.parse(pending).partition(0))
+        info = await zk.pulsar.read_managed_ledger(TopicName.parse(pending).partition(0))
         assert info is not None and info.ledger_ids, "the pending topic's partition 0 lists no ledger"
-        got = await zk.read_ledger_metadata(foreign)
+        got = await zk.bookkeeper.read_ledger_metadata(foreign)
         assert got is not None
         return max(info.ledger_ids), got[0]
 
@@ -275,10 +277,10 @@ async def test_the_real_store_is_proven_by_a_loaded_topics_current_ledger(
     try:
         client.create_producer(str(topic)).send(b"x")  # loaded: its current ledger is listed
         async with ZooKeeper(stack.zookeeper_hosts) as zk:
-            info = await zk.read_managed_ledger(topic)
+            info = await zk.pulsar.read_managed_ledger(topic)
             assert info is not None and info.ledger_ids
             missing = TopicName.parse(f"persistent://public/default/anchor-none-{unique}")
-            anchor = await zk.prove_bookkeeper_store([missing, topic])
+            anchor = await anchored_bookkeeper_store(zk.pulsar, zk.bookkeeper, [missing, topic])
             assert anchor.topic == topic and anchor.ledger_id == max(info.ledger_ids)
     finally:
         client.close()

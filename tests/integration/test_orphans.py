@@ -14,7 +14,8 @@ from testkit.orphans import (
 from tests.conftest import Stack
 from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
 from worker.backends.bookie_http import BookieClient
-from worker.backends.zookeeper import LedgerMetadataChanged, ZooKeeper
+from worker.backends.bookkeeper_store import LedgerMetadataChanged
+from worker.backends.zookeeper import ZooKeeper
 from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
 from worker.broker.admin import PulsarAdmin, TopicNotFound
 from worker.errors import BackendError
@@ -181,10 +182,10 @@ async def test_zookeeper_delete_removes_an_orphan_once(
     await zk.start()
     deleter = ZooKeeperLedgerStore(zk)
     try:
-        path = await zk.ledger_path(victim)
+        path = await zk.bookkeeper.ledger_path(victim)
         assert path == hierarchical_ledger_path(victim)
-        assert await zk.exists(path) is not None  # the layout we compute is where BookKeeper wrote it
-        assert await zk.ledger_metadata_exists(victim)
+        assert await zk.session.exists(path) is not None  # the layout we compute is where BookKeeper wrote it
+        assert await zk.bookkeeper.ledger_metadata_exists(victim)
 
         got = await deleter.read(victim)
         assert got is not None
@@ -192,7 +193,7 @@ async def test_zookeeper_delete_removes_an_orphan_once(
         assert md.custom_metadata["pulsar/managed-ledger"] == topic.managed_ledger_name
         assert md.custom_metadata == (await bookie.get_metadata(victim)).custom_metadata  # type: ignore[union-attr]
         assert await deleter.delete(victim, version) is True
-        assert not await zk.ledger_metadata_exists(victim)
+        assert not await zk.bookkeeper.ledger_metadata_exists(victim)
 
         async def bookie_forgot() -> bool:
             return await bookie.get_metadata(victim) is None
@@ -216,14 +217,14 @@ async def test_versioned_delete_refuses_changed_metadata(
     await drop_ledgers_from_metadata(admin, stack.zookeeper_hosts, topic, [victim])
 
     async with ZooKeeper(stack.zookeeper_hosts) as zk:
-        version = await zk.ledger_metadata_version(victim)
+        version = await zk.bookkeeper.ledger_metadata_version(victim)
         assert version is not None
         with pytest.raises(LedgerMetadataChanged):
-            await zk.delete_ledger_metadata(victim, expected_version=version + 1)
-        assert await zk.ledger_metadata_exists(victim)
+            await zk.bookkeeper.delete_ledger_metadata(victim, expected_version=version + 1)
+        assert await zk.bookkeeper.ledger_metadata_exists(victim)
         assert await bookie.get_metadata(victim) is not None
-        assert await zk.delete_ledger_metadata(victim, expected_version=version) is True
-        assert await zk.delete_ledger_metadata(victim, expected_version=version) is False
+        assert await zk.bookkeeper.delete_ledger_metadata(victim, expected_version=version) is True
+        assert await zk.bookkeeper.delete_ledger_metadata(victim, expected_version=version) is False
 
 
 # ---- the ZooKeeper reader against the broker's own view -------------------------------------------------
@@ -239,7 +240,7 @@ async def test_read_topic_matches_the_brokers_view(
     info = await admin.internal_info(topic)
 
     async with ZooKeeper(stack.zookeeper_hosts) as zk:
-        md = await zk.read_topic(topic)
+        md = await zk.pulsar.read_topic(topic)
         assert md is not None
         assert list(md.ledger_ids) == [int(ld["ledgerId"]) for ld in info["ledgers"]]
         for ours, theirs in zip(md.managed_ledger.ledgers, info["ledgers"], strict=True):
@@ -248,7 +249,7 @@ async def test_read_topic_matches_the_brokers_view(
         assert md.cursor_ledger_ids == {sub: cursor_id}
         assert md.version == info["version"]
 
-        assert await zk.read_topic(TopicName.parse(f"persistent://{test_namespace}/never-{unique}")) is None
+        assert await zk.pulsar.read_topic(TopicName.parse(f"persistent://{test_namespace}/never-{unique}")) is None
 
 
 async def test_unreachable_zookeeper_is_a_backend_error() -> None:

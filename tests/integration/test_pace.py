@@ -87,7 +87,7 @@ async def test_the_delete_rate_halves_while_zookeeper_is_slow_and_recovers(
         await eventually(drained, timeout=240, interval=1, what="every orphan deleted")
         assert deleted_while_slow < ORPHANS, "the backlog was gone before ZooKeeper slowed: nothing was paced"
         async with ZooKeeper(stack.zookeeper_hosts) as zk:
-            assert not [lid for lid in ids if await zk.ledger_metadata_exists(lid)]
+            assert not [lid for lid in ids if await zk.bookkeeper.ledger_metadata_exists(lid)]
         assert w.metric("ledger_deletion_dlq_total") == 0
     finally:
         proxy.close()

@@ -80,7 +80,7 @@ def segment_orphans(stack: Stack, ml_name: str, count: int) -> list[int]:
 async def segment_ledgers(stack: Stack, segment: TopicName) -> set[int]:
     """The ledgers the segment's managed-ledger znode lists, with its cursors' ledgers."""
     async with ZooKeeper(stack.zookeeper_hosts) as zk:
-        md = await zk.read_topic(segment)
+        md = await zk.pulsar.read_topic(segment)
     assert md is not None, f"{segment} has no managed ledger"
     return set(md.ledger_ids) | {c.cursors_ledger_id for c in md.cursors.values() if c.cursors_ledger_id >= 0}
 

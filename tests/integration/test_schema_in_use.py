@@ -61,7 +61,7 @@ async def test_scanner_and_worker_agree_on_a_deleted_topics_schema_ledgers(
     await zk.start()
     try:
         # Deleting a topic deleted its schema storage.
-        assert [await zk.schema_ledgers(t.schema_name) for t in names.values()] == [None, None, None]
+        assert [await zk.pulsar.schema_ledgers(t.schema_name) for t in names.values()] == [None, None, None]
         # "kept": the topic is gone, its schema registered again; plus a schema ledger of that name the
         # registry does not list (a version Pulsar failed to delete looks exactly like this).
         await admin.upload_schema(names["kept"], "STRING", "")
@@ -71,7 +71,7 @@ async def test_scanner_and_worker_agree_on_a_deleted_topics_schema_ledgers(
         assert await admin.schema_info(names["tombstoned"]) is None  # the admin API: "Schema not found"
         # "plain": the topic and its schema are gone; a schema ledger of it is left.
         [stray_kept, stray_plain] = [create_ledgers(stack, 1, schema_metadata(names[k]))[0] for k in ("kept", "plain")]
-        registry = {k: await zk.schema_ledgers(t.schema_name) for k, t in names.items()}
+        registry = {k: await zk.pulsar.schema_ledgers(t.schema_name) for k, t in names.items()}
     finally:
         await zk.close()
     assert registry["plain"] is None
@@ -98,7 +98,7 @@ async def test_scanner_and_worker_agree_on_a_deleted_topics_schema_ledgers(
     try:
         rows = []
         for lid in scanned:
-            got_md = await zk.read_ledger_metadata(lid)
+            got_md = await zk.bookkeeper.read_ledger_metadata(lid)
             assert got_md is not None
             rows.append((lid, got_md[0], int(got_md[1].ctime), None))
     finally:

@@ -265,7 +265,7 @@ async def test_an_already_gone_ledger_costs_no_listing_of_every_ledger(
         # A ledger that goes missing between the sweep and its inspection reaches the bookie, which answers
         # 500 for it; the metadata store settles it, one ledger each, never by a listing.
         async with new_session(30) as s, ZooKeeper(stack.zookeeper_hosts) as zk:
-            client = BookieClient(proxy.url, s, zk.ledger_metadata_exists)
+            client = BookieClient(proxy.url, s, zk.bookkeeper.ledger_metadata_exists)
             assert [await client.get_metadata(lid) for lid in ids] == [None] * 3
         assert len(proxy.paths("/api/v1/ledger/metadata/")) == 3
         assert proxy.paths("/api/v1/ledger/list") == []

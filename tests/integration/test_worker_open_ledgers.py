@@ -51,7 +51,7 @@ def produce(stack: Stack, topic: str, n: int) -> None:
 
 async def record_of(zk: ZooKeeper, ledger_id: int) -> tuple[int, int] | None:
     """The ledger's state and its record's version; None when it is gone."""
-    got = await zk.get(await zk.ledger_path(ledger_id))
+    got = await zk.session.get(await zk.bookkeeper.ledger_path(ledger_id))
     return None if got is None else (record.decode(got[0]).state, int(got[1].version))
 
 

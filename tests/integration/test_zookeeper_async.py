@@ -11,8 +11,9 @@ from kazoo.exceptions import NoNodeError
 
 from tests.conftest import Stack
 from tests.integration.worker_harness import create_ledgers, pulsar_ml_metadata
+from worker.backends.bookkeeper_store import MULTI_READ_MAX, LedgerMetadataChanged
 from worker.backends.prefetched_ledgers import prefetched
-from worker.backends.zookeeper import MULTI_READ_MAX, LedgerMetadataChanged, ZooKeeper
+from worker.backends.zookeeper import ZooKeeper
 from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
 from worker.errors import BackendError
 
@@ -22,20 +23,22 @@ pytestmark = pytest.mark.integration
 async def test_many_concurrent_calls_answer_each_caller_without_a_thread_per_call(stack: Stack, unique: str) -> None:
     async with ZooKeeper(stack.zookeeper_hosts) as zk:
         base = f"/ldw-test-async-{unique}"
-        await zk.run(zk.client.ensure_path, base)
+        await zk.session.run(zk.session.client.ensure_path, base)
         try:
             for i in range(50):
-                await zk.run(zk.client.create, f"{base}/n{i}", str(i).encode())
+                await zk.session.run(zk.session.client.create, f"{base}/n{i}", str(i).encode())
             threads_before = threading.active_count()
-            got = await asyncio.gather(*(zk.get(f"{base}/n{i}") for i in range(50)), zk.get(f"{base}/missing"))
+            got = await asyncio.gather(
+                *(zk.session.get(f"{base}/n{i}") for i in range(50)), zk.session.get(f"{base}/missing")
+            )
             assert [g[0] if g else None for g in got] == [str(i).encode() for i in range(50)] + [None]
             assert threading.active_count() == threads_before  # no executor threads were started
-            assert await zk.exists(f"{base}/missing") is None
+            assert await zk.session.exists(f"{base}/missing") is None
             # Semantic answers stay themselves; callers decide what they mean.
             with pytest.raises(NoNodeError):
-                await zk.calls.call(zk.client.delete_async, f"{base}/missing")
+                await zk.session.calls.call(zk.session.client.delete_async, f"{base}/missing")
         finally:
-            await zk.run(zk.client.delete, base, recursive=True)
+            await zk.session.run(zk.session.client.delete, base, recursive=True)
 
 
 async def test_versioned_delete_meeting_a_metadata_change_deletes_nothing(stack: Stack) -> None:
@@ -47,18 +50,20 @@ async def test_versioned_delete_meeting_a_metadata_change_deletes_nothing(stack:
         got = await store.read(lid)
         assert got is not None
         _md, token = got
-        path = await zk.ledger_path(lid)
-        data, _stat = await zk.run(zk.client.get, path)
-        await zk.run(zk.client.set, path, data)  # same bytes, new version: what a concurrent writer does
+        path = await zk.bookkeeper.ledger_path(lid)
+        data, _stat = await zk.session.run(zk.session.client.get, path)
+        await zk.session.run(
+            zk.session.client.set, path, data
+        )  # same bytes, new version: what a concurrent writer does
         with pytest.raises(LedgerMetadataChanged):
             await store.delete(lid, token)
-        assert await zk.ledger_metadata_exists(lid)
+        assert await zk.bookkeeper.ledger_metadata_exists(lid)
         # Read again, verified again: now the delete goes through, and a second one finds it gone.
         got = await store.read(lid)
         assert got is not None
         assert await store.delete(lid, got[1]) is True
         assert await store.delete(lid, got[1]) is False
-        assert not await zk.ledger_metadata_exists(lid)
+        assert not await zk.bookkeeper.ledger_metadata_exists(lid)
 
 
 async def test_a_lost_connection_is_a_backend_error_not_a_stuck_task(stack: Stack) -> None:
@@ -66,7 +71,7 @@ async def test_a_lost_connection_is_a_backend_error_not_a_stuck_task(stack: Stac
     await zk.start()
     await zk.close()
     with pytest.raises(BackendError):
-        await asyncio.wait_for(zk.get("/ledgers/LAYOUT"), 10)
+        await asyncio.wait_for(zk.session.get("/ledgers/LAYOUT"), 10)
 
 
 async def test_concurrent_deletes_go_out_as_one_multi_and_a_stale_one_holds_back_no_other(stack: Stack) -> None:
@@ -83,9 +88,9 @@ async def test_concurrent_deletes_go_out_as_one_multi_and_a_stale_one_holds_back
             assert got is not None
             tokens[lid] = got[1]
         first, stale, rest = ids[0], ids[1], ids[2:5]
-        path = await zk.ledger_path(stale)
-        data, _stat = await zk.run(zk.client.get, path)
-        await zk.run(zk.client.set, path, data)  # a concurrent writer: a new version
+        path = await zk.bookkeeper.ledger_path(stale)
+        data, _stat = await zk.session.run(zk.session.client.get, path)
+        await zk.session.run(zk.session.client.set, path, data)  # a concurrent writer: a new version
 
         # Made together, they go out as one batch: one multi, refused, then single deletes.
         answers = await asyncio.gather(
@@ -93,25 +98,25 @@ async def test_concurrent_deletes_go_out_as_one_multi_and_a_stale_one_holds_back
         )
         assert answers[0] is True and answers[2:] == [True] * len(rest)
         assert isinstance(answers[1], LedgerMetadataChanged)
-        assert await zk.ledger_metadata_exists(stale)
-        assert not any([await zk.ledger_metadata_exists(lid) for lid in [first, *rest]])
+        assert await zk.bookkeeper.ledger_metadata_exists(stale)
+        assert not any([await zk.bookkeeper.ledger_metadata_exists(lid) for lid in [first, *rest]])
         assert store.deletes.batches == 1
 
         # Without a stale one the multi itself is taken: no single delete is made.
         singles: list[int] = []
-        single = zk.delete_ledger_metadata
+        single = zk.bookkeeper.delete_ledger_metadata
 
         async def counted(ledger_id: int, *, expected_version: int | None = None) -> bool:
             singles.append(ledger_id)
             return await single(ledger_id, expected_version=expected_version)
 
-        zk.delete_ledger_metadata = counted  # type: ignore[method-assign]
+        zk.bookkeeper.delete_ledger_metadata = counted  # type: ignore[method-assign]
         last = ids[5:]
         before = store.deletes.batches
         answers = await asyncio.gather(*(store.delete(lid, tokens[lid]) for lid in last))
         assert answers == [True] * len(last)
         assert store.deletes.batches == before + 1 and singles == []
-        assert not any([await zk.ledger_metadata_exists(lid) for lid in last])
+        assert not any([await zk.bookkeeper.ledger_metadata_exists(lid) for lid in last])
         got = await store.read(stale)
         assert got is not None and await store.delete(stale, got[1]) is True
 
@@ -122,9 +127,9 @@ async def test_concurrent_ledger_reads_go_out_as_one_multi_read_each_answered_al
     ids = create_ledgers(stack, 6, pulsar_ml_metadata("persistent://public/default/ldw-async-multi-read"))
     missing = max(ids) + 10**9
     async with ZooKeeper(stack.zookeeper_hosts) as zk:
-        alone = [await zk.get(await zk.ledger_path(lid)) for lid in ids]
+        alone = [await zk.session.get(await zk.bookkeeper.ledger_path(lid)) for lid in ids]
         before = zk._metadata_reads.batches
-        together = await asyncio.gather(*(zk.read_ledger_metadata(lid) for lid in [*ids, missing]))
+        together = await asyncio.gather(*(zk.bookkeeper.read_ledger_metadata(lid) for lid in [*ids, missing]))
         # Asked in one turn of the event loop, the seven are one batch, sent as one multiRead.
         assert zk._metadata_reads.batches == before + 1 and zk._multi_read
         assert together[-1] is None
@@ -133,9 +138,9 @@ async def test_concurrent_ledger_reads_go_out_as_one_multi_read_each_answered_al
             (d, s.version, s.ctime) for d, s in alone
         ]  # fmt: skip
         # A znode changed in between is read at its new version: the multiRead reads now, not a cache.
-        path = await zk.ledger_path(ids[0])
-        await zk.run(zk.client.set, path, alone[0][0])  # type: ignore[index]
-        again = await asyncio.gather(*(zk.read_ledger_metadata(lid) for lid in ids[:3]))
+        path = await zk.bookkeeper.ledger_path(ids[0])
+        await zk.session.run(zk.session.client.set, path, alone[0][0])  # type: ignore[index]
+        again = await asyncio.gather(*(zk.bookkeeper.read_ledger_metadata(lid) for lid in ids[:3]))
         assert again[0] is not None and again[0][1].version == alone[0][1].version + 1  # type: ignore[index]
 
 
@@ -146,12 +151,12 @@ async def test_a_batch_read_answers_in_order_and_a_prefetched_znode_is_given_onc
     ids = create_ledgers(stack, 3, pulsar_ml_metadata("persistent://public/default/ldw-async-batch-read"))
     missing = [max(ids) + 10**9 + i for i in range(MULTI_READ_MAX + 2)]
     async with ZooKeeper(stack.zookeeper_hosts) as zk:
-        answers = await zk.read_ledgers_metadata([ids[0], *missing, ids[1], ids[2]])
+        answers = await zk.bookkeeper.read_ledgers_metadata([ids[0], *missing, ids[1], ids[2]])
         assert answers[1:-2] == [None] * len(missing)
         present = [answers[0], answers[-2], answers[-1]]
         assert all(isinstance(a, tuple) for a in present)
         assert [a[1].version for a in present] == [  # type: ignore[index]
-            (await zk.get(await zk.ledger_path(lid)))[1].version  # type: ignore[index]
+            (await zk.session.get(await zk.bookkeeper.ledger_path(lid)))[1].version  # type: ignore[index]
             for lid in ids
         ]
 
@@ -159,11 +164,11 @@ async def test_a_batch_read_answers_in_order_and_a_prefetched_znode_is_given_onc
         token = prefetched.set(reads)  # type: ignore[arg-type]
         try:
             before = zk._metadata_reads.batches
-            assert await zk.read_ledger_metadata(ids[0]) is present[0]  # the batch's read, not a new one
+            assert await zk.bookkeeper.read_ledger_metadata(ids[0]) is present[0]  # the batch's read, not a new one
             assert zk._metadata_reads.batches == before and reads == {}
             # Deleted since: the next reader sees it gone, not the batch's read.
-            await zk.delete_ledger_metadata(ids[0])
-            assert await zk.read_ledger_metadata(ids[0]) is None
+            await zk.bookkeeper.delete_ledger_metadata(ids[0])
+            assert await zk.bookkeeper.read_ledger_metadata(ids[0]) is None
             assert zk._metadata_reads.batches == before + 1
         finally:
             prefetched.reset(token)

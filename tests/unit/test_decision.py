@@ -432,7 +432,8 @@ def _decider(snapshots: _Snapshots, copy: _Copy, limiter: object, **kw: object):
         admin=None,  # type: ignore[arg-type]
         snapshots=snapshots,  # type: ignore[arg-type]
         copies={LedgerType.LEDGER: copy},  # type: ignore[dict-item]
-        metadata=None,  # type: ignore[arg-type]
+        pulsar=None,  # type: ignore[arg-type]
+        bookkeeper=None,  # type: ignore[arg-type]
         limiter=limiter,  # type: ignore[arg-type]
         settings=WorkerSettings(min_ledger_age_s=600, snapshot_ttl_s=60),
         metrics=Metrics(),

@@ -23,10 +23,7 @@ import itertools
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
-from kazoo.exceptions import BadVersionError, NoNodeError
-
 from worker.backends.bookie_protocol import LAST_ENTRY, BookieConnection, ReadReply
-from worker.backends.zookeeper import ZooKeeper
 from worker.core.ledger_recovery import (
     Answer,
     Entry,
@@ -39,6 +36,7 @@ from worker.core.ledger_recovery import (
     fenced,
     write_set,
 )
+from worker.core.metadata_stores import BookKeeperMetadataStore
 from worker.errors import BackendError
 from worker.formats import ledger_metadata_record as record
 from worker.formats.bookie_registration import rpc_address
@@ -93,10 +91,11 @@ class _Ledger:
 
 
 class LedgerRecovery:
-    """Recovers open ledgers: ``await LedgerRecovery(zk, timeout_s=...).recover(ledger_id)``."""
+    """Recovers open ledgers: ``await LedgerRecovery(store, timeout_s=...).recover(ledger_id)``, ``store``
+    being BookKeeper's metadata store."""
 
-    def __init__(self, zk: ZooKeeper, *, timeout_s: float) -> None:
-        self.zk = zk
+    def __init__(self, store: BookKeeperMetadataStore, *, timeout_s: float) -> None:
+        self.store = store
         self.timeout_s = timeout_s
 
     async def recover(self, ledger_id: int) -> Recovered:
@@ -135,8 +134,7 @@ class LedgerRecovery:
     # ---- the metadata store ------------------------------------------------------------------------------
 
     async def _read(self, ledger_id: int) -> tuple[LedgerMetadataFormat, int] | None:
-        bk = self.zk.bookkeeper
-        got = await bk.get(await self.zk.ledger_path(ledger_id))
+        got = await self.store.read_ledger_record(ledger_id)
         if got is None:
             return None
         data, stat = got
@@ -147,28 +145,18 @@ class LedgerRecovery:
 
     async def _write(self, ledger_id: int, md: LedgerMetadataFormat, version: int) -> int | None:
         """The record's new version, or None when it changed since ``version`` was read (or is gone)."""
-        bk = self.zk.bookkeeper
-        path = await self.zk.ledger_path(ledger_id)
-        try:
-            stat = await bk.calls.call(bk.client.set_async, path, record.encode(md), version)
-        except (BadVersionError, NoNodeError):
-            return None
-        return int(stat.version)
+        return await self.store.write_ledger_metadata(ledger_id, record.encode(md), version)
 
     async def _address(self, bookie_id: str) -> tuple[str, int] | None:
         """Where a bookie of the ensemble listens, from its registration; None when it is not registered
         (down, decommissioned): no answer from it."""
-        bk = self.zk.bookkeeper
-        for path in (f"{bk.ledgers_root}/available/{bookie_id}", f"{bk.ledgers_root}/available/readonly/{bookie_id}"):
-            if bookie_id in ("", ".", "..", "readonly") or "/" in bookie_id:
-                return None
-            got = await bk.get(path)
-            if got is not None:
-                try:
-                    return rpc_address(bookie_id, got[0])
-                except MetadataFormatError:
-                    return None
-        return None
+        registered = await self.store.bookie_registration(bookie_id)
+        if registered is None:
+            return None
+        try:
+            return rpc_address(bookie_id, registered)
+        except MetadataFormatError:
+            return None
 
     # ---- the bookies -------------------------------------------------------------------------------------
 

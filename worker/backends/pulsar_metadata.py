@@ -28,11 +28,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kazoo.exceptions import NoNodeError, UnimplementedError
-
 from worker.backends.group_commit import GroupCommit
-from worker.backends.multi_read import multi_read_async
-from worker.backends.zookeeper import UnreadableManagedLedger, Znode, ZooKeeper, schema_locator_ledgers
+from worker.backends.pulsar_store import UnreadableManagedLedger, schema_locator_ledgers
+from worker.backends.zookeeper_session import Znode, ZooKeeperSession
 from worker.errors import BackendError
 from worker.formats.managed_ledger_metadata import (
     ManagedCursorInfo,
@@ -78,31 +76,18 @@ MULTI_READ_MAX = 128
 
 
 class PulsarMetadata:
-    """Reads of Pulsar's metadata store (``store``: the ``ZooKeeper`` client of ``zookeeper.hosts``).
+    """Reads of Pulsar's metadata store (``store``: the ZooKeeper session of ``zookeeper.hosts``).
 
     The znode reads of topics read at the same time go out together as ZooKeeper ``multiRead``s (a group
     commit of reads, ``worker.backends.group_commit``): each is still sent after it was asked for, so it is as
     fresh as a read of its own, and a scan of many topics costs a request per batch instead of per znode."""
 
-    def __init__(self, store: ZooKeeper) -> None:
+    def __init__(self, store: ZooKeeperSession) -> None:
         self.store = store
-        self._reads: GroupCommit[str, Znode | None] = GroupCommit(self._read_many, max_batch=MULTI_READ_MAX)
-        self._multi_read = True  # until the server says it has none (ZooKeeper < 3.6)
+        self._reads: GroupCommit[str, Znode | None] = GroupCommit(store.read_many, max_batch=MULTI_READ_MAX)
 
     async def _get(self, path: str) -> Znode | None:
         return await self._reads.submit(path)
-
-    async def _read_many(self, paths: list[str]) -> list[Znode | BaseException | None]:
-        if len(paths) > 1 and self._multi_read:
-            try:
-                answers = await self.store.calls.call(multi_read_async, self.store.client, paths)
-            except BackendError as e:
-                if not isinstance(e.__cause__, UnimplementedError):
-                    raise
-                self._multi_read = False
-            else:
-                return [_answer(path, a) for path, a in zip(paths, answers, strict=True)]
-        return list(await asyncio.gather(*(self.store.get(p) for p in paths), return_exceptions=True))
 
     async def stored_topic(self, topic: TopicName) -> StoredTopic | None:
         """The topic's records, or None when it has no managed-ledger znode (an absence confirmed after a
@@ -145,7 +130,7 @@ class PulsarMetadata:
         return cursors
 
     async def _schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
-        """The schema registry locator's ledgers (``ZooKeeper.schema_ledgers``'s rule), read in a batch."""
+        """The schema registry locator's ledgers (``ZooKeeperPulsarStore.schema_ledgers``'s rule), read in a batch."""
         return schema_locator_ledgers(schema_id, await self._get(f"/schemas/{schema_id}"))
 
     async def brokers(self) -> list[BrokerUrls]:
@@ -168,16 +153,6 @@ class PulsarMetadata:
         if data.get("disabled") is True:
             return None  # being unloaded: its topics are closing
         return BrokerUrls(bundle, _url(data.get("httpUrl")), _url(data.get("httpUrlTls")))
-
-
-def _answer(path: str, answer: Znode | Exception) -> Znode | BaseException | None:
-    """One multiRead answer as a single read gives it: a missing znode is None, any other error a failed
-    read (never an absence)."""
-    if isinstance(answer, NoNodeError):
-        return None
-    if isinstance(answer, Exception):
-        return BackendError("zookeeper", f"read {path}: {type(answer).__name__}")
-    return answer
 
 
 def _json_object(data: bytes) -> dict[str, object]:

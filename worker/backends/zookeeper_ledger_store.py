@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from worker.backends.group_commit import GroupCommit
-from worker.backends.zookeeper import ZooKeeper
+from worker.core.metadata_stores import BookKeeperMetadataStore
 from worker.errors import BackendError
 from worker.formats.ledger_metadata import LedgerMetadata, parse_serialized_metadata
 from worker.formats.protobuf_wire import MetadataFormatError
@@ -27,12 +27,12 @@ class ZooKeeperLedgerStore:
     every delete in it versioned as above; a multi that ZooKeeper refuses (one ledger gone or changed in
     between) is retried as single deletes, so each ledger gets its own answer."""
 
-    def __init__(self, zk: ZooKeeper, *, max_batch: int = MULTI_MAX) -> None:
-        self.zk = zk
+    def __init__(self, store: BookKeeperMetadataStore, *, max_batch: int = MULTI_MAX) -> None:
+        self.store = store
         self.deletes: GroupCommit[tuple[int, int], bool] = GroupCommit(self._commit, max_batch=max_batch)
 
     async def read(self, ledger_id: int) -> tuple[LedgerMetadata, object] | None:
-        got = await self.zk.read_ledger_metadata(ledger_id)
+        got = await self.store.read_ledger_metadata(ledger_id)
         if got is None:
             return None
         data, stat = got
@@ -43,11 +43,11 @@ class ZooKeeperLedgerStore:
 
     async def delete(self, ledger_id: int, token: object = None) -> bool:
         if not isinstance(token, int):
-            return await self.zk.delete_ledger_metadata(ledger_id)
+            return await self.store.delete_ledger_metadata(ledger_id)
         return await self.deletes.submit((ledger_id, token))
 
     async def _commit(self, versions: list[tuple[int, int]]) -> list[bool | BaseException]:
-        if len(versions) > 1 and await self.zk.delete_ledgers_metadata_together(versions):
+        if len(versions) > 1 and await self.store.delete_ledgers_metadata_together(versions):
             return [True] * len(versions)
-        singles = [self.zk.delete_ledger_metadata(lid, expected_version=v) for lid, v in versions]
+        singles = [self.store.delete_ledger_metadata(lid, expected_version=v) for lid, v in versions]
         return list(await asyncio.gather(*singles, return_exceptions=True))

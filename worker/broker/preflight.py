@@ -21,12 +21,15 @@ import pulsar
 import pulsar.asyncio as pulsar_asyncio
 
 from worker.backends.bookie_http import BookieClient, BookieNotInCluster
-from worker.backends.zookeeper import NoAnchor, WrongMetadataStore, ZooKeeper
+from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin
 from worker.broker.topology import read_queue_policies
+from worker.core.metadata_stores import BookKeeperMetadataStore, NoAnchor, PulsarMetadataStore, WrongMetadataStore
 from worker.core.queue_policies import dropping, unknown
-from worker.core.store_anchor import Anchor
+from worker.core.store_anchor import Anchor, anchor_refusal
 from worker.errors import BackendError, StartupRefused
+from worker.formats.ledger_metadata import LedgerMetadata, parse_serialized_metadata
+from worker.formats.protobuf_wire import MetadataFormatError
 from worker.formats.topic_name import TopicName
 from worker.logs import get_logger
 from worker.settings import PulsarSettings, TopicsSettings
@@ -111,10 +114,10 @@ def refused_as(p: PulsarSettings, what: str) -> Iterator[None]:
         raise refused from e
 
 
-async def check_pulsar_store(zk: ZooKeeper, pending: TopicName | None) -> None:
+async def check_pulsar_store(pulsar: PulsarMetadataStore, pending: TopicName | None) -> None:
     """``zookeeper.hosts`` holds the pending topic's managed ledger (call once the topology exists)."""
     try:
-        await zk.check_pulsar_store(pending)
+        await pulsar.check(pending)
     except WrongMetadataStore as e:
         raise StartupRefused(str(e)) from e
 
@@ -132,14 +135,14 @@ async def prove_metadata_stores(zk: ZooKeeper, admin: PulsarAdmin, pending: Topi
         if e.status not in (401, 403, 404):
             raise
         exists = False  # no such namespace, or a role that may not look: the weaker proof only
-    await check_pulsar_store(zk, pending if exists else None)
-    await prove_bookkeeper_store(zk, pending_anchors(pending), any_topic=True)
+    await check_pulsar_store(zk.pulsar, pending if exists else None)
+    await prove_bookkeeper_store(zk.pulsar, zk.bookkeeper, pending_anchors(pending), any_topic=True)
 
 
-async def check_bookkeeper_store(zk: ZooKeeper) -> None:
+async def check_bookkeeper_store(bookkeeper: BookKeeperMetadataStore) -> None:
     """BookKeeper's store (``zookeeper.bookkeeper_hosts`` or ``zookeeper.hosts``) has a known LAYOUT."""
     try:
-        await zk.check_bookkeeper_store()
+        await bookkeeper.check_layout()
     except WrongMetadataStore as e:
         raise StartupRefused(str(e)) from e
 
@@ -151,7 +154,12 @@ def pending_anchors(pending: TopicName, *more: TopicName) -> list[TopicName]:
 
 
 async def prove_bookkeeper_store(
-    zk: ZooKeeper, anchors: Sequence[TopicName], *, any_topic: bool = False, wait_s: float = 0.0
+    pulsar: PulsarMetadataStore,
+    bookkeeper: BookKeeperMetadataStore,
+    anchors: Sequence[TopicName],
+    *,
+    any_topic: bool = False,
+    wait_s: float = 0.0,
 ) -> Anchor:
     """BookKeeper's store holds the current ledger Pulsar's store lists for one of ``anchors``, naming it
     (``worker.core.store_anchor``), and has registered bookies. ``wait_s``: how long to wait for an anchor
@@ -159,7 +167,7 @@ async def prove_bookkeeper_store(
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            return await zk.prove_bookkeeper_store(anchors, any_topic=any_topic)
+            return await anchored_bookkeeper_store(pulsar, bookkeeper, anchors, any_topic=any_topic)
         except NoAnchor as e:
             if time.monotonic() >= deadline:
                 raise StartupRefused(str(e)) from e
@@ -168,16 +176,69 @@ async def prove_bookkeeper_store(
         await asyncio.sleep(0.5)
 
 
-async def check_bookies(bookie: BookieClient, zk: ZooKeeper) -> None:
+async def anchored_bookkeeper_store(
+    pulsar: PulsarMetadataStore,
+    bookkeeper: BookKeeperMetadataStore,
+    anchors: Sequence[TopicName],
+    *,
+    any_topic: bool = False,
+) -> Anchor:
+    """Prove ``bookkeeper`` is the BookKeeper store Pulsar's topics write to: its layout names a known ledger
+    manager, it has registered bookies, and the newest ledger ``pulsar`` lists for the first of ``anchors``
+    that lists one is there, naming that topic. With ``any_topic`` (the operator commands, which may run
+    before the worker made its topics), any topic of Pulsar's store that lists a ledger anchors it when none
+    of ``anchors`` does. Returns the anchor; raises :class:`WrongMetadataStore` (:class:`NoAnchor` when
+    there is nothing to anchor on yet) naming the keys."""
+    await bookkeeper.check_layout()
+    where = bookkeeper.where
+    if not await bookkeeper.registered_bookies():
+        raise WrongMetadataStore(
+            f"{where}: no bookie is registered there (its available bookies are none): not the store of a "
+            "running BookKeeper cluster; point it at the bookies' metadataServiceUri"
+        )
+    # A trim may drop the anchor's ledger between the two reads: a refusal counts only when the topic
+    # still lists the same newest ledger afterwards.
+    anchor, why = None, None
+    for _ in range(3):
+        found = await pulsar.anchor(anchors, any_topic=any_topic)
+        if found is None:
+            names = ", ".join(str(t) for t in anchors) or "no topic"
+            raise NoAnchor(
+                f"{where}: cannot be proven BookKeeper's store of this Pulsar cluster: Pulsar's metadata "
+                f"store lists no ledger for {names}{' nor for any other topic' if any_topic else ''} to look "
+                "for there"
+            )
+        if found == anchor:
+            break
+        anchor = found
+        why = anchor_refusal(anchor, await _anchor_metadata(bookkeeper, anchor))
+        if why is None:
+            return anchor
+    raise WrongMetadataStore(
+        f"{where}: not BookKeeper's store of this Pulsar cluster: {why}. Point it at the bookies' "
+        "metadataServiceUri (the brokers' bookkeeperMetadataServiceUri)"
+    )
+
+
+async def _anchor_metadata(bookkeeper: BookKeeperMetadataStore, anchor: Anchor) -> LedgerMetadata | None:
+    got = await bookkeeper.read_ledger_metadata(anchor.ledger_id)
+    if got is None:
+        return None
+    try:
+        return parse_serialized_metadata(anchor.ledger_id, got[0], int(got[1].ctime))
+    except MetadataFormatError as e:
+        raise WrongMetadataStore(f"{bookkeeper.where}: ledger {anchor.ledger_id}'s metadata is unreadable: {e}") from e
+
+
+async def check_bookies(bookie: BookieClient, bookkeeper: BookKeeperMetadataStore) -> None:
     """Every reachable configured bookie is registered in BookKeeper's store (one that is down is
     checked before its first call)."""
     try:
         await bookie.verify_endpoints()
     except BookieNotInCluster as e:
-        bk = zk.bookkeeper
         raise StartupRefused(
             f"bookkeeper.http_url/http_urls {e.url}: not a bookie of the BookKeeper cluster in "
-            f"{zk.bookkeeper_key} {bk.hosts} ({bk.ledgers_root or '/'}/available): {e.why}. List only that "
+            f"{bookkeeper.where} (its available bookies): {e.why}. List only that "
             "cluster's bookies: any bookie deletes ledgers of its own cluster, by id"
         ) from e
 

@@ -59,7 +59,7 @@ _UNCONFIRMED = "<not found, unconfirmed>"
 
 
 class MetadataStore(Protocol):
-    """The metadata store's half of the "gone" proof (``worker.backends.zookeeper.ZooKeeper``)."""
+    """Pulsar's metadata store's half of the "gone" proof (``worker.core.metadata_stores.PulsarMetadataStore``)."""
 
     async def managed_ledger_exists(self, ml_name: str) -> bool: ...
 
@@ -413,7 +413,7 @@ def snapshot_cache(
         live_state_reader(admin, w, metadata_store, on_request=on_request, listing_ttl_s=not_found_ttl_s),
         ttl_s=w.snapshot_ttl_s if ttl_s is None else ttl_s,
         max_size=w.snapshot_cache_size,
-        metadata_store=metadata_store,
+        metadata_store=metadata_store.pulsar if metadata_store is not None else None,
         on_bump=on_bump,
         not_found_ttl_s=not_found_ttl_s,
     )
@@ -431,7 +431,7 @@ def live_state_reader(
     """The reader behind every live-state read: the brokers' lists of loaded topics (kept
     ``worker.loaded_topics_ttl_s``), Pulsar's metadata store when ``metadata_store`` is the ZooKeeper client
     of it, the admin API's namespace listings (kept ``listing_ttl_s``)."""
-    metadata = PulsarMetadata(metadata_store) if metadata_store is not None else None
+    metadata = PulsarMetadata(metadata_store.session) if metadata_store is not None else None
     return LiveStateReader(
         admin,
         on_request,

@@ -174,13 +174,13 @@ async def _scan(
         bookie = BookieClient(
             s.bookkeeper.endpoints,
             bk_session,
-            zk.ledger_metadata_exists if zk else None,
-            registered_bookies=zk.registered_bookies if zk else None,
+            zk.bookkeeper.ledger_metadata_exists if zk else None,
+            registered_bookies=zk.bookkeeper.registered_bookies if zk else None,
         )
         if zk is not None:
             try:
                 await prove_metadata_stores(zk, admin, TopicName.parse(s.topics.pending))
-                await check_bookies(bookie, zk)
+                await check_bookies(bookie, zk.bookkeeper)
             except StartupRefused as e:
                 print(f"ledger-deletion-worker scan: {e}", file=sys.stderr)
                 return 2
@@ -195,7 +195,7 @@ async def _scan(
         scanner = Scanner(
             listing,
             snapshots,
-            zk,
+            zk.pulsar if zk else None,
             min_age_s=min_age,
             namespaces=namespaces,
             concurrency=args.concurrency,

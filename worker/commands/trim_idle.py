@@ -176,7 +176,7 @@ async def _run(args: argparse.Namespace, settings: Settings, default: tuple[int,
             hint = " (give it with --default-retention MINUTES,MB)" if "default retention" in str(e) else ""
             print(f"ledger-deletion-worker trim-idle: {e}{hint}", file=sys.stderr)
             return 1
-        metadata = PulsarMetadata(zk)
+        metadata = PulsarMetadata(zk.session)
         out: dict[str, Any] = found.to_dict()
         out["dry_run"] = not args.apply
         if found.past:

@@ -107,7 +107,7 @@ class Daemon:
             # No TTL, subscription expiration, evicting quota or inactive-topic deletion may drop the queue.
             await check_queue_policies(admin, s.topics)
             # Only now does the pending topic surely have its managed ledger: prove zookeeper.hosts holds it.
-            await check_pulsar_store(decider.metadata, TopicName.parse(s.topics.pending))
+            await check_pulsar_store(decider.pulsar, TopicName.parse(s.topics.pending))
 
             client = async_client(s.pulsar)
             stack.push_async_callback(close_client, client)
@@ -134,10 +134,13 @@ class Daemon:
             # BookKeeper's store anchored to Pulsar's: the pending partitions this consumer keeps loaded each
             # have a current ledger, which must be in that store, naming its topic.
             await prove_bookkeeper_store(
-                decider.metadata, pending_anchors(TopicName.parse(s.topics.pending)), wait_s=STORE_PROOF_WAIT_S
+                decider.pulsar,
+                decider.bookkeeper,
+                pending_anchors(TopicName.parse(s.topics.pending)),
+                wait_s=STORE_PROOF_WAIT_S,
             )
             bookie_gc = await stack.enter_async_context(
-                open_bookie_gc(s.bookkeeper, decider.metadata.registered_bookies, self.metrics)
+                open_bookie_gc(s.bookkeeper, decider.bookkeeper.registered_bookies, self.metrics)
             )
             pipeline = Pipeline(
                 decider=decider,
@@ -329,13 +332,12 @@ class Daemon:
         the storage delete rate (``worker.core.pace``), within ``deletes_per_second``."""
         w = self.settings.worker
         self.metrics.pace_rate.set(w.deletes_per_second)
-        latency = decider.metadata.bookkeeper.calls.latency
         floor = min(w.pace_floor_per_second, w.deletes_per_second)
         pace = Pace(PaceRules(w.deletes_per_second, floor, w.pace_latency_factor))
         if w.pace:
             decider.limiter.set_rate(pace.rate)
             self.metrics.pace_rate.set(pace.rate)
-        store = decider.metadata.bookkeeper
+        store = decider.bookkeeper
         while True:
             # A few probe reads an interval, so that the store's answer is known even when this worker makes
             # few calls of its own (a low rate must not hold itself low for lack of evidence).
@@ -343,8 +345,8 @@ class Daemon:
                 await asyncio.sleep(w.pace_interval_s / PACE_PROBES)
                 if w.pace:
                     with contextlib.suppress(Exception):  # a failed probe is a timeout the latency records
-                        await store.exists(store.ledgers_root or "/")
-            samples = latency.drain()
+                        await store.probe()
+            samples = store.drain_latency()
             for kind, seconds in samples.items():
                 observe = self.metrics.metadata_calls.labels(kind=kind).observe
                 for s in seconds:

@@ -38,6 +38,7 @@ from worker.core.bucket_in_use import CursorRecord, cursor_znode_name
 from worker.core.decision import Facts, Outcome, Result, Route, Rules, decide
 from worker.core.ledger_age import ledger_age
 from worker.core.live_set import LiveSet, ledger_hold
+from worker.core.metadata_stores import BookKeeperMetadataStore, PulsarMetadataStore
 from worker.core.open_ledger import RECOVERABLE, znode_name
 from worker.core.stored import Missing, Refused, Stored, StoredLedger
 from worker.daemon.ledger_turns import LedgerTurns
@@ -98,7 +99,8 @@ class Decider:
         admin: PulsarAdmin,
         snapshots: SnapshotCache,
         copies: dict[LedgerType, StorageCopy],
-        metadata: ZooKeeper,
+        pulsar: PulsarMetadataStore,
+        bookkeeper: BookKeeperMetadataStore,
         limiter: TokenBucket,
         settings: WorkerSettings,
         metrics: Metrics,
@@ -114,7 +116,8 @@ class Decider:
         self.storage_proven = storage_proven
         self.snapshots = snapshots
         self.copies = copies
-        self.metadata = metadata
+        self.pulsar = pulsar
+        self.bookkeeper = bookkeeper
         self.limiter = limiter
         self.rules = Rules.of(settings)
         self.metrics = metrics
@@ -212,11 +215,11 @@ class Decider:
         if info.ledger_component is LedgerComponent.SCHEMA_STORAGE:
             # The topic's own schema id (a message's schema_id is verified against it, not trusted).
             with _stage("zookeeper"):
-                schema_registry = await self.metadata.schema_ledgers(info.topic.schema_name)
+                schema_registry = await self.pulsar.schema_ledgers(info.topic.schema_name)
         offload = None
         if isinstance(live, LiveSet) and _offload_matters(info, live):
             with _stage("zookeeper"):
-                ml = await self.metadata.read_managed_ledger(info.topic)
+                ml = await self.pulsar.read_managed_ledger(info.topic)
                 ledger = ml.ledger(info.ledger_id) if ml is not None else None
                 offload = ledger.offload if ledger is not None else None
         bucket_cursor = None
@@ -226,7 +229,7 @@ class Decider:
             cursor = cursor_znode_name(info.cursor_name or "")
             if cursor not in ("", ".", ".."):
                 with _stage("zookeeper"):
-                    bucket_cursor = CursorRecord(await self.metadata.cursor_properties(info.topic, cursor))
+                    bucket_cursor = CursorRecord(await self.pulsar.cursor_properties(info.topic, cursor))
         recorded = None
         if isinstance(live, LiveSet) and isinstance(stored, StoredLedger) and _recovery_candidate(info, stored, live):
             # Read after the live state, like the bucket's cursor above: worker.core.open_ledger.
@@ -235,7 +238,7 @@ class Decider:
                 named_by = info.cursor_name or ""
             if named_by is None or znode_name(named_by):
                 with _stage("zookeeper"):
-                    recorded = await self.metadata.records_ledger(info.topic, info.ledger_id, named_by)
+                    recorded = await self.pulsar.records_ledger(info.topic, info.ledger_id, named_by)
         return Facts(live, stored, schema_registry, offload, bucket_cursor=bucket_cursor, recorded=recorded)
 
     def _vouches(self, inspecting: asyncio.Future[Stored]) -> Callable[[int], Awaitable[bool]]:
@@ -312,29 +315,31 @@ async def open_decider(
         await zk.start()
         stack.push_async_callback(zk.close)
         # Fail at start, not on the first message, when a store is not where the config says.
-        await check_bookkeeper_store(zk)
+        await check_bookkeeper_store(zk.bookkeeper)
         if prove_pulsar_store is not False:
             pending = TopicName.parse(s.topics.pending)
             anchor = prove_pulsar_store if isinstance(prove_pulsar_store, TopicName) else None
-            await check_pulsar_store(zk, anchor or pending)
+            await check_pulsar_store(zk.pulsar, anchor or pending)
             # BookKeeper's store anchored to Pulsar's (the daemon does it itself once it consumes the pending
             # topic, which then surely has a current ledger).
-            await prove_bookkeeper_store(zk, pending_anchors(pending, *([anchor] if anchor else [])), any_topic=True)
+            await prove_bookkeeper_store(
+                zk.pulsar, zk.bookkeeper, pending_anchors(pending, *([anchor] if anchor else [])), any_topic=True
+            )
         ledgers: LedgerStore
         storage_proven: Callable[[], bool] = _proven  # the ZooKeeper route: the anchored store itself
         if s.bookkeeper.delete_via == "zookeeper":
-            ledgers, ledger_stage = ZooKeeperLedgerStore(zk), "zookeeper"
+            ledgers, ledger_stage = ZooKeeperLedgerStore(zk.bookkeeper), "zookeeper"
         else:
             bk_session = await stack.enter_async_context(new_session(s.bookkeeper.request_timeout_s))
             bookie = BookieClient(
                 s.bookkeeper.endpoints,
                 bk_session,
-                zk.ledger_metadata_exists,
+                zk.bookkeeper.ledger_metadata_exists,
                 down_s=s.bookkeeper.bookie_down_s,
                 on_request=lambda url, op, outcome: m.bookie_http_requests.labels(url, op, outcome).inc(),
-                registered_bookies=zk.registered_bookies,
+                registered_bookies=zk.bookkeeper.registered_bookies,
             )
-            await check_bookies(bookie, zk)
+            await check_bookies(bookie, zk.bookkeeper)
             ledgers, ledger_stage = BookieLedgerStore(bookie), "bookkeeper"
             storage_proven = bookie.any_verified
         backend = "zookeeper" if ledger_stage == "zookeeper" else "bookie"
@@ -352,13 +357,14 @@ async def open_decider(
             admin=admin,
             snapshots=snapshots,
             copies=copies(ledgers, ledger_stage, tiered),
-            metadata=zk,
+            pulsar=zk.pulsar,
+            bookkeeper=zk.bookkeeper,
             limiter=TokenBucket(s.worker.deletes_per_second, s.worker.delete_burst),
             settings=s.worker,
             metrics=m,
             dry_run=dry_run,
             storage_proven=storage_proven,
-            recovery=LedgerRecovery(zk, timeout_s=s.bookkeeper.request_timeout_s)
+            recovery=LedgerRecovery(zk.bookkeeper, timeout_s=s.bookkeeper.request_timeout_s)
             if s.bookkeeper.recover_open_ledgers
             else None,
         )

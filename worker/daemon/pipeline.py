@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from worker.backends.zookeeper import Znode
 from worker.core.backoff import Backoff
 from worker.core.bounded_payload import head_text, summarize
 from worker.core.broker_marks import released_when_exhausted
 from worker.core.decision import Outcome, Result, settled_by_storage
+from worker.core.metadata_stores import StoredRecord
 from worker.core.settle_choice import Action, Choice, RetryPolicy, choose
 from worker.core.stored import Missing
 from worker.daemon.decider import Decider
@@ -61,7 +61,7 @@ class Pipeline:
         limit = self.settings.max_payload_bytes
         return [Envelope.read(msg, max_payload_bytes=limit, mark_key=self.mark_key, now_ms=now_ms) for msg in msgs]
 
-    async def settle_already_gone(self, envs: list[Envelope]) -> tuple[list[Envelope], dict[int, Znode]]:
+    async def settle_already_gone(self, envs: list[Envelope]) -> tuple[list[Envelope], dict[int, StoredRecord]]:
         """Settle a batch's already-gone messages together, before any route is read.
 
         Every BookKeeper ledger the batch names is read at once, in multiReads of BookKeeper's metadata store
@@ -91,13 +91,13 @@ class Pipeline:
             return left, {}
         started = time.monotonic()
         try:
-            answers = await self.decider.metadata.read_ledgers_metadata([info.ledger_id for _, info in asked])
+            answers = await self.decider.bookkeeper.read_ledgers_metadata([info.ledger_id for _, info in asked])
         except asyncio.CancelledError:
             raise
         except Exception as e:
             log.debug("batch sweep read failed; its messages are decided one by one", error=f"{type(e).__name__}: {e}")
             return [*left, *(env for env, _ in asked)], {}
-        reads: dict[int, Znode] = {}
+        reads: dict[int, StoredRecord] = {}
         gone: list[tuple[Envelope, PendingDeleteLedgerInfo]] = []
         for (env, info), answer in zip(asked, answers, strict=True):
             if answer is None:

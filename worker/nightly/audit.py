@@ -90,7 +90,9 @@ async def judge_ledgers(
             out.append(Decision(lid, Verdict.SKIPPED, f"unparseable ledger metadata: {e}").to_dict())
     async with open_admin(s.pulsar) as admin, optional_zookeeper(s.zookeeper) as zk:
         snapshots = snapshot_cache(admin, s.worker, zk, ttl_s=0, not_found_ttl_s=LISTING_TTL_S)
-        scanner = Scanner(_Listing(metadata), snapshots, zk, min_age_s=min_age_s, namespaces=namespaces)
+        scanner = Scanner(
+            _Listing(metadata), snapshots, zk.pulsar if zk else None, min_age_s=min_age_s, namespaces=namespaces
+        )
         report = await scanner.scan()
     out.extend(d.to_dict() for d in report.decisions)
     for d in out:

@@ -105,7 +105,7 @@ async def judge_objects(settings: Settings, sets: list[dict[str, Any]], *, min_a
                     o["verdict"], o["orphan_class"], o["why"] = "orphan", "topic_gone", "topic gone"
                     continue
                 assert zk is not None  # a LiveSet or a proven absence needs no store; the uuid check does
-                info = await zk.read_managed_ledger(topic)
+                info = await zk.pulsar.read_managed_ledger(topic)
             except Exception as e:
                 o["why"] = f"live state unavailable: {type(e).__name__}: {e}"
                 continue

@@ -379,7 +379,7 @@ async def find_idle_past_retention(
         if zk is None:
             raise BackendError("zookeeper", "zookeeper.hosts is not set: idle topics are read from Pulsar's store")
         default = broker_default if broker_default is not None else await broker_default_retention(admin)
-        metadata = PulsarMetadata(zk)
+        metadata = PulsarMetadata(zk.session)
         # The lists are read once for the whole run: a topic a broker loads meanwhile is that broker's to trim.
         loaded = LoadedTopics(admin, metadata, ttl_s=3600)
         client = blocking_client(settings.pulsar)

@@ -28,7 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from worker.backends.zookeeper import UnreadableManagedLedger, ZooKeeper
+from worker.backends.pulsar_store import UnreadableManagedLedger
+from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound
 from worker.broker.snapshot_cache import confirm_gone, live_state_reader
 from worker.core.bucket_in_use import bucket_ledgers, subscription_of
@@ -114,7 +115,7 @@ class Collector:
     ) -> None:
         self.admin = admin
         self.reader = live_state_reader(admin, worker or WorkerSettings(), zk, may_load=zk is None)
-        self.zk = zk
+        self.pulsar = zk.pulsar if zk is not None else None
         self.offload = offload
         self.properties = properties or {"source": "purge-topic"}
 
@@ -143,7 +144,7 @@ class Collector:
         if got is None:
             # Not found by the admin API: believed only with the metadata store's agreement (the same
             # rule as the worker's direct route); a managed ledger without a loadable topic is an error.
-            await confirm_gone(topic, self.zk)
+            await confirm_gone(topic, self.pulsar)
         return got
 
     def _info(self, topic: TopicName, component: LedgerComponent, lid: int, **kw: Any) -> PendingDeleteLedgerInfo:
@@ -157,10 +158,10 @@ class Collector:
         )
 
     async def _ml_info(self, topic: TopicName) -> ManagedLedgerInfo | None:
-        if self.zk is None:
+        if self.pulsar is None:
             return None
         try:
-            return await self.zk.read_managed_ledger(topic)
+            return await self.pulsar.read_managed_ledger(topic)
         except UnreadableManagedLedger as e:
             raise PurgeError(f"managed-ledger metadata of {topic} is unreadable: {e.__cause__ or e}") from e
 
@@ -200,12 +201,12 @@ class Collector:
             plan.add(self._info(pt, LedgerComponent.MANAGED_CURSOR, lid, cursor_name=name))
         for lid in sorted(live.compacted_ledgers):
             plan.add(self._info(pt, LedgerComponent.COMPACTED_LEDGER, lid))
-        if self.zk is not None:
+        if self.pulsar is not None:
             # Delayed-delivery buckets: only the cursors' znodes name them (worker.core.bucket_in_use). Pulsar
             # deletes them with the topic only while the bucket tracker is on for it.
             for cursor in sorted(live.cursor_names):
                 sub = subscription_of(cursor)
-                for lid in sorted(bucket_ledgers(await self.zk.cursor_properties(pt, cursor) or {})):
+                for lid in sorted(bucket_ledgers(await self.pulsar.cursor_properties(pt, cursor) or {})):
                     plan.add(self._info(pt, LedgerComponent.DELAYED_INDEX_BUCKET, lid, cursor_name=sub))
 
     async def _offloads_from_internal_info(self, pt: TopicName, owner: str) -> dict[int, OffloadContext]:
@@ -230,8 +231,8 @@ class Collector:
         # The registry's key and the ledgers' pulsar/schemaId: the local name URL-encoded.
         schema_id = base.schema_name
         ids: set[int] = set()
-        if self.zk is not None:
-            ids |= await self.zk.schema_ledgers(schema_id) or frozenset()
+        if self.pulsar is not None:
+            ids |= await self.pulsar.schema_ledgers(schema_id) or frozenset()
         for pt in physical:
             got = await self._fetch(pt)
             if got is not None:

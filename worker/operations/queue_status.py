@@ -167,7 +167,7 @@ async def sizes_of(settings: Settings, infos: Sequence[m.PendingDeleteLedgerInfo
             tiered = None
         by_type: dict[m.LedgerType, StorageCopy] = {}
         if zk is not None:
-            by_type[m.LedgerType.LEDGER] = BookKeeperCopy(ZooKeeperLedgerStore(zk), "zookeeper")
+            by_type[m.LedgerType.LEDGER] = BookKeeperCopy(ZooKeeperLedgerStore(zk.bookkeeper), "zookeeper")
         if tiered is not None:
             by_type[m.LedgerType.OFFLOAD_LEDGER] = OffloadedCopy(tiered)
         sem = asyncio.Semaphore(16)

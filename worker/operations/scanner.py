@@ -153,7 +153,7 @@ class ScanReport:
 
 
 class MetadataStoreView(MetadataStore, Protocol):
-    """What the scanner asks the metadata store (``worker.backends.zookeeper.ZooKeeper``)."""
+    """What the scanner asks Pulsar's metadata store (``worker.core.metadata_stores.PulsarMetadataStore``)."""
 
     async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
         """Ledger ids the schema registry's locator references; None when there is no locator."""
