@@ -29,7 +29,7 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 # worker/formats/*_pb2.py(i) from the .proto files in worker/formats/proto (grpcio-tools' protoc and
-# mypy-protobuf, the test extra); tests/unit/test_bookkeeper_formats.py fails when they differ.
+# mypy-protobuf, the test extra); tests/unit/test_bookkeeper_data_formats_pb2.py fails when they differ.
 protos: venv
 	cd worker/formats/proto && PATH="$(abspath $(VENV))/bin:$$PATH" $(abspath $(PY)) -m grpc_tools.protoc \
 	  -I. --python_out=.. --mypy_out=.. *.proto

@@ -1,4 +1,4 @@
-"""The CLI refuses bad configuration at start, naming the key, before touching any backend."""
+"""The CLI (``worker.cli``) refuses bad configuration at start, naming the key, before touching any backend."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.fakes import TOKEN
 from worker.cli import main
+from worker.nightly import spark
 
 
 def test_bad_config_exits_2_naming_every_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -54,3 +56,18 @@ def test_missing_ldw_config_names_the_variable(
     assert main(["inflight"]) == 2
     err = capsys.readouterr().err
     assert f"config file not found: {tmp_path / 'gone.yaml'} (from $LDW_CONFIG)" in err
+
+
+@pytest.mark.parametrize("command", ["replay-dlq", "audit"])
+def test_the_commands_refuse_an_inline_secret_before_spark_starts(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_spark(*_a: object, **_k: object) -> None:
+        raise AssertionError("a Spark session was started")
+
+    monkeypatch.setattr(spark, "session", no_spark)
+    cfg = tmp_path / "worker.yaml"
+    cfg.write_text(f"pulsar:\n  auth_token: {TOKEN}\n")
+    assert main([command, "--config", str(cfg), "--report-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "pulsar.auth_token_file" in err and TOKEN not in err

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.unit.fakes import BUCKET_KEY, BUCKET_T, bucket_info, bucket_stored
 from worker.broker.snapshot_cache import LiveSet
 from worker.core.bucket_in_use import BUCKET_KEY_PREFIX, CursorRecord, bucket_ledgers
 from worker.core.decision import Facts, Outcome, Result, Route, Rules, decide
@@ -531,3 +532,55 @@ async def test_an_inspection_that_failed_vouches_for_nothing_and_is_the_failure_
     res = await d.decide_info(ledger_info(LedgerComponent.MANAGED_LEDGER))
     assert snapshots.answers == [False]
     assert (res.outcome, res.stage) == (Outcome.TRANSIENT, "zookeeper")
+
+
+# ---- a delayed-delivery bucket ledger: in use while its cursor names it or its subscription lives ---------------
+
+
+def bucket_live(cursor_names: frozenset[str] = frozenset(), ml: frozenset[int] = frozenset({40})) -> LiveSet:
+    return LiveSet(BUCKET_T, ml, {}, frozenset(), None, frozenset(), "http://a", 0, 0.0, cursor_names=cursor_names)
+
+
+@pytest.mark.parametrize(
+    ("facts", "outcome", "route"),
+    [
+        (
+            Facts(bucket_live(), bucket_stored(), bucket_cursor=CursorRecord({BUCKET_KEY: "31"})),
+            Outcome.IN_USE,
+            Route.OWNER,
+        ),
+        (
+            Facts(bucket_live(frozenset({"my+sub"})), bucket_stored(), bucket_cursor=CursorRecord({})),
+            Outcome.IN_USE,
+            Route.OWNER,
+        ),
+        (
+            Facts(bucket_live(), bucket_stored(), bucket_cursor=CursorRecord({BUCKET_KEY: "32"})),
+            Outcome.DELETED,
+            Route.OWNER,
+        ),
+        (Facts(bucket_live(), bucket_stored(), bucket_cursor=CursorRecord(None)), Outcome.DELETED, Route.OWNER),
+        # The cursor was not read: never a delete.
+        (Facts(bucket_live(), bucket_stored()), Outcome.IN_USE, Route.OWNER),
+        # Any id the topic's owner lists is in use, whatever the message calls it.
+        (
+            Facts(bucket_live(ml=frozenset({31})), bucket_stored(), bucket_cursor=CursorRecord(None)),
+            Outcome.IN_USE,
+            Route.OWNER,
+        ),
+        (Facts(TopicGone(BUCKET_T, 0), bucket_stored()), Outcome.DELETED, Route.DIRECT),
+        (
+            Facts(bucket_live(), Missing(), bucket_cursor=CursorRecord({BUCKET_KEY: "31"})),
+            Outcome.ALREADY_GONE,
+            Route.OWNER,
+        ),
+        (
+            Facts(bucket_live(), bucket_stored(state="OPEN"), bucket_cursor=CursorRecord(None)),
+            Outcome.IN_USE,
+            Route.OWNER,
+        ),
+    ],
+)
+def test_bucket_decision(facts: Facts, outcome: Outcome, route: Route) -> None:
+    r = decide(bucket_info(), facts, now_ms=NOW, rules=RULES)
+    assert (r.outcome, r.route) == (outcome, route)

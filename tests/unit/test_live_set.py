@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.fakes import BUCKET_T, internal_stats
 from worker.broker.snapshot_cache import in_use
 from worker.core.live_set import STORED, Hold, LiveSet, UnreadableLiveState, ledger_hold
 from worker.formats.managed_ledger_metadata import LedgerInfo, ManagedCursorInfo, ManagedLedgerInfo, OffloadInfo
@@ -194,3 +195,66 @@ def test_from_stored_without_a_compaction_cursor_holds_no_compacted_ledger() -> 
     assert ledger_hold(s, LedgerComponent.COMPACTED_LEDGER, 45) is None
     assert ledger_hold(s, LedgerComponent.MANAGED_LEDGER, 39) is None
     assert ledger_hold(s, LedgerComponent.MANAGED_CURSOR, 40) is Hold.REFERENCED  # whatever role it is given
+
+
+# ---- a loaded topic's internalStats: its ledgers, cursors, schema and compacted ledger ----------------------------
+
+
+def test_from_internal_stats() -> None:
+    s = LiveSet.from_internal_stats(
+        T,
+        internal_stats(
+            [10, 11, 12], cursors={"sub": 13, "idle": -1}, schema=[3], compacted=9, offloaded=frozenset({10})
+        ),
+        A,
+        epoch=4,
+        now=1.0,
+    )
+    assert s.ml_ledgers == {10, 11, 12}
+    assert s.cursor_ledgers == {"sub": 13}  # a cursor without a ledger (-1) holds nothing
+    assert s.schema_ledgers == {3}
+    assert s.compacted_ledger == 9
+    assert s.offloaded_ledgers == {10}
+    assert s.all_ids == {3, 9, 10, 11, 12, 13}
+    assert s.max_id == 13
+    assert (s.owner_url, s.epoch, s.fetched_at) == (A, 4, 1.0)
+
+
+def test_from_internal_stats_without_optional_parts() -> None:
+    s = LiveSet.from_internal_stats(T, {"ledgers": [{"ledgerId": 5}]}, A, 0, 0.0)
+    assert s.all_ids == {5}
+    assert s.compacted_ledger is None
+    assert s.cursor_ledgers == {}
+    empty = LiveSet.from_internal_stats(T, {}, A, 0, 0.0)
+    assert empty.all_ids == frozenset()
+    assert empty.max_id == -1
+
+
+def test_compacted_ledger_none_or_negative() -> None:
+    assert LiveSet.from_internal_stats(T, {"compactedLedger": {"ledgerId": None}}, A, 0, 0).compacted_ledger is None
+    assert LiveSet.from_internal_stats(T, {"compactedLedger": {"ledgerId": -1}}, A, 0, 0).compacted_ledger is None
+    assert LiveSet.from_internal_stats(T, {"compactedLedger": {"ledgerId": 0}}, A, 0, 0).compacted_ledger == 0
+
+
+@pytest.mark.parametrize(
+    ("ledger_id", "references", "covers"),
+    [(3, True, True), (9, True, True), (13, True, True), (4, False, True), (14, False, False), (1000, False, False)],
+)
+def test_references_and_covers(ledger_id: int, references: bool, covers: bool) -> None:
+    s = LiveSet.from_internal_stats(T, internal_stats([10, 11], cursors={"sub": 13}, schema=[3], compacted=9), A, 0, 0)
+    assert s.references(ledger_id) is references
+    assert s.covers(ledger_id) is covers
+
+
+# ---- every cursor is named (a delayed-delivery bucket ledger is held by its subscription) ----------------------
+
+
+def test_the_subscription_of_a_partitioned_base_names_union_is_prefixed() -> None:
+    p = LiveSet(BUCKET_T, frozenset(), {}, frozenset(), None, frozenset(), "a", 0, 0.0, cursor_names=frozenset({"s"}))
+    u = LiveSet.union(BUCKET_T.partitioned_base, [p], 0, 0.0)
+    assert u.cursor_names == frozenset({f"{BUCKET_T.local_name}/s"})
+
+
+def test_internal_stats_name_every_cursor_even_without_a_ledger() -> None:
+    stats = {"ledgers": [], "cursors": {"a": {"cursorLedger": -1}, "b": {"cursorLedger": 5}}}
+    assert LiveSet.from_internal_stats(BUCKET_T, stats, "o", 0, 0.0).cursor_names == frozenset({"a", "b"})

@@ -4,10 +4,12 @@ stack (tests/integration/test_read_only_scan.py, test_worker_decisions.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from tests.unit.fakes import internal_stats
 from worker.backends.pulsar_metadata import StoredTopic
 from worker.broker.admin import NotOwner, TopicNotFound
 from worker.broker.live_state_reader import GoneUnconfirmed, LiveStateReader, NotLoadedUnreadable, SegmentUnsettled
@@ -20,6 +22,7 @@ from worker.formats.topic_name import TopicName
 
 T = TopicName.parse("persistent://t/ns/x")
 A = "http://broker-a:8080"
+B = "http://broker-b:8080"
 
 
 class Admin:
@@ -205,3 +208,96 @@ async def test_a_segment_the_store_still_has_is_live_whatever_its_scalable_topic
 async def test_a_segment_needs_a_metadata_store() -> None:
     with pytest.raises(BackendError, match=r"zookeeper\.hosts"):
         await reader(Admin(), Loaded(None), None, may_load=True).fetch(SEG)
+
+
+# ---- LiveStateReader's lookup path (purge-topic without a metadata store), on a fake admin ----------------
+
+
+class ScriptedAdmin:
+    def __init__(self, lookups: list[str], stats_answers: list[Any]) -> None:
+        self.lookups = list(lookups)
+        self.stats_answers = list(stats_answers)
+        self.lookup_calls = 0
+        self.stats_bases: list[str] = []
+
+    async def lookup(self, topic: TopicName) -> str:
+        self.lookup_calls += 1
+        return self.lookups.pop(0)
+
+    async def internal_stats(self, topic: TopicName, base: str) -> dict[str, Any]:
+        self.stats_bases.append(base)
+        a = self.stats_answers.pop(0)
+        if isinstance(a, Exception):
+            raise a
+        return a  # type: ignore[no-any-return]
+
+
+def reader_on(admin: ScriptedAdmin) -> tuple[LiveStateReader, list[tuple[str, str]]]:
+    seen: list[tuple[str, str]] = []
+    on: Callable[[str, str], None] = lambda e, o: seen.append((e, o))  # noqa: E731
+    # The lookup + internalStats path: what a reader may do only when it may load the topic.
+    return LiveStateReader(admin, on, may_load=True), seen  # type: ignore[arg-type]
+
+
+async def test_reader_caches_the_owner() -> None:
+    admin = ScriptedAdmin([A], [internal_stats([1]), internal_stats([1, 2])])
+    r, _ = reader_on(admin)
+    assert (await r.fetch(T)).owner_url == A  # type: ignore[union-attr]
+    assert (await r.fetch(T)).owner_url == A  # type: ignore[union-attr]
+    assert admin.lookup_calls == 1
+    assert admin.stats_bases == [A, A]
+
+
+async def test_reader_follows_one_redirect_with_a_new_lookup() -> None:
+    admin = ScriptedAdmin([A, B], [NotOwner(B), internal_stats([1])])
+    r, seen = reader_on(admin)
+    got = await r.fetch(T)
+    assert got is not None and got.owner_url == B
+    assert admin.stats_bases == [A, B]
+    assert ("internal_stats", "redirect") in seen
+
+
+async def test_reader_raises_after_a_second_redirect() -> None:
+    admin = ScriptedAdmin([A, B, A], [NotOwner(B), NotOwner(A), internal_stats([1])])
+    r, _ = reader_on(admin)
+    with pytest.raises(NotOwner):
+        await r.fetch(T)
+    await r.fetch(T)  # the owner was forgotten: looked up again
+    assert admin.lookup_calls == 3
+
+
+async def test_reader_topic_not_found_is_none() -> None:
+    admin = ScriptedAdmin([A], [TopicNotFound()])
+    r, seen = reader_on(admin)
+    assert await r.fetch(T) is None
+    assert seen[-1] == ("internal_stats", "not_found")
+
+
+async def test_reader_forgets_the_owner_on_error() -> None:
+    admin = ScriptedAdmin([A, B], [RuntimeError("down"), internal_stats([1])])
+    r, _ = reader_on(admin)
+    with pytest.raises(RuntimeError):
+        await r.fetch(T)
+    got = await r.fetch(T)
+    assert got is not None and got.owner_url == B
+
+
+async def test_reader_lookup_not_found_is_none() -> None:
+    """A lookup that Pulsar answers "not found" (no namespace; no topic where auto-creation is off) is the
+    admin API's "does not exist": the reader says so, and the snapshot cache asks the metadata store."""
+
+    class NoLookup(ScriptedAdmin):
+        async def lookup(self, topic: TopicName) -> str:
+            raise TopicNotFound("Namespace not found")
+
+    r, seen = reader_on(NoLookup([], []))
+    assert await r.fetch(T) is None
+    assert seen == [("lookup", "not_found")]
+
+
+async def test_owner_cache_is_bounded() -> None:
+    admin = ScriptedAdmin([A] * 20, [internal_stats([1])] * 20)
+    r = LiveStateReader(admin, max_owners=3, may_load=True)  # type: ignore[arg-type]
+    for i in range(10):
+        await r.fetch(TopicName.parse(f"persistent://t/ns/o{i}"))
+    assert len(r._owners) == 3

@@ -1,8 +1,10 @@
-"""PendingDeleteLedgerInfo: validation, the Avro codec (PIP-186 field names) and the offload uuid."""
+"""PendingDeleteLedgerInfo (``worker.formats.message``): validation, the Avro codec (PIP-186 field names), the offload
+uuid, and the broker extension's copy of the Avro schema."""
 
 from __future__ import annotations
 
 import io
+import json
 import uuid
 from typing import Any
 
@@ -11,6 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from testkit.stack import REPO
+from tests.unit.fakes import BUCKET_TOPIC
 from worker.broker.client import PendingDeleteSchema
 from worker.formats.message import (
     _PARSED,
@@ -360,3 +364,30 @@ def test_a_topic_name_the_metadata_store_cannot_hold_is_invalid() -> None:
     fastavro.schemaless_writer(buf, _PARSED, rec)
     with pytest.raises(InvalidMessage, match="metadata store"):
         decode(buf.getvalue())
+
+
+def test_a_bucket_message_needs_its_subscription() -> None:
+    with pytest.raises(InvalidMessage, match="DELAYED_INDEX_BUCKET needs cursorName"):
+        PendingDeleteLedgerInfo(BUCKET_TOPIC, LedgerComponent.DELAYED_INDEX_BUCKET, LedgerType.LEDGER, 31)
+
+
+# ---- the broker extension's copy of the schema ---------------------------------------------------------------------
+# Its Avro schema (a resource of its jar) is the worker's, byte for byte: the Java side publishes what the Python
+# worker reads, and the broker sees one schema version, not two.
+
+RESOURCE = (
+    REPO
+    / "broker-extension"
+    / "src"
+    / "main"
+    / "resources"
+    / "org"
+    / "ledgerdeletion"
+    / "broker"
+    / "PendingDeleteLedgerInfo.avsc"
+)
+
+
+def test_extension_schema_is_the_workers_text() -> None:
+    # The topology registers json.dumps(AVRO_SCHEMA); the extension registers the resource, stripped.
+    assert RESOURCE.read_text().strip() == json.dumps(AVRO_SCHEMA)

@@ -7,11 +7,12 @@ tests/integration/test_scanner.py.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
-from tests.unit.fakes import NOW_S, YOUNG, FakeBookie, FakeSnapshots, FakeStore, live, md, scan
+from tests.unit.fakes import BUCKET_CM, BUCKET_KEY, NOW_S, YOUNG, FakeBookie, FakeSnapshots, FakeStore, live, md, scan
 from worker.commands.scan import ORPHAN_COLUMNS, orphan_rows
 from worker.commands.terminal import human_age, parse_duration, render_table
 from worker.core.ledger_owner import Owner, Unmapped
@@ -345,3 +346,60 @@ def test_a_decision_renders_every_field() -> None:
     d = Decision(7, Verdict.ORPHAN, "why", "MANAGED_LEDGER", "persistent://t/ns/x", None, None, 12.5, 100, "CLOSED")
     assert set(d.to_dict()) == {f.name for f in fields(Decision)}
     assert d.to_dict() == {**asdict(d), "verdict": "orphan"}
+
+
+# ---- delayed-delivery bucket ledgers: judged by the worker's rule (and through the scanner, the nightly audit) -----
+
+
+class BucketStore(FakeStore):
+    def __init__(self, cursors: dict[tuple[str, str], dict[str, str]], managed_ledgers: set[str]) -> None:
+        super().__init__(managed_ledgers)
+        self.cursors = cursors
+
+    async def cursor_properties(self, topic: TopicName, cursor: str) -> dict[str, str] | None:
+        return self.cursors.get((str(topic), cursor))
+
+
+def bucket_md(lid: int, topic: str, subscription: str, **kw: Any) -> LedgerMetadata:
+    cm = {**BUCKET_CM, "pulsar/delayedIndexTopic": topic, "pulsar/delayedIndexCursor": subscription}
+    return md(lid, cm, **kw)
+
+
+async def test_the_scanner_judges_bucket_ledgers_by_the_workers_rule() -> None:
+    a, gone = "persistent://t/ns/a", "persistent://t/ns/gone"
+    ledgers = [
+        bucket_md(1, a, "my sub"),  # named by its cursor
+        bucket_md(2, a, "my sub"),  # not named, but its subscription is live: may be held in memory only
+        bucket_md(3, a, "old"),  # its subscription is gone: a leaked bucket
+        bucket_md(4, gone, "s"),  # its topic is gone
+        bucket_md(5, a, "old", state="OPEN"),  # being written (a snapshot in progress)
+    ]
+    snap = dataclasses.replace(live(a), cursor_names=frozenset({"my+sub"}))
+    store = BucketStore({(a, "my+sub"): {BUCKET_KEY: "1"}}, {TopicName.parse(a).managed_ledger_name})
+    got, _, report = await scan(ledgers, {a: snap}, store)
+    assert {k: d.verdict for k, d in got.items()} == {
+        1: Verdict.IN_USE,
+        2: Verdict.SKIPPED,
+        3: Verdict.ORPHAN,
+        4: Verdict.ORPHAN,
+        5: Verdict.SKIPPED,
+    }
+    assert got[3].why == "not named by cursor 'old', which its topic no longer has"
+    assert got[4].why == "topic gone"
+    # Queued as the worker verifies it: the subscription as the ledger's metadata records it.
+    info3 = got[3].to_info()
+    assert (info3.ledger_component, info3.cursor_name) == (LedgerComponent.DELAYED_INDEX_BUCKET, "old")
+    assert [d.ledger_id for d in report.orphans] == [3, 4]
+
+
+async def test_without_a_metadata_store_a_bucket_of_a_live_topic_is_skipped() -> None:
+    a = "persistent://t/ns/a"
+    scanner = Scanner(
+        FakeBookie([bucket_md(3, a, "old")]),
+        FakeSnapshots({a: live(a)}, None),  # type: ignore[arg-type]
+        None,
+        min_age_s=0,
+        clock=lambda: NOW_S,
+    )
+    got = {d.ledger_id: d for d in (await scanner.scan()).decisions}
+    assert got[3].verdict is Verdict.SKIPPED and "no metadata store" in got[3].why

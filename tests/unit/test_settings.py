@@ -1,4 +1,4 @@
-"""Settings: YAML overlaid by LDW_ environment variables; bad configuration names its key."""
+"""Settings (``worker.settings``): YAML overlaid by LDW_ environment variables; bad configuration names its key."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from worker.settings import ConfigError, Settings, load_settings
+from tests.unit.fakes import ACCESS, SECRET, TOKEN, settings_with_secret_files
+from worker.settings import BookKeeperSettings, ConfigError, Settings, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -273,3 +274,78 @@ def test_token_and_tls_settings_fail_at_start_with_the_key(
 def test_no_token_says_where_one_could_come_from() -> None:
     assert "LDW_PULSAR__AUTH_TOKEN" in load_settings(None).pulsar.token_source
     assert load_settings(None, pulsar={"auth_token": "x"}).pulsar.token_source == "pulsar.auth_token"
+
+
+def test_the_driver_reads_the_secrets_from_their_files(tmp_path: Path) -> None:
+    s = settings_with_secret_files(tmp_path)
+    assert s.pulsar.auth_token == TOKEN
+    [t] = s.offload.s3_targets
+    assert (t.access_key_id, t.secret_access_key) == (ACCESS, SECRET)
+    assert TOKEN not in repr(s) and SECRET not in repr(s)
+
+
+# ---- bookkeeper.http_url / http_urls: every bookie once, in order ---------------------------------------------
+
+
+def test_settings_list_every_bookie_once_in_order() -> None:
+    s = BookKeeperSettings.model_validate(
+        {"http_url": "http://b1:8000/", "http_urls": ["http://b2:8000", "http://b1:8000", "http://b3:8000/"]}
+    )
+    assert s.endpoints == ["http://b1:8000", "http://b2:8000", "http://b3:8000"]
+    assert BookKeeperSettings().endpoints == ["http://127.0.0.1:8000"]
+
+
+def test_a_bad_bookie_url_is_refused_with_its_key() -> None:
+    with pytest.raises(ValidationError, match="http_urls"):
+        BookKeeperSettings.model_validate({"http_urls": ["not a url"]})
+
+
+# ---- zookeeper.hosts (Pulsar's metadata store) and zookeeper.bookkeeper_hosts (BookKeeper's), checked at load ----
+
+
+def test_bookkeeper_store_defaults_to_pulsars() -> None:
+    zs = load_settings(zookeeper={"hosts": "zk-1:2181,zk-2:2181/pulsar"}).zookeeper
+    assert zs.bookkeeper_hosts is None
+    assert zs.bookkeeper_store == "zk-1:2181,zk-2:2181/pulsar"
+    assert zs.bookkeeper_store_key == "zookeeper.hosts"
+
+
+def test_stores_apart() -> None:
+    zs = load_settings(
+        zookeeper={"hosts": "zk:2181", "bookkeeper_hosts": "bk-zk:2181", "ledgers_root": "/ledgers/"}
+    ).zookeeper
+    assert (zs.bookkeeper_store, zs.bookkeeper_store_key, zs.ledgers_root) == (
+        "bk-zk:2181",
+        "zookeeper.bookkeeper_hosts",
+        "/ledgers",
+    )
+
+
+def test_no_zookeeper_at_all_still_loads() -> None:
+    zs = load_settings(zookeeper={"hosts": ""}).zookeeper
+    assert zs.hosts is None and zs.bookkeeper_store is None
+
+
+def test_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LDW_ZOOKEEPER__BOOKKEEPER_HOSTS", "bk-zk:2181/bk")
+    assert load_settings().zookeeper.bookkeeper_store == "bk-zk:2181/bk"
+
+
+@pytest.mark.parametrize(
+    ("zookeeper", "key"),
+    [
+        ({"hosts": "zk:127.0.0.1:2181"}, "zookeeper.hosts"),  # Pulsar's metadataStoreUrl pasted as is
+        ({"bookkeeper_hosts": "zk+hierarchical://bk:2181/ledgers"}, "zookeeper.bookkeeper_hosts"),
+        ({"hosts": "zk:21x1"}, "zookeeper.hosts"),
+        ({"bookkeeper_hosts": "bk:2181/ledgers/"}, "zookeeper.bookkeeper_hosts"),
+        ({"hosts": "a:2181,,b:2181"}, "zookeeper.hosts"),
+        ({"ledgers_root": "ledgers"}, "zookeeper.ledgers_root"),
+        (
+            {"hosts": None, "bookkeeper_hosts": "bk:2181"},
+            "zookeeper.bookkeeper_hosts is set but zookeeper.hosts is empty",
+        ),
+    ],
+)
+def test_a_bad_value_names_its_key(zookeeper: dict[str, str | None], key: str) -> None:
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load_settings(zookeeper=zookeeper)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.fakes import BUCKET_CM, BUCKET_T, BUCKET_TOPIC, NOW, bucket_info, bucket_stored
 from worker.core.verification import (
     Verdict,
     offload_keys,
@@ -238,6 +239,40 @@ def test_rejection_wins_over_age() -> None:
         "topic_mismatch"
     )
     assert verify(info(), md({}, ctime_ms=None)) == rejected("not_pulsar")
+
+
+# ---- BookKeeper: a delayed-delivery bucket ledger -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("message", "cm", "verdict", "reason"),
+    [
+        (bucket_info(), BUCKET_CM, Verdict.MATCH, ""),
+        (bucket_info(topic="persistent://t/ns/x-partition-2"), BUCKET_CM, Verdict.REJECTED, "topic_mismatch"),
+        (bucket_info(cursor="other"), BUCKET_CM, Verdict.REJECTED, "cursor_mismatch"),
+        # The message's component must be what the ledger is: a cursor ledger is no bucket, and back.
+        (
+            bucket_info(),
+            {
+                "application": "pulsar",
+                "component": "managed-ledger",
+                "pulsar/managed-ledger": BUCKET_T.managed_ledger_name,
+            },
+            Verdict.REJECTED,
+            "component_mismatch",
+        ),
+        (
+            PendingDeleteLedgerInfo(BUCKET_TOPIC, LedgerComponent.MANAGED_CURSOR, LedgerType.LEDGER, 31, "my sub"),
+            BUCKET_CM,
+            Verdict.REJECTED,
+            "component_mismatch",
+        ),
+        (bucket_info(), {"application": "other"}, Verdict.REJECTED, "not_pulsar"),
+    ],
+)
+def test_bucket_identity(message: PendingDeleteLedgerInfo, cm: dict[str, str], verdict: Verdict, reason: str) -> None:
+    v = verify_bookkeeper(message, bucket_stored(cm).metadata, now_ms=NOW, min_age_ms=600_000)
+    assert (v.verdict, v.reason) == (verdict, reason)
 
 
 # ---- offload object names and metadata ---------------------------------------------------------------------

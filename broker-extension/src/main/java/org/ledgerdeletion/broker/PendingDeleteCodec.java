@@ -17,7 +17,7 @@ import org.apache.avro.io.EncoderFactory;
 /**
  * The Avro binary encoding of PendingDeleteLedgerInfo, from the schema JSON the Python worker registers
  * (the resource is json.dumps(worker.formats.message.AVRO_SCHEMA), checked by
- * tests/unit/test_broker_extension_schema.py).
+ * tests/unit/test_message.py).
  */
 public final class PendingDeleteCodec {
 

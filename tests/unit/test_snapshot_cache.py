@@ -1,20 +1,19 @@
-"""Step 3: the live set of a topic and the snapshot cache (TTL, LRU, stale-id rule, epochs).
+"""The snapshot cache (``worker.broker.snapshot_cache``): the in-use rule, TTL, LRU, stale-id rule, epochs.
 
-The cache is ours; so is the reader it sits on. The reader is replaced here by a scripted fake with the
-same surface (``admin.partitions``, ``fetch``, ``forget_owner``), so every rule is checked without I/O.
+The reader it sits on is replaced here by a scripted fake with the same surface (``admin.partitions``, ``fetch``,
+``forget_owner``), so every rule is checked without I/O. The reader itself: tests/unit/test_live_state_reader.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from worker.broker.admin import NotOwner, TopicNotFound
-from worker.broker.live_state_reader import LiveStateReader
+from tests.unit.fakes import internal_stats as stats
+from worker.broker.admin import NotOwner
 from worker.broker.snapshot_cache import GoneUnconfirmed, LiveSet, SnapshotCache, in_use
 from worker.core.live_set import TopicGone
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
@@ -27,68 +26,7 @@ A = "http://broker-a:8080"
 B = "http://broker-b:8080"
 
 
-def stats(
-    ledgers: list[int] = (),  # type: ignore[assignment]
-    *,
-    cursors: dict[str, int] | None = None,
-    schema: list[int] = (),  # type: ignore[assignment]
-    compacted: int = -1,
-    offloaded: frozenset[int] = frozenset(),
-) -> dict[str, Any]:
-    return {
-        "entriesAddedCounter": 10,
-        "ledgers": [{"ledgerId": i, "entries": 5, "size": 100, "offloaded": i in offloaded} for i in ledgers],
-        "cursors": {n: {"cursorLedger": lid, "markDeletePosition": "1:2"} for n, lid in (cursors or {}).items()},
-        "schemaLedgers": [{"ledgerId": i, "entries": 1, "size": 10, "timestamp": 0} for i in schema],
-        "compactedLedger": {"ledgerId": compacted, "entries": -1, "size": -1, "offloaded": False},
-    }
-
-
-# ---- LiveSet ------------------------------------------------------------------------------------------------
-
-
-def test_from_internal_stats() -> None:
-    s = LiveSet.from_internal_stats(
-        T,
-        stats([10, 11, 12], cursors={"sub": 13, "idle": -1}, schema=[3], compacted=9, offloaded=frozenset({10})),
-        A,
-        epoch=4,
-        now=1.0,
-    )
-    assert s.ml_ledgers == {10, 11, 12}
-    assert s.cursor_ledgers == {"sub": 13}  # a cursor without a ledger (-1) holds nothing
-    assert s.schema_ledgers == {3}
-    assert s.compacted_ledger == 9
-    assert s.offloaded_ledgers == {10}
-    assert s.all_ids == {3, 9, 10, 11, 12, 13}
-    assert s.max_id == 13
-    assert (s.owner_url, s.epoch, s.fetched_at) == (A, 4, 1.0)
-
-
-def test_from_internal_stats_without_optional_parts() -> None:
-    s = LiveSet.from_internal_stats(T, {"ledgers": [{"ledgerId": 5}]}, A, 0, 0.0)
-    assert s.all_ids == {5}
-    assert s.compacted_ledger is None
-    assert s.cursor_ledgers == {}
-    empty = LiveSet.from_internal_stats(T, {}, A, 0, 0.0)
-    assert empty.all_ids == frozenset()
-    assert empty.max_id == -1
-
-
-def test_compacted_ledger_none_or_negative() -> None:
-    assert LiveSet.from_internal_stats(T, {"compactedLedger": {"ledgerId": None}}, A, 0, 0).compacted_ledger is None
-    assert LiveSet.from_internal_stats(T, {"compactedLedger": {"ledgerId": -1}}, A, 0, 0).compacted_ledger is None
-    assert LiveSet.from_internal_stats(T, {"compactedLedger": {"ledgerId": 0}}, A, 0, 0).compacted_ledger == 0
-
-
-@pytest.mark.parametrize(
-    ("ledger_id", "references", "covers"),
-    [(3, True, True), (9, True, True), (13, True, True), (4, False, True), (14, False, False), (1000, False, False)],
-)
-def test_references_and_covers(ledger_id: int, references: bool, covers: bool) -> None:
-    s = LiveSet.from_internal_stats(T, stats([10, 11], cursors={"sub": 13}, schema=[3], compacted=9), A, 0, 0)
-    assert s.references(ledger_id) is references
-    assert s.covers(ledger_id) is covers
+# ---- the in-use rule on a snapshot -----------------------------------------------------------------------------
 
 
 def _info(component: LedgerComponent, ledger_id: int, cursor: str | None = None) -> PendingDeleteLedgerInfo:
@@ -568,91 +506,6 @@ async def test_owner_change_of_a_partition_bumps_the_base_epoch() -> None:
     assert not cache.is_current(s1)
 
 
-# ---- LiveStateReader's lookup path (purge-topic without a metadata store), on a fake admin ----------------
-
-
-class ScriptedAdmin:
-    def __init__(self, lookups: list[str], stats_answers: list[Any]) -> None:
-        self.lookups = list(lookups)
-        self.stats_answers = list(stats_answers)
-        self.lookup_calls = 0
-        self.stats_bases: list[str] = []
-
-    async def lookup(self, topic: TopicName) -> str:
-        self.lookup_calls += 1
-        return self.lookups.pop(0)
-
-    async def internal_stats(self, topic: TopicName, base: str) -> dict[str, Any]:
-        self.stats_bases.append(base)
-        a = self.stats_answers.pop(0)
-        if isinstance(a, Exception):
-            raise a
-        return a  # type: ignore[no-any-return]
-
-
-def reader_on(admin: ScriptedAdmin) -> tuple[LiveStateReader, list[tuple[str, str]]]:
-    seen: list[tuple[str, str]] = []
-    on: Callable[[str, str], None] = lambda e, o: seen.append((e, o))  # noqa: E731
-    # The lookup + internalStats path: what a reader may do only when it may load the topic.
-    return LiveStateReader(admin, on, may_load=True), seen  # type: ignore[arg-type]
-
-
-async def test_reader_caches_the_owner() -> None:
-    admin = ScriptedAdmin([A], [stats([1]), stats([1, 2])])
-    r, _ = reader_on(admin)
-    assert (await r.fetch(T)).owner_url == A  # type: ignore[union-attr]
-    assert (await r.fetch(T)).owner_url == A  # type: ignore[union-attr]
-    assert admin.lookup_calls == 1
-    assert admin.stats_bases == [A, A]
-
-
-async def test_reader_follows_one_redirect_with_a_new_lookup() -> None:
-    admin = ScriptedAdmin([A, B], [NotOwner(B), stats([1])])
-    r, seen = reader_on(admin)
-    got = await r.fetch(T)
-    assert got is not None and got.owner_url == B
-    assert admin.stats_bases == [A, B]
-    assert ("internal_stats", "redirect") in seen
-
-
-async def test_reader_raises_after_a_second_redirect() -> None:
-    admin = ScriptedAdmin([A, B, A], [NotOwner(B), NotOwner(A), stats([1])])
-    r, _ = reader_on(admin)
-    with pytest.raises(NotOwner):
-        await r.fetch(T)
-    await r.fetch(T)  # the owner was forgotten: looked up again
-    assert admin.lookup_calls == 3
-
-
-async def test_reader_topic_not_found_is_none() -> None:
-    admin = ScriptedAdmin([A], [TopicNotFound()])
-    r, seen = reader_on(admin)
-    assert await r.fetch(T) is None
-    assert seen[-1] == ("internal_stats", "not_found")
-
-
-async def test_reader_forgets_the_owner_on_error() -> None:
-    admin = ScriptedAdmin([A, B], [RuntimeError("down"), stats([1])])
-    r, _ = reader_on(admin)
-    with pytest.raises(RuntimeError):
-        await r.fetch(T)
-    got = await r.fetch(T)
-    assert got is not None and got.owner_url == B
-
-
-async def test_reader_lookup_not_found_is_none() -> None:
-    """A lookup that Pulsar answers "not found" (no namespace; no topic where auto-creation is off) is the
-    admin API's "does not exist": the reader says so, and the snapshot cache asks the metadata store."""
-
-    class NoLookup(ScriptedAdmin):
-        async def lookup(self, topic: TopicName) -> str:
-            raise TopicNotFound("Namespace not found")
-
-    r, seen = reader_on(NoLookup([], []))
-    assert await r.fetch(T) is None
-    assert seen == [("lookup", "not_found")]
-
-
 # ---- "gone" needs both proofs (defect: a 404 alone was trusted, or a lookup 404 was never believed) -------------
 
 
@@ -791,14 +644,6 @@ async def test_per_topic_state_is_bounded_and_eviction_never_revives_an_old_epoc
     assert cache.topic_count() <= 4 and cache.snapshot_count() <= 2
     # topics[0]'s state was evicted: snapshots taken before are never current again.
     assert not cache.is_current(old) and not cache.is_current(first)
-
-
-async def test_owner_cache_is_bounded() -> None:
-    admin = ScriptedAdmin([A] * 20, [stats([1])] * 20)
-    r = LiveStateReader(admin, max_owners=3, may_load=True)  # type: ignore[arg-type]
-    for i in range(10):
-        await r.fetch(TopicName.parse(f"persistent://t/ns/o{i}"))
-    assert len(r._owners) == 3
 
 
 # ---- the admin's "not found" reused, the metadata store asked per message ------------------------------------------

@@ -1,20 +1,13 @@
-"""The ledger rules of ``worker.core`` (owner, age, open, schema in use), and the agreement they buy: the
-scanner's verdict on a ledger and the worker's verdict on the message the scanner would queue for it
-come from the same functions. The rules are exercised through their callers too
-(tests/unit/test_scanner.py, test_verification.py, test_decision.py)."""
+"""Who owns a ledger (``worker.core.ledger_owner``), read from the metadata Pulsar writes on it: encoded, v1 and
+segment names, delayed-delivery buckets, and the worker's identity check agreeing with that owner."""
 
 from __future__ import annotations
-
-import base64
-import json
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.broker.admin import pulsar_not_found_reason
-from worker.core.ledger_age import ledger_age
+from tests.unit.fakes import BUCKET_CM, BUCKET_T, NOW, md, message_for, pulsar_metadata
 from worker.core.ledger_owner import (
     LedgerComponent,
     Owner,
@@ -23,65 +16,16 @@ from worker.core.ledger_owner import (
     topic_of_managed_ledger_name,
     topic_of_schema_id,
 )
-from worker.core.open_ledger import may_be_written
-from worker.core.schema_in_use import schema_ledger_hold
 from worker.core.verification import Verdict as Identity
 from worker.core.verification import verify_bookkeeper, verify_offload_object_metadata
-from worker.formats.ledger_metadata import LedgerMetadata, parse_metadata
 from worker.formats.message import LedgerType, PendingDeleteLedgerInfo
 from worker.formats.topic_name import InvalidTopicName, TopicName
-from worker.operations.scanner import Decision, Verdict
 
-NOW = 1_800_000_000_000
 # A name Pulsar encodes, as it stored it on the local stack (Pulsar 4.0.8): java.net.URLEncoder turns the
 # space into "+", ":" "~" and "é" into escapes, and keeps "*".
 ENCODED = TopicName.parse("persistent://t/ns/h11 enc:x~é*")
 ENCODED_ML = "t/ns/persistent/h11+enc%3Ax%7E%C3%A9*"
 ENCODED_SID = "t/ns/h11+enc%3Ax%7E%C3%A9*"
-
-
-def md(
-    lid: int, custom: dict[str, str], *, ctime: int | None = NOW - 3_600_000, state: str = "CLOSED"
-) -> LedgerMetadata:
-    body: dict[str, Any] = {
-        "customMetadata": {k: base64.b64encode(v.encode()).decode() for k, v in custom.items()},
-        "length": 1,
-        "state": state,
-    }
-    if ctime is not None:
-        body["ctime"] = ctime
-    return parse_metadata(lid, {str(lid): body})
-
-
-def pulsar_metadata(topic: TopicName, component: LedgerComponent, cursor: str = "sub") -> dict[str, str]:
-    """Custom metadata as Pulsar writes it (``LedgerMetadataUtils``) on a ledger of ``topic``."""
-    base = {"application": "pulsar"}
-    match component:
-        case LedgerComponent.MANAGED_LEDGER:
-            return {**base, "component": "managed-ledger", "pulsar/managed-ledger": topic.managed_ledger_name}
-        case LedgerComponent.MANAGED_CURSOR:
-            ml = topic.managed_ledger_name
-            return {**base, "component": "managed-ledger", "pulsar/managed-ledger": ml, "pulsar/cursor": cursor}
-        case LedgerComponent.SCHEMA_STORAGE:
-            return {**base, "component": "schema", "pulsar/schemaId": topic.schema_name}
-        case LedgerComponent.COMPACTED_LEDGER:
-            return {**base, "component": "compacted-ledger", "pulsar/compactedTopic": str(topic)}
-        case LedgerComponent.DELAYED_INDEX_BUCKET:
-            # The full topic name and the subscription name, neither encoded (buildMetadataForDelayedIndexBucket).
-            return {
-                **base,
-                "component": "delayed-index-bucket",
-                "pulsar/delayedIndexBucketKey": "#pulsar.internal.delayed.bucket_1_2",
-                "pulsar/delayedIndexTopic": str(topic),
-                "pulsar/delayedIndexCursor": cursor,
-            }
-    raise AssertionError(component)
-
-
-def message_for(owner: Owner, lid: int) -> PendingDeleteLedgerInfo:
-    """The message the scanner queues for a ledger of this owner (``Decision.to_info``)."""
-    d = Decision(lid, Verdict.ORPHAN, "x", owner.component.value, str(owner.topic), owner.cursor, owner.schema_id)
-    return d.to_info()
 
 
 # ---- the owner: encoded names, both ways ------------------------------------------------------------------
@@ -219,70 +163,25 @@ def test_whatever_the_name_scanner_owner_and_worker_identity_agree(
     assert verify_bookkeeper(message_for(owner, 5), ledger, now_ms=NOW, min_age_ms=0).verdict is Identity.MATCH
 
 
-# ---- the minimum age --------------------------------------------------------------------------------------
+# ---- the owner: delayed-delivery bucket ledgers ---------------------------------------------------------------
 
 
-def test_minimum_age() -> None:
-    assert ledger_age(None, now_ms=NOW, min_age_ms=0) == ledger_age(None, now_ms=NOW, min_age_ms=10)
-    assert not ledger_age(None, now_ms=NOW, min_age_ms=0).old_enough
-    assert ledger_age(NOW - 600_000, now_ms=NOW, min_age_ms=600_000).old_enough  # exactly the minimum
-    assert not ledger_age(NOW - 599_999, now_ms=NOW, min_age_ms=600_000).old_enough
-    # Created "after now" (another machine's clock): never old enough, even with no minimum. The scanner
-    # used to clamp the age to 0 first and call it old enough at ``--min-age 0s``; the worker did not.
-    future = ledger_age(NOW + 5_000, now_ms=NOW, min_age_ms=0)
-    assert (future.age_ms, future.old_enough) == (0.0, False)
-
-
-@pytest.mark.parametrize("ctime", [None, NOW - 3_600_000, NOW - 10, NOW + 10])
-def test_scanner_and_worker_share_the_age_rule(ctime: int | None) -> None:
-    topic = TopicName.parse("persistent://t/ns/x")
-    ledger = md(1, pulsar_metadata(topic, LedgerComponent.MANAGED_LEDGER), ctime=ctime)
-    age = ledger_age(ledger.ctime_ms, now_ms=NOW, min_age_ms=0)
-    owner = owner_of(ledger.custom_metadata)
-    assert owner is not None
-    v = verify_bookkeeper(message_for(owner, 1), ledger, now_ms=NOW, min_age_ms=0, writer_possible=False)
-    assert (v.verdict is Identity.MATCH) == age.old_enough
-
-
-# ---- an open ledger ---------------------------------------------------------------------------------------
+def test_owner_of_a_bucket_ledger() -> None:
+    assert owner_of(BUCKET_CM) == Owner(LedgerComponent.DELAYED_INDEX_BUCKET, BUCKET_T, cursor="my sub")
 
 
 @pytest.mark.parametrize(
-    ("state", "exists", "written"),
-    [
-        ("CLOSED", True, False),
-        ("closed", True, False),
-        ("OPEN", True, True),
-        ("IN_RECOVERY", True, True),
-        ("", True, True),
-        ("OPEN", False, False),
-        ("IN_RECOVERY", False, False),
-    ],
+    ("drop", "reason"),
+    [("pulsar/delayedIndexTopic", "topic_mismatch"), ("pulsar/delayedIndexCursor", "cursor_mismatch")],
 )
-def test_an_open_ledger_may_be_written_while_its_topic_exists(state: str, exists: bool, written: bool) -> None:
-    assert may_be_written(state, topic_exists=exists) is written
-    topic = TopicName.parse("persistent://t/ns/x")
-    ledger = md(1, pulsar_metadata(topic, LedgerComponent.COMPACTED_LEDGER), state=state)
-    owner = owner_of(ledger.custom_metadata)
-    assert owner is not None
-    v = verify_bookkeeper(message_for(owner, 1), ledger, now_ms=NOW, min_age_ms=0, writer_possible=exists)
-    assert (v.verdict is Identity.OPEN) is written
+def test_a_bucket_ledger_without_its_owner_is_unmapped(drop: str, reason: str) -> None:
+    cm = {k: v for k, v in BUCKET_CM.items() if k != drop}
+    with pytest.raises(Unmapped) as e:
+        owner_of(cm)
+    assert e.value.component is LedgerComponent.DELAYED_INDEX_BUCKET
+    assert e.value.reason == reason
 
 
-# ---- a schema ledger in use -------------------------------------------------------------------------------
-
-
-def test_a_schema_ledger_is_held_by_its_registry_entry_or_its_topics_list() -> None:
-    assert schema_ledger_hold(7, registry=frozenset({3, 7})) == "referenced by the schema registry"
-    assert schema_ledger_hold(7, registry=None, live=frozenset({7})) == "in its topic's schema ledgers"
-    # No entry, or an entry (a registered schema) that does not list the ledger: not in use.
-    assert schema_ledger_hold(7, registry=None) is None
-    assert schema_ledger_hold(7, registry=frozenset({3})) is None
-    assert schema_ledger_hold(7, registry=frozenset(), live=frozenset({3})) is None
-
-
-@pytest.mark.parametrize("reason", ["Schema not found", "Schema is deleted"])
-def test_the_schema_apis_not_found_answers_are_pulsars_not_found(reason: str) -> None:
-    # SchemasResourceBase.convertToSchemaResponse: 404 "Schema not found", or "Schema is deleted" for a
-    # tombstone version (4.0.8's GET of the latest answers "Schema not found" for a deleted schema).
-    assert pulsar_not_found_reason(json.dumps({"reason": reason})) == reason
+def test_a_bucket_ledger_naming_an_unparseable_topic_is_unmapped() -> None:
+    with pytest.raises(Unmapped):
+        owner_of({**BUCKET_CM, "pulsar/delayedIndexTopic": "not a topic"})

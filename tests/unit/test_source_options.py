@@ -16,7 +16,6 @@ from worker.nightly.source_options import (
     parse,
     pattern_matches,
 )
-from worker.nightly.source_plan import TopicPartition
 
 URLS = {"service.url": "pulsar://b:6650", "admin.url": "http://b:8080/"}
 
@@ -85,13 +84,6 @@ def test_offsets_json_as_the_connector_writes_it() -> None:
     for option, value in (("startingOffsets", {"t": latest}), ("endingOffsets", {"t": earliest})):
         with pytest.raises(OptionError, match=f"'{option}'.*not allowed"):
             parse(lower({**URLS, "topic": "t", option: json.dumps(value)}))
-
-
-def test_starting_bound_is_inclusive_and_combines_with_a_subscription() -> None:
-    p = TopicPartition("t", end=(9, 9), start=(3, 4), first=(5, 0))
-    assert p.skip((4, 9)) and not p.skip((5, 0)) and not p.skip((9, 9))
-    q = TopicPartition("t", end=(9, 9), start=(6, 1), first=(5, 0))
-    assert q.skip((6, 1)) and not q.skip((6, 2))
 
 
 def test_client_options_map_onto_pulsar_client_keywords() -> None:

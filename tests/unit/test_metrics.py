@@ -1,13 +1,11 @@
-"""Pure pieces behind the operators' metrics: backlog age, BookKeeper request counting, nightly pushes."""
+"""The operators' metrics of both modules named ``metrics``: the backlog age (``worker.metrics``) and the nightly
+jobs' pushed run metrics (``worker.nightly.metrics``)."""
 
 from __future__ import annotations
 
 import pytest
 from prometheus_client import generate_latest
 
-from worker.backends.bookie_http import CountedLedgerStore
-from worker.errors import BackendError
-from worker.formats.ledger_metadata import LedgerMetadata
 from worker.metrics import oldest_backlog_age_s
 from worker.nightly import metrics as nm
 
@@ -34,41 +32,7 @@ def test_backlog_age_never_negative_on_clock_skew() -> None:
     assert oldest_backlog_age_s({"msgBacklog": 1, "earliestMsgPublishTimeInBacklog": 5_000}, now_ms=4_000) == 0.0
 
 
-class _Store:
-    def __init__(self, found: bool, fail: bool = False) -> None:
-        self.found, self.fail = found, fail
-
-    async def read(self, ledger_id: int) -> tuple[LedgerMetadata, object] | None:
-        if self.fail:
-            raise BackendError("bookie", "down")
-        md = LedgerMetadata(ledger_id=ledger_id, custom_metadata={}, ctime_ms=None, length=0, state="CLOSED")
-        return (md, None) if self.found else None
-
-    async def delete(self, ledger_id: int, token: object) -> bool:
-        if self.fail:
-            raise BackendError("bookie", "down")
-        return self.found
-
-
-async def test_counted_ledger_store_reports_each_outcome() -> None:
-    seen: list[tuple[str, str]] = []
-    record = lambda op, outcome: seen.append((op, outcome))  # noqa: E731
-    assert await CountedLedgerStore(_Store(found=True), record).read(1) is not None
-    assert await CountedLedgerStore(_Store(found=True), record).delete(1, None) is True
-    assert await CountedLedgerStore(_Store(found=False), record).read(2) is None
-    assert await CountedLedgerStore(_Store(found=False), record).delete(2, None) is False
-    with pytest.raises(BackendError):
-        await CountedLedgerStore(_Store(True, fail=True), record).read(3)
-    with pytest.raises(BackendError):
-        await CountedLedgerStore(_Store(True, fail=True), record).delete(3, None)
-    assert seen == [
-        ("read", "ok"),
-        ("delete", "ok"),
-        ("read", "not_found"),
-        ("delete", "not_found"),
-        ("read", "error"),
-        ("delete", "error"),
-    ]
+# ---- the nightly jobs' run metrics, pushed to the Pushgateway -------------------------------------------------
 
 
 def test_successful_audit_run_carries_rows_orphans_and_success_time() -> None:
