@@ -226,7 +226,7 @@ async def _scan_single(settings: Settings, root: str) -> tuple[int, float, dict[
     # ledger's metadata read by the scanner through the ZooKeeper ledger store, 16 at a time.
     ids = [r[0] for r in read_subtrees(hosts, root, iter(ledger_subtrees(hosts, root)))]
     async with ZooKeeper(hosts, ledgers_root=root) as zk, new_session(30) as session:
-        store = ZooKeeperLedgerStore(zk)
+        store = ZooKeeperLedgerStore(zk.bookkeeper)
 
         class Listing:
             async def list_ledger_ids(self) -> list[int]:
@@ -238,7 +238,7 @@ async def _scan_single(settings: Settings, root: str) -> tuple[int, float, dict[
 
         admin = StagingAdmin(str(settings.pulsar.admin_url), session)
         snaps = snapshot_cache(admin, settings.worker, zk, ttl_s=60)
-        report = await Scanner(Listing(), snaps, zk, min_age_s=600).scan()
+        report = await Scanner(Listing(), snaps, zk.pulsar, min_age_s=600).scan()
     return len(report.decisions), time.monotonic() - t0, report.counts()
 
 

@@ -48,14 +48,16 @@ async def test_each_clusters_bookies_belong_to_it_and_to_no_other(stack: Stack, 
     ):
         # Ids from bookieId (the standalone's) and from advertisedAddress:bookiePort (the cluster's).
         await BookieClient(
-            stack.bookie_http_url, s, registered_bookies=standalone.registered_bookies
+            stack.bookie_http_url, s, registered_bookies=standalone.bookkeeper.registered_bookies
         ).verify_endpoints()
         both = [cluster.bookie_http_url, cluster.bookie_http_url_2]
-        await BookieClient(both, s, registered_bookies=other.registered_bookies).verify_endpoints()
+        await BookieClient(both, s, registered_bookies=other.bookkeeper.registered_bookies).verify_endpoints()
         with pytest.raises(BookieNotInCluster, match=f"'{re.escape(cluster.bookie_id)}' is not registered"):
-            await BookieClient(both, s, registered_bookies=standalone.registered_bookies).verify_endpoints()
+            await BookieClient(both, s, registered_bookies=standalone.bookkeeper.registered_bookies).verify_endpoints()
         with pytest.raises(BookieNotInCluster, match="'bk0test' is not registered"):
-            await BookieClient(stack.bookie_http_url, s, registered_bookies=other.registered_bookies).verify_endpoints()
+            await BookieClient(
+                stack.bookie_http_url, s, registered_bookies=other.bookkeeper.registered_bookies
+            ).verify_endpoints()
 
 
 async def test_a_foreign_bookie_never_serves_a_call(stack: Stack, cluster: Cluster, unique: str) -> None:
@@ -93,7 +95,7 @@ async def test_a_foreign_bookie_is_never_asked_to_collect(stack: Stack, cluster:
         client = BookieClient(
             [cluster.bookie_http_url, stack.bookie_http_url],
             s,
-            registered_bookies=other.registered_bookies,
+            registered_bookies=other.bookkeeper.registered_bookies,
             on_request=lambda url, op, outcome: calls.append((url, op, outcome)),
         )
         outcomes = await client.trigger_gc()

@@ -56,7 +56,7 @@ async def scan(stack: Stack, admin: PulsarAdmin, bookie: BookieClient, ns: str) 
     """The scanner of ``scan`` / ``audit``, on this namespace only (other tests make orphans elsewhere)."""
     async with ZooKeeper(stack.zookeeper_hosts) as zk:
         snapshots = snapshot_cache(admin, WorkerSettings(), zk, ttl_s=0.5)
-        report = await Scanner(bookie, snapshots, zk, min_age_s=0, namespaces=[ns]).scan()
+        report = await Scanner(bookie, snapshots, zk.pulsar, min_age_s=0, namespaces=[ns]).scan()
     return {d.ledger_id: d for d in report.decisions}
 
 

@@ -41,7 +41,7 @@ async def test_a_live_writer_is_fenced_and_its_ledger_closed_after_its_last_conf
         await asyncio.to_thread(writer.wait_until_added, 5)
         before, _ = await stored(zk, writer.ledger_id)
         assert record.decode(before).state == record.OPEN
-        done = await LedgerRecovery(zk, timeout_s=10).recover(writer.ledger_id)
+        done = await LedgerRecovery(zk.bookkeeper, timeout_s=10).recover(writer.ledger_id)
         # The writer's next add fails: the bookie refuses a fenced ledger.
         failure = await asyncio.to_thread(writer.failure)
         assert "Fenced" in failure, writer.lines[-5:]
@@ -63,7 +63,7 @@ async def test_a_live_writer_is_fenced_and_its_ledger_closed_after_its_last_conf
     http_md = await bookie.get_metadata(writer.ledger_id)
     assert http_md is not None and http_md.state == "CLOSED"
     # Recovering it again changes nothing.
-    again = await LedgerRecovery(zk, timeout_s=10).recover(writer.ledger_id)
+    again = await LedgerRecovery(zk.bookkeeper, timeout_s=10).recover(writer.ledger_id)
     assert (again.closed_here, again.last_entry_id, again.length) == (False, done.last_entry_id, done.length)
     assert await stored(zk, writer.ledger_id) == (after, 2)
 
@@ -81,7 +81,7 @@ async def test_it_closes_where_bookkeepers_own_recovery_closes(
     ours, theirs = await asyncio.to_thread(
         create_ledgers, stack, 2, NOT_PULSAR, entries, leave_open=True, digest=digest, password=password
     )
-    done = await LedgerRecovery(zk, timeout_s=10).recover(ours)
+    done = await LedgerRecovery(zk.bookkeeper, timeout_s=10).recover(ours)
     bk = await asyncio.to_thread(recover_with_bookkeeper, stack, [theirs], digest=digest, password=password)
     assert (done.last_entry_id, done.length) == bk[theirs]
     assert done.last_entry_id == entries - 1
@@ -94,9 +94,8 @@ async def test_a_ledger_whose_password_is_not_its_metadatas_cannot_be_recovered(
     data, version = await stored(zk, lid)
     md = record.decode(data)
     md.password = b"wrong"
-    zk_bk = zk.bookkeeper
-    await zk_bk.calls.call(zk_bk.client.set_async, await zk.bookkeeper.ledger_path(lid), record.encode(md), version)
+    assert await zk.bookkeeper.write_ledger_metadata(lid, record.encode(md), version) is not None
     with pytest.raises(Unrecoverable, match="refused the ledger's master key"):
-        await LedgerRecovery(zk, timeout_s=10).recover(lid)
+        await LedgerRecovery(zk.bookkeeper, timeout_s=10).recover(lid)
     data, _ = await stored(zk, lid)
     assert record.decode(data).state == record.IN_RECOVERY

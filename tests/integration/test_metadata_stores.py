@@ -21,7 +21,7 @@ from worker.backends.zookeeper import ZooKeeper
 from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
 from worker.broker.admin import PulsarAdmin
 from worker.broker.preflight import anchored_bookkeeper_store
-from worker.broker.snapshot_cache import confirm_gone
+from worker.core.gone_proof import confirm_gone
 from worker.core.metadata_stores import WrongMetadataStore
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
@@ -122,7 +122,7 @@ async def test_each_read_goes_to_its_store(stack: Stack, unique: str, admin: Pul
     # BookKeeper's ensemble taken for Pulsar's: the live topic's managed ledger is not there, so the
     # metadata store's half of the "gone" proof passes for it. That is why such a store refuses to start.
     async with ZooKeeper(bookkeeper_only, ledgers_root="/") as wrong:
-        await confirm_gone(live, wrong)  # no GoneUnconfirmed: a live topic would count as gone
+        await confirm_gone(live, wrong.pulsar)  # no GoneUnconfirmed: a live topic would count as gone
         with pytest.raises(WrongMetadataStore, match=rf"zookeeper\.hosts {re.escape(bookkeeper_only)}: not Pulsar's"):
             await wrong.pulsar.check(live)
         await wrong.bookkeeper.check_layout()  # BookKeeper's it is

@@ -180,7 +180,7 @@ async def test_zookeeper_delete_removes_an_orphan_once(
 
     zk = ZooKeeper(stack.zookeeper_hosts)
     await zk.start()
-    deleter = ZooKeeperLedgerStore(zk)
+    deleter = ZooKeeperLedgerStore(zk.bookkeeper)
     try:
         path = await zk.bookkeeper.ledger_path(victim)
         assert path == hierarchical_ledger_path(victim)

@@ -38,6 +38,7 @@ from tests.integration.worker_harness import WorkerHarness
 from worker.backends.ledger_listing import read_listing
 from worker.backends.pulsar_metadata import PulsarMetadata, StoredTopic
 from worker.backends.zookeeper import ZooKeeper
+from worker.backends.zookeeper_session import ZooKeeperSession
 from worker.broker.admin import PulsarAdmin
 from worker.broker.live_state_reader import LiveStateReader
 from worker.broker.loaded_topics import LoadedTopics
@@ -129,7 +130,7 @@ class LoadWhileReading(PulsarMetadata):
     ``internalStats``) at the chosen point of the read, before the read goes on: a load racing the scan, on
     the real stack, at a known moment."""
 
-    def __init__(self, store: ZooKeeper, admin: PulsarAdmin, when: str) -> None:
+    def __init__(self, store: ZooKeeperSession, admin: PulsarAdmin, when: str) -> None:
         super().__init__(store)
         self.admin = admin
         self.when = when
@@ -188,14 +189,14 @@ async def test_a_load_racing_the_scan_makes_no_live_ledger_an_orphan(
     await asyncio.sleep(1.5)
 
     async with ZooKeeper(stack.zookeeper_hosts) as zk:
-        metadata = LoadWhileReading(zk, admin, when)
+        metadata = LoadWhileReading(zk.session, admin, when)
         # No broker lists these topics as loaded (the lists are read before any load): every one is read
         # from the metadata store, and loaded right then.
         loaded = LoadedTopics(admin, metadata, ttl_s=3600)
         reader = LiveStateReader(admin, metadata=metadata, loaded=loaded)
-        snapshots = SnapshotCache(reader, ttl_s=0, max_size=64, metadata_store=zk)
+        snapshots = SnapshotCache(reader, ttl_s=0, max_size=64, metadata_store=zk.pulsar)
         listing = await read_listing(stack.zookeeper_hosts, "/ledgers")
-        scanner = Scanner(listing, snapshots, zk, min_age_s=1, namespaces=[ns])
+        scanner = Scanner(listing, snapshots, zk.pulsar, min_age_s=1, namespaces=[ns])
         report = await scanner.scan()
     assert set(topics) <= set(metadata.loaded)  # (the namespace's __change_events too)
     found = {d.ledger_id for d in report.orphans}

@@ -46,7 +46,7 @@ async def test_versioned_delete_meeting_a_metadata_change_deletes_nothing(stack:
     ledger being closed, recovered, re-replicated) makes the delete fail, and the ledger stays."""
     [lid] = create_ledgers(stack, 1, pulsar_ml_metadata("persistent://public/default/ldw-async-race"))
     async with ZooKeeper(stack.zookeeper_hosts) as zk:
-        store = ZooKeeperLedgerStore(zk)
+        store = ZooKeeperLedgerStore(zk.bookkeeper)
         got = await store.read(lid)
         assert got is not None
         _md, token = got
@@ -81,7 +81,7 @@ async def test_concurrent_deletes_go_out_as_one_multi_and_a_stale_one_holds_back
     topic = "persistent://public/default/ldw-async-multi"
     ids = create_ledgers(stack, 8, pulsar_ml_metadata(topic))
     async with ZooKeeper(stack.zookeeper_hosts) as zk:
-        store = ZooKeeperLedgerStore(zk)
+        store = ZooKeeperLedgerStore(zk.bookkeeper)
         tokens = {}
         for lid in ids:
             got = await store.read(lid)
@@ -128,10 +128,10 @@ async def test_concurrent_ledger_reads_go_out_as_one_multi_read_each_answered_al
     missing = max(ids) + 10**9
     async with ZooKeeper(stack.zookeeper_hosts) as zk:
         alone = [await zk.session.get(await zk.bookkeeper.ledger_path(lid)) for lid in ids]
-        before = zk._metadata_reads.batches
+        before = zk.bookkeeper._metadata_reads.batches
         together = await asyncio.gather(*(zk.bookkeeper.read_ledger_metadata(lid) for lid in [*ids, missing]))
         # Asked in one turn of the event loop, the seven are one batch, sent as one multiRead.
-        assert zk._metadata_reads.batches == before + 1 and zk._multi_read
+        assert zk.bookkeeper._metadata_reads.batches == before + 1 and zk.session._multi_read
         assert together[-1] is None
         assert all(a is not None for a in alone)
         assert [(d, s.version, s.ctime) for d, s in together[:-1]] == [  # type: ignore[misc]
@@ -163,12 +163,12 @@ async def test_a_batch_read_answers_in_order_and_a_prefetched_znode_is_given_onc
         reads = {ids[0]: present[0]}
         token = prefetched.set(reads)  # type: ignore[arg-type]
         try:
-            before = zk._metadata_reads.batches
+            before = zk.bookkeeper._metadata_reads.batches
             assert await zk.bookkeeper.read_ledger_metadata(ids[0]) is present[0]  # the batch's read, not a new one
-            assert zk._metadata_reads.batches == before and reads == {}
+            assert zk.bookkeeper._metadata_reads.batches == before and reads == {}
             # Deleted since: the next reader sees it gone, not the batch's read.
             await zk.bookkeeper.delete_ledger_metadata(ids[0])
             assert await zk.bookkeeper.read_ledger_metadata(ids[0]) is None
-            assert zk._metadata_reads.batches == before + 1
+            assert zk.bookkeeper._metadata_reads.batches == before + 1
         finally:
             prefetched.reset(token)

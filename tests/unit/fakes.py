@@ -9,7 +9,8 @@ import base64
 from pathlib import Path
 from typing import Any
 
-from worker.broker.snapshot_cache import LiveSet, confirm_gone
+from worker.broker.snapshot_cache import LiveSet
+from worker.core.gone_proof import confirm_gone
 from worker.core.ledger_owner import Owner
 from worker.core.live_set import TopicGone
 from worker.core.stored import StoredLedger

@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from tests.unit.fakes import BUCKET_T, internal_stats
-from worker.broker.snapshot_cache import in_use
-from worker.core.live_set import STORED, Hold, LiveSet, UnreadableLiveState, ledger_hold
+from worker.core.live_set import STORED, Hold, LiveSet, UnreadableLiveState, in_use, ledger_hold
 from worker.formats.managed_ledger_metadata import LedgerInfo, ManagedCursorInfo, ManagedLedgerInfo, OffloadInfo
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName

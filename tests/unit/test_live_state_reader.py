@@ -12,8 +12,9 @@ import pytest
 from tests.unit.fakes import internal_stats
 from worker.backends.pulsar_metadata import StoredTopic
 from worker.broker.admin import NotOwner, TopicNotFound
-from worker.broker.live_state_reader import GoneUnconfirmed, LiveStateReader, NotLoadedUnreadable, SegmentUnsettled
+from worker.broker.live_state_reader import LiveStateReader, NotLoadedUnreadable, SegmentUnsettled
 from worker.broker.loaded_topics import Serving
+from worker.core.gone_proof import GoneUnconfirmed
 from worker.core.live_set import STORED, ledger_hold
 from worker.errors import BackendError
 from worker.formats.managed_ledger_metadata import LedgerInfo, ManagedCursorInfo, ManagedLedgerInfo

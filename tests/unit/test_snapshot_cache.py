@@ -14,8 +14,9 @@ import pytest
 
 from tests.unit.fakes import internal_stats as stats
 from worker.broker.admin import NotOwner
-from worker.broker.snapshot_cache import GoneUnconfirmed, LiveSet, SnapshotCache, in_use
-from worker.core.live_set import TopicGone
+from worker.broker.snapshot_cache import LiveSet, SnapshotCache
+from worker.core.gone_proof import GoneUnconfirmed
+from worker.core.live_set import TopicGone, in_use
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
 

@@ -26,20 +26,10 @@ from collections.abc import Callable
 from worker.backends.pulsar_metadata import PulsarMetadata
 from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound
 from worker.broker.loaded_topics import LoadedTopics
+from worker.core.gone_proof import GoneUnconfirmed
 from worker.core.live_set import LiveSet
 from worker.errors import BackendError
 from worker.formats.topic_name import TopicName
-
-
-class GoneUnconfirmed(BackendError):
-    """Half of the proof that a topic is gone is missing: the admin API says the topic does not exist
-    while the metadata store still has its managed ledger (a topic that cannot be loaded is not a gone
-    topic), or the other way round, or no metadata store is configured to ask. Transient: nothing is
-    deleted on half a proof."""
-
-    def __init__(self, topic: TopicName, why: str) -> None:
-        super().__init__("admin", f"{topic} not proven gone: {why}")
-        self.topic = topic
 
 
 class NotLoadedUnreadable(BackendError):

@@ -25,56 +25,32 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from worker.backends.pulsar_metadata import PulsarMetadata
 from worker.backends.single_flight_reads import dispatched_at
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import NotOwner, PulsarAdmin
-from worker.broker.live_state_reader import GoneUnconfirmed, LiveStateReader, SegmentUnsettled
+from worker.broker.live_state_reader import LiveStateReader, SegmentUnsettled
 from worker.broker.loaded_topics import LoadedTopics
+from worker.core.gone_proof import GoneUnconfirmed, ManagedLedgerRecords, confirm_gone
 from worker.core.live_set import Hold, LiveSet, Snapshot, TopicGone, ledger_hold
-from worker.formats.message import PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
 from worker.settings import WorkerSettings
 
 __all__ = [
-    "GoneUnconfirmed",
     "Hold",
     "LiveSet",
     "LiveStateReader",
-    "MetadataStore",
     "SegmentUnsettled",
     "Snapshot",
     "SnapshotCache",
     "TopicGone",
-    "confirm_gone",
-    "in_use",
     "ledger_hold",
 ]
 
 _GONE = "<gone>"
 # The admin API said "not found" but the metadata store still has the managed ledger.
 _UNCONFIRMED = "<not found, unconfirmed>"
-
-
-class MetadataStore(Protocol):
-    """Pulsar's metadata store's half of the "gone" proof (``worker.core.metadata_stores.PulsarMetadataStore``)."""
-
-    async def managed_ledger_exists(self, ml_name: str) -> bool: ...
-
-
-async def confirm_gone(topic: TopicName, store: MetadataStore | None) -> None:
-    """The one rule, shared by pipeline, scanner and purge-topic: after the admin API said "not found",
-    the topic is gone only if the metadata store has no managed ledger for it. Raises GoneUnconfirmed."""
-    if store is None:
-        raise GoneUnconfirmed(
-            topic, "not found by the admin API, but no metadata store is configured to confirm it (zookeeper.hosts)"
-        )
-    if await store.managed_ledger_exists(topic.managed_ledger_name):
-        raise GoneUnconfirmed(
-            topic, "not found by the admin API, but its managed ledger still exists in the metadata store"
-        )
 
 
 @dataclass(slots=True)
@@ -111,7 +87,7 @@ class SnapshotCache:
         *,
         ttl_s: float,
         max_size: int,
-        metadata_store: MetadataStore | None = None,
+        metadata_store: ManagedLedgerRecords | None = None,
         max_topics: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         on_bump: Callable[[TopicName, str], None] | None = None,
@@ -387,12 +363,6 @@ def _with_epoch(snap: Snapshot, epoch: int) -> Snapshot:
     if isinstance(snap, TopicGone):
         return TopicGone(snap.topic, epoch)
     return dataclasses.replace(snap, epoch=epoch)
-
-
-def in_use(snap: LiveSet, info: PendingDeleteLedgerInfo) -> bool:
-    """Whether the owner keeps the ledger of ``info`` (BookKeeper copy): ``worker.core.live_set``'s rule,
-    where a compacted ledger the topic may still use counts as in use (retried, never deleted)."""
-    return ledger_hold(snap, info.ledger_component, info.ledger_id) is not None
 
 
 def snapshot_cache(

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from worker.formats.managed_ledger_metadata import ManagedCursorInfo, ManagedLedgerInfo
-from worker.formats.message import LedgerComponent
+from worker.formats.message import LedgerComponent, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
 
 # ``owner_url`` of a live set read from the metadata store: no broker was asked.
@@ -286,3 +286,9 @@ class TopicGone:
 
 
 Snapshot = LiveSet | TopicGone
+
+
+def in_use(snap: LiveSet, info: PendingDeleteLedgerInfo) -> bool:
+    """Whether the owner keeps the ledger of ``info`` (BookKeeper copy): :func:`ledger_hold`'s rule, where a
+    compacted ledger the topic may still use counts as in use (retried, never deleted)."""
+    return ledger_hold(snap, info.ledger_component, info.ledger_id) is not None

@@ -31,8 +31,9 @@ from typing import Any
 from worker.backends.pulsar_store import UnreadableManagedLedger
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound
-from worker.broker.snapshot_cache import confirm_gone, live_state_reader
+from worker.broker.snapshot_cache import live_state_reader
 from worker.core.bucket_in_use import bucket_ledgers, subscription_of
+from worker.core.gone_proof import confirm_gone
 from worker.core.live_set import LiveSet
 from worker.core.offload_driver_metadata import driver_metadata
 from worker.formats.managed_ledger_metadata import ManagedLedgerInfo

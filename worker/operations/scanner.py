@@ -40,8 +40,9 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from worker.broker.snapshot_cache import GoneUnconfirmed, LiveSet, MetadataStore, SnapshotCache
+from worker.broker.snapshot_cache import LiveSet, SnapshotCache
 from worker.core.bucket_in_use import CursorRecord, bucket_hold, cursor_znode_name
+from worker.core.gone_proof import GoneUnconfirmed, ManagedLedgerRecords
 from worker.core.ledger_age import ledger_age
 from worker.core.ledger_owner import Owner, Unmapped, owner_of
 from worker.core.live_set import TopicGone, ledger_hold
@@ -152,7 +153,7 @@ class ScanReport:
 # ---- the metadata store: is a managed ledger / schema really gone? ------------------------------------
 
 
-class MetadataStoreView(MetadataStore, Protocol):
+class MetadataStoreView(ManagedLedgerRecords, Protocol):
     """What the scanner asks Pulsar's metadata store (``worker.core.metadata_stores.PulsarMetadataStore``)."""
 
     async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
