@@ -254,6 +254,45 @@ def _zk_connect_string(v: str | None) -> str | None:
     return v
 
 
+# Pulsar's metadata stores other than ZooKeeper, by their metadataStoreUrl scheme.
+_OTHER_METADATA_STORES = ("oxia:", "etcd:", "rocksdb:", "memory:", "local-memory:")
+
+
+def _hosts_of_metadata_store_url(url: str) -> str:
+    """The connect string of Pulsar's ``metadataStoreUrl`` (``zk:host:port[,host:port...][/chroot]``, also
+    with ``metadata-store:`` before it)."""
+    v = url.strip().removeprefix("metadata-store:")
+    if v.startswith("zk:"):
+        return v[len("zk:") :].removeprefix("//")
+    if v.startswith(_OTHER_METADATA_STORES) or "://" in v:
+        raise ValueError(f"{url!r}: not a ZooKeeper metadata store; this worker reads ZooKeeper (zk:host:port)")
+    return v  # a bare connect string, as Pulsar also accepts
+
+
+def _store_of_metadata_service_uri(uri: str) -> tuple[str, str]:
+    """The connect string and ledgers root of BookKeeper's ``metadataServiceUri``
+    (``zk+hierarchical://host:port[;host:port...]/ledgers``, any ``zk`` ledger-manager scheme, or Pulsar's
+    ``metadata-store:zk:host:port/ledgers``). The ledger manager the scheme names is not needed: the store's
+    ``LAYOUT`` says which one wrote it."""
+    v = uri.strip()
+    if v.startswith("metadata-store:"):
+        rest = v.removeprefix("metadata-store:")
+        if not rest.startswith("zk:"):
+            raise ValueError(f"{uri!r}: not a ZooKeeper metadata store; this worker reads ZooKeeper")
+        rest = rest.removeprefix("zk:").removeprefix("//")
+    else:
+        scheme, sep, rest = v.partition("://")
+        if not sep or not re.fullmatch(r"zk(\+[a-z]+)?", scheme):
+            raise ValueError(
+                f"{uri!r}: write it as the bookies' metadataServiceUri, e.g. zk+hierarchical://host:2181/ledgers"
+            )
+    ensemble, slash, path = rest.partition("/")
+    hosts = ensemble.replace(";", ",")
+    if not slash or not path:
+        raise ValueError(f"{uri!r}: no ledgers root (the path after the hosts, e.g. /ledgers)")
+    return hosts, "/" + path
+
+
 class ZooKeeperSettings(_Section):
     hosts: str | None = Field(
         "127.0.0.1:2181",
@@ -276,6 +315,48 @@ class ZooKeeperSettings(_Section):
         description="BookKeeper's ledgers root in its metadata store (the path of the bookies' metadataServiceUri).",
     )
     timeout_s: float = Field(10.0, gt=0, description="ZooKeeper session timeout, seconds; also bounds each call.")
+    metadata_store_url: str | None = Field(
+        None,
+        description=(
+            "Pulsar's metadata store as the brokers' metadataStoreUrl, pasted as is (zk:host:port[,...][/chroot]): "
+            "sets hosts (which must then be unset or equal)."
+        ),
+    )
+    metadata_service_uri: str | None = Field(
+        None,
+        description=(
+            "BookKeeper's metadata store as the bookies' metadataServiceUri, pasted as is "
+            "(zk+hierarchical://host:port[;host:port...]/ledgers): sets bookkeeper_hosts and ledgers_root (which "
+            "must then be unset or equal)."
+        ),
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_urls(cls, data: Any) -> Any:
+        """The URLs an operator already has, turned into the keys they stand for; a key given beside its URL
+        must say the same."""
+        if not isinstance(data, dict):
+            return data
+        d = dict(data)
+        if url := d.get("metadata_store_url"):
+            try:
+                hosts = _zk_connect_string(_hosts_of_metadata_store_url(str(url)))
+            except ValueError as e:
+                raise ValueError(f"zookeeper.metadata_store_url {e}") from e
+            if hosts:
+                _agree(d, "hosts", hosts, "metadata_store_url")
+                d["hosts"] = hosts
+        if uri := d.get("metadata_service_uri"):
+            try:
+                bk_hosts, root = _store_of_metadata_service_uri(str(uri))
+                bk_hosts = _zk_connect_string(bk_hosts) or ""
+            except ValueError as e:
+                raise ValueError(f"zookeeper.metadata_service_uri {e}") from e
+            _agree(d, "bookkeeper_hosts", bk_hosts, "metadata_service_uri")
+            _agree(d, "ledgers_root", root, "metadata_service_uri")
+            d["bookkeeper_hosts"], d["ledgers_root"] = bk_hosts, root
+        return d
 
     @field_validator("hosts", "bookkeeper_hosts")
     @classmethod
@@ -305,7 +386,20 @@ class ZooKeeperSettings(_Section):
     @property
     def bookkeeper_store_key(self) -> str:
         """The key that names BookKeeper's metadata store, for error messages."""
-        return "zookeeper.bookkeeper_hosts" if self.bookkeeper_hosts else "zookeeper.hosts"
+        if self.metadata_service_uri:
+            return "zookeeper.metadata_service_uri"
+        return "zookeeper.bookkeeper_hosts" if self.bookkeeper_hosts else self.pulsar_store_key
+
+    @property
+    def pulsar_store_key(self) -> str:
+        """The key that names Pulsar's metadata store, for error messages."""
+        return "zookeeper.metadata_store_url" if self.metadata_store_url else "zookeeper.hosts"
+
+
+def _agree(data: dict[str, Any], key: str, value: str, url_key: str) -> None:
+    given = data.get(key)
+    if given is not None and str(given).rstrip("/") != value.rstrip("/"):
+        raise ValueError(f"zookeeper.{key} {given!r} and zookeeper.{url_key} (which means {value!r}) disagree: set one")
 
 
 class S3Target(_Section):

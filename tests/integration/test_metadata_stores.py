@@ -60,19 +60,33 @@ def refused(h: WorkerHarness) -> str:
             {"hosts": "{zk}", "bookkeeper_hosts": "{zk}/nonexistent"},
             "zookeeper.bookkeeper_hosts {zk}/nonexistent: not BookKeeper's metadata store",
         ),
+        # The brokers' metadataStoreUrl pasted as is, but BookKeeper's chroot's: named by its own key.
+        (
+            {
+                "hosts": None,
+                "metadata_store_url": "zk:{zk}/ledgers",
+                "metadata_service_uri": "zk+hierarchical://{zk}/ledgers",
+            },
+            "zookeeper.metadata_store_url {zk}/ledgers: not Pulsar's metadata store",
+        ),
     ],
-    ids=["bookkeeper-ensemble-as-pulsar-store", "pulsar-store-chroot-missing", "bookkeeper-store-chroot-missing"],
+    ids=[
+        "bookkeeper-ensemble-as-pulsar-store",
+        "pulsar-store-chroot-missing",
+        "bookkeeper-store-chroot-missing",
+        "metadata-store-url-wrong",
+    ],
 )
 def test_a_wrong_metadata_store_refuses_to_start(
     stack: Stack,
     unique: str,
     tmp_path: Path,
     harnesses: list[WorkerHarness],
-    zookeeper: dict[str, str],
+    zookeeper: dict[str, str | None],
     expected: str,
 ) -> None:
     zk = stack.zookeeper_hosts
-    zookeeper = {k: v.format(zk=zk) for k, v in zookeeper.items()}
+    zookeeper = {k: v.format(zk=zk) if v else v for k, v in zookeeper.items()}
     h = WorkerHarness(stack, tmp_path, f"stores-{unique}", zookeeper=zookeeper)
     harnesses.append(h)
     log = refused(h)
@@ -100,6 +114,30 @@ async def test_stores_apart_start_and_each_read_goes_to_its_store(
     async with ZooKeeper(stack.zookeeper_hosts) as zk:
         for lid in ids:
             assert not await zk.bookkeeper.ledger_metadata_exists(lid)
+
+
+async def test_the_urls_an_operator_has_are_enough(
+    stack: Stack, unique: str, tmp_path: Path, harnesses: list[WorkerHarness]
+) -> None:
+    """Only the brokers' metadataStoreUrl and the bookies' metadataServiceUri, as broker.conf and
+    bookkeeper.conf write them: the daemon proves both stores through them and deletes through them."""
+    gone_topic = f"persistent://public/default/stores-urls-{unique}"
+    ids = create_ledgers(stack, 2, pulsar_ml_metadata(gone_topic))
+    zk = stack.zookeeper_hosts
+    urls = {"hosts": None, "metadata_store_url": f"zk:{zk}", "metadata_service_uri": f"zk+hierarchical://{zk}/ledgers"}
+    h = WorkerHarness(stack, tmp_path, f"urls-{unique}", zookeeper=urls, bookkeeper={"delete_via": "zookeeper"})
+    harnesses.append(h)
+    h.start()
+    for lid in ids:
+        h.send(PendingDeleteLedgerInfo(gone_topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid))
+
+    async def settled() -> bool:
+        return h.metric("ledger_deletion_deleted_total", result="deleted") >= len(ids)
+
+    await eventually(settled, timeout=120, interval=1, what="both orphans deleted")
+    async with ZooKeeper(zk) as store:
+        for lid in ids:
+            assert not await store.bookkeeper.ledger_metadata_exists(lid)
 
 
 async def test_each_read_goes_to_its_store(stack: Stack, unique: str, admin: PulsarAdmin, bookkeeper_only: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -348,4 +349,68 @@ def test_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 )
 def test_a_bad_value_names_its_key(zookeeper: dict[str, str | None], key: str) -> None:
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        load_settings(zookeeper=zookeeper)
+
+
+# ---- the URLs an operator already has: the brokers' metadataStoreUrl, the bookies' metadataServiceUri ----
+
+
+@pytest.mark.parametrize(
+    ("zookeeper", "hosts", "bookkeeper_store", "ledgers_root"),
+    [
+        ({"metadata_store_url": "zk:zk-1:2181,zk-2:2181/pulsar"}, "zk-1:2181,zk-2:2181/pulsar", None, "/ledgers"),
+        ({"metadata_store_url": "metadata-store:zk:zk-1:2181"}, "zk-1:2181", None, "/ledgers"),
+        (
+            {
+                "metadata_store_url": "zk:zk-1:2181",
+                "metadata_service_uri": "zk+hierarchical://bk-1:2181;bk-2:2181/ledgers",
+            },
+            "zk-1:2181",
+            "bk-1:2181,bk-2:2181",
+            "/ledgers",
+        ),
+        ({"metadata_service_uri": "zk://zk-1:2181/bk/ledgers"}, "127.0.0.1:2181", "zk-1:2181", "/bk/ledgers"),
+        ({"metadata_service_uri": "metadata-store:zk:zk-1:2181/ledgers"}, "127.0.0.1:2181", "zk-1:2181", "/ledgers"),
+        # A key given beside its URL, saying the same.
+        ({"hosts": "zk-1:2181", "metadata_store_url": "zk:zk-1:2181"}, "zk-1:2181", None, "/ledgers"),
+    ],
+)
+def test_the_urls_an_operator_has_set_the_keys(
+    zookeeper: dict[str, str], hosts: str, bookkeeper_store: str | None, ledgers_root: str
+) -> None:
+    zs = load_settings(zookeeper=zookeeper).zookeeper
+    assert (zs.hosts, zs.bookkeeper_store, zs.ledgers_root) == (hosts, bookkeeper_store or hosts, ledgers_root)
+
+
+def test_a_url_names_itself_in_errors_about_its_store() -> None:
+    zs = load_settings(
+        zookeeper={"metadata_store_url": "zk:zk-1:2181", "metadata_service_uri": "zk+hierarchical://zk-1:2181/ledgers"}
+    ).zookeeper
+    assert (zs.pulsar_store_key, zs.bookkeeper_store_key) == (
+        "zookeeper.metadata_store_url",
+        "zookeeper.metadata_service_uri",
+    )
+
+
+@pytest.mark.parametrize(
+    ("zookeeper", "message"),
+    [
+        ({"metadata_store_url": "oxia://oxia:6648"}, "not a ZooKeeper metadata store"),
+        ({"metadata_store_url": "etcd:etcd:2379"}, "not a ZooKeeper metadata store"),
+        ({"metadata_store_url": "zk:zk-1:21x1"}, "has no valid port"),
+        (
+            {"hosts": "zk-2:2181", "metadata_store_url": "zk:zk-1:2181"},
+            "zookeeper.hosts 'zk-2:2181' and zookeeper.metadata_store_url",
+        ),
+        ({"metadata_service_uri": "bk://zk-1:2181/ledgers"}, "metadataServiceUri"),
+        ({"metadata_service_uri": "zk+hierarchical://zk-1:2181"}, "no ledgers root"),
+        ({"metadata_service_uri": "metadata-store:oxia://oxia:6648/ledgers"}, "not a ZooKeeper metadata store"),
+        (
+            {"ledgers_root": "/other", "metadata_service_uri": "zk+hierarchical://zk-1:2181/ledgers"},
+            "zookeeper.ledgers_root '/other' and zookeeper.metadata_service_uri",
+        ),
+    ],
+)
+def test_a_bad_url_is_refused_naming_it(zookeeper: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
         load_settings(zookeeper=zookeeper)

@@ -59,9 +59,9 @@ class ZooKeeperPulsarStore:
                 return
         raise WrongMetadataStore(
             f"{self.where}: not Pulsar's metadata store: {what} ({' nor '.join(paths)}), so no "
-            "topic could be proven gone. Point zookeeper.hosts at the brokers' metadataStoreUrl (with its "
+            f"topic could be proven gone. Point {self.key} at the brokers' metadataStoreUrl (with its "
             "chroot, if any); BookKeeper's metadata, when it lives in another ensemble, goes in "
-            "zookeeper.bookkeeper_hosts"
+            "zookeeper.bookkeeper_hosts or zookeeper.metadata_service_uri"
         )
 
     async def managed_ledger_exists(self, ml_name: str) -> bool:

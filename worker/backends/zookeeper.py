@@ -34,19 +34,20 @@ class ZooKeeper:
         timeout_s: float = 10.0,
         ledgers_root: str = "/ledgers",
         bookkeeper_hosts: str | None = None,
-        bookkeeper_key: str = "zookeeper.bookkeeper_hosts",
+        pulsar_key: str = "zookeeper.hosts",
+        bookkeeper_key: str | None = None,
     ) -> None:
         self.session = ZooKeeperSession(hosts, timeout_s=timeout_s)
         separate = bool(bookkeeper_hosts) and bookkeeper_hosts != hosts
         self._bookkeeper_session = (
             ZooKeeperSession(bookkeeper_hosts, timeout_s=timeout_s) if separate and bookkeeper_hosts else None
         )
-        self.pulsar = ZooKeeperPulsarStore(self.session)
+        self.pulsar = ZooKeeperPulsarStore(self.session, key=pulsar_key)
         self.bookkeeper = ZooKeeperBookKeeperStore(
             self._bookkeeper_session or self.session,
             ledgers_root=ledgers_root,
             # The key that names BookKeeper's store in error messages.
-            key=bookkeeper_key if separate else "zookeeper.hosts",
+            key=bookkeeper_key or ("zookeeper.bookkeeper_hosts" if separate else pulsar_key),
         )
 
     @classmethod
@@ -58,6 +59,7 @@ class ZooKeeper:
             timeout_s=zs.timeout_s,
             ledgers_root=zs.ledgers_root,
             bookkeeper_hosts=zs.bookkeeper_hosts,
+            pulsar_key=zs.pulsar_store_key,
             bookkeeper_key=zs.bookkeeper_store_key,
         )
 
