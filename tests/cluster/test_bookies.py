@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
+from testkit.topics import eventually
 from tests.cluster.conftest import Cluster
-from tests.integration.helpers import eventually
-from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.backends.bookie_http import BookieClient
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 

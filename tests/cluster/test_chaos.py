@@ -26,11 +26,12 @@ import boto3
 import pytest
 
 from testkit.admin import StagingAdmin
+from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from testkit.harness import ml_info as ml
+from testkit.topics import count_from_earliest, eventually, ml_ledger_ids, produce
 from tests.cluster.conftest import Cluster
 from tests.cluster.placement import spread
-from tests.integration.helpers import HttpProxy, count_from_earliest, eventually, ml_ledger_ids, produce
-from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
+from tests.integration.helpers import HttpProxy
 from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
 from worker.backends.zookeeper import ZooKeeper

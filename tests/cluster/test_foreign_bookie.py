@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from tests.cluster.conftest import Cluster
 from tests.conftest import Stack
-from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.backends.bookie_http import BookieClient, BookieNotInCluster
 from worker.backends.http import new_session
 from worker.backends.zookeeper import ZooKeeper

@@ -19,8 +19,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from testkit.topics import eventually
 from tests.cluster.conftest import Cluster
-from tests.integration.helpers import eventually
 from tests.integration.prometheus_helpers import DASHBOARD, Prom, run_prometheus, selectors
 from tests.ops.promql import GRAFANA_VARS
 from tools import dashboards

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from testkit.admin import StagingAdmin
 from testkit.footprint import listed_as_loaded
+from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from testkit.harness import ml_info as ml
+from testkit.topics import count_from_earliest, eventually, ml_ledger_ids, produce
 from tests.cluster.conftest import Cluster
 from tests.cluster.placement import owner, spread, unload_bundle
-from tests.integration.helpers import count_from_earliest, eventually, ml_ledger_ids, produce
-from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
 from worker.formats.topic_name import TopicName

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit.harness import WorkerHarness
 from testkit.stack import REPO, STACK, admin_for, bookie_for, mark_directory, parse_env, stack_of
 from tests.conftest import Stack
-from tests.integration.worker_harness import WorkerHarness
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
 

@@ -17,10 +17,11 @@ import pulsar
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from testkit.harness import WorkerHarness
 from testkit.stack import scan_dry_run
+from testkit.topics import eventually
 from tests.extension.conftest import PENDING, ExtStack, worker_config_file
-from tests.integration.helpers import eventually, quiet_logger
-from tests.integration.worker_harness import WorkerHarness
+from tests.integration.helpers import quiet_logger
 from worker.formats.managed_ledger_metadata import parse_managed_cursor_info, parse_managed_ledger_info
 from worker.formats.message import LedgerType, PendingDeleteLedgerInfo, decode
 from worker.formats.topic_name import TopicName

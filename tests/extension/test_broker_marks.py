@@ -15,10 +15,11 @@ from pathlib import Path
 import pulsar
 from kazoo.client import KazooClient
 
+from testkit.harness import WorkerHarness
+from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.extension.conftest import PENDING, ExtStack, worker_on_extension_queue
 from tests.extension.helpers import ml_path, queued_for
-from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
-from tests.integration.worker_harness import WorkerHarness
+from tests.integration.helpers import quiet_logger
 from worker.broker.admin import PulsarAdmin
 from worker.broker.client import PendingDeleteSchema
 from worker.formats.topic_name import TopicName

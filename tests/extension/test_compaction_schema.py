@@ -24,6 +24,8 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
+from testkit.harness import WorkerHarness
+from testkit.topics import eventually
 from tests.extension.conftest import ExtStack, worker_on_extension_queue
 from tests.extension.helpers import (
     SETTLED,
@@ -35,8 +37,7 @@ from tests.extension.helpers import (
     scan_orphans,
     wait_settled,
 )
-from tests.integration.helpers import compact, eventually, produce_keyed, topic_with_schema
-from tests.integration.worker_harness import WorkerHarness
+from tests.integration.helpers import compact, produce_keyed, topic_with_schema
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent
 from worker.formats.metadata_paths import hierarchical_ledger_path

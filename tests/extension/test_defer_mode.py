@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pulsar
 
+from testkit.harness import WorkerHarness
+from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.extension.conftest import ExtStack, ext_stack_cmd, worker_on_extension_queue
 from tests.extension.helpers import (
     MetadataWatch,
@@ -34,8 +36,7 @@ from tests.extension.helpers import (
     scan_orphans,
     wait_settled,
 )
-from tests.integration.helpers import compact, eventually, ml_ledger_ids, produce, produce_keyed, quiet_logger
-from tests.integration.worker_harness import WorkerHarness
+from tests.integration.helpers import compact, produce_keyed, quiet_logger
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
 from worker.errors import BackendError

@@ -22,10 +22,11 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from testkit.harness import WorkerHarness
+from testkit.topics import eventually
 from tests.extension.conftest import ExtStack, worker_on_extension_queue
 from tests.extension.helpers import SETTLED, Queued, ml_path, queued_for, rest, scan_orphans, wait_settled
-from tests.integration.helpers import eventually, quiet_logger
-from tests.integration.worker_harness import WorkerHarness
+from tests.integration.helpers import quiet_logger
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
 from worker.core.bucket_in_use import bucket_ledgers, cursor_znode_name

@@ -15,6 +15,8 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from testkit.harness import WorkerHarness
+from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.extension.conftest import ExtStack, worker_on_extension_queue
 from tests.extension.helpers import (
     SETTLED,
@@ -26,9 +28,8 @@ from tests.extension.helpers import (
     scan_orphans,
     wait_settled,
 )
-from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
+from tests.integration.helpers import quiet_logger
 from tests.integration.offload_helpers import offload_topic
-from tests.integration.worker_harness import WorkerHarness
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent, LedgerType
 from worker.formats.topic_name import TopicName

@@ -28,8 +28,9 @@ from typing import Any
 import pulsar
 from kazoo.client import KazooClient
 
+from testkit.topics import produce
 from tests.extension.conftest import ExtStack, start_broker, stop_broker
-from tests.integration.helpers import produce, quiet_logger
+from tests.integration.helpers import quiet_logger
 from worker.formats.managed_ledger_metadata import parse_managed_cursor_info
 from worker.formats.topic_name import TopicName
 

@@ -19,9 +19,10 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.extension.conftest import ExtStack, ext_stack_cmd
 from tests.extension.helpers import broker_metric, ml_path, queued_for, scan_orphans
-from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
+from tests.integration.helpers import quiet_logger
 from worker.broker.admin import PulsarAdmin
 from worker.errors import BackendError
 from worker.formats.topic_name import TopicName

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from testkit.harness import WorkerHarness, free_port
 from tests.integration.prometheus_helpers import binary, wait_http
-from tests.integration.worker_harness import WorkerHarness, free_port
 
 
 @pytest.fixture

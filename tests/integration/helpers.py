@@ -17,16 +17,13 @@ from typing import Any
 
 import pulsar
 
-from testkit.topics import count_from_earliest, eventually, ml_ledger_ids, produce
+from testkit.harness import WorkerHarness
+from testkit.topics import eventually, ml_ledger_ids
 from tests.conftest import REPO, Stack
-from tests.integration.worker_harness import WorkerHarness
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
 from worker.formats.topic_name import TopicName
 from worker.settings import Settings, load_settings
-
-__all__ = ["count_from_earliest", "eventually", "ml_ledger_ids", "produce", "quiet_logger"]
-
 
 # ---- clients, topics and ledgers on the real stack ------------------------------------------------------
 

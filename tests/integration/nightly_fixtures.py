@@ -8,9 +8,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from testkit.harness import WorkerHarness
+from testkit.topics import eventually
 from tests.conftest import Stack
-from tests.integration.helpers import TcpProxy, eventually
-from tests.integration.worker_harness import WorkerHarness
+from tests.integration.helpers import TcpProxy
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import REASON, RECONSUMETIMES

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from testkit.topics import eventually, ml_ledger_ids
 from tests.conftest import Stack
-from tests.integration.helpers import eventually, ml_ledger_ids
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo

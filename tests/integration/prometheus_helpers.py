@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
+from testkit.harness import free_port
 from tests.conftest import REPO
-from tests.integration.worker_harness import free_port
 
 # The dashboard as committed (tools/dashboards.py writes it).
 DASHBOARD = REPO / "deploy" / "helm" / "ledger-deletion-worker" / "files" / "ledger-deletion.json"

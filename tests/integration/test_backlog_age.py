@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from testkit.topics import produce
 from tests.conftest import Stack
-from tests.integration.helpers import produce
 from worker.broker.admin import PulsarAdmin
 from worker.formats.topic_name import TopicName
 from worker.metrics import oldest_backlog_age_s

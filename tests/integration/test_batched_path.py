@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from testkit.harness import ml_info as ml
+from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
-from tests.integration.helpers import eventually, ml_ledger_ids, produce
-from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
 from worker.broker.topology import ensure_topology

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from testkit.harness import free_port
+from testkit.harness import WorkerHarness, create_ledgers, free_port, pulsar_ml_metadata
+from testkit.topics import eventually
 from tests.conftest import Stack
-from tests.integration.helpers import eventually
-from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
 from worker.backends.zookeeper import ZooKeeper

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from testkit.harness import WorkerHarness
 from tests.conftest import REPO, Stack
 from tests.integration.helpers import worker_config
-from tests.integration.worker_harness import WorkerHarness
 
 pytestmark = pytest.mark.integration
 

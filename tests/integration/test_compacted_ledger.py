@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from testkit.harness import WorkerHarness, create_ledgers
 from tests.conftest import Stack
 from tests.integration.helpers import (
     admin_call,
@@ -32,7 +33,6 @@ from tests.integration.helpers import (
     settings_of,
     worker_config,
 )
-from tests.integration.worker_harness import WorkerHarness, create_ledgers
 from worker.backends.bookie_http import BookieClient
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin

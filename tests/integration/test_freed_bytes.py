@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
+from testkit.harness import WorkerHarness
 from testkit.harness import ml_info as ml
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata
+from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
-from tests.integration.helpers import bookie_length, eventually, ml_ledger_ids, produce
+from tests.integration.helpers import bookie_length
 from tests.integration.offload_helpers import keys_of, offload_contexts, offload_msg, offload_topic, settings
-from tests.integration.worker_harness import WorkerHarness
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
 from worker.core.decision import Outcome

@@ -23,10 +23,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from testkit.harness import WorkerHarness, create_ledgers
+from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
-from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
+from tests.integration.helpers import quiet_logger
 from tests.integration.offload_helpers import offload_contexts, offload_topic
-from tests.integration.worker_harness import WorkerHarness, create_ledgers
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
 from worker.broker.client import PendingDeleteSchema

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
+from testkit.topics import eventually
 from tests.conftest import Stack
-from tests.integration.helpers import cli, eventually
-from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
+from tests.integration.helpers import cli
 from worker.backends.zookeeper import ZooKeeper
 from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
 from worker.broker.admin import PulsarAdmin

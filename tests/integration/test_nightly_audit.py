@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from testkit.harness import WorkerHarness, create_ledgers, free_port, pulsar_ml_metadata
 from testkit.orphans import delete_topic_metadata_keep_ledgers
+from testkit.topics import produce
 from tests.conftest import REPO, Stack
-from tests.integration.helpers import bookie_length, fresh_namespace, produce, quiet_logger
+from tests.integration.helpers import bookie_length, fresh_namespace, quiet_logger
 from tests.integration.nightly_fixtures import pushed, start_pushgateway
 from tests.integration.offload_helpers import offload_topic
-from tests.integration.worker_harness import WorkerHarness, create_ledgers, free_port, pulsar_ml_metadata
 from worker.broker.admin import PulsarAdmin
 from worker.core.freed_bytes import human_bytes
 from worker.formats.message import LedgerType, decode

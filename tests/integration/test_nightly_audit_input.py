@@ -63,7 +63,7 @@ def test_a_pickle_in_a_ledger_znode_is_never_unpickled(stack: Stack, unique: str
 async def test_bookie_json_rows_are_judged_as_the_znode_rows(stack: Stack, test_namespace: str, unique: str) -> None:
     """The fallback without ZooKeeper hands the judging stage the bookie's JSON (data, parsed there),
     not a Python object: the same ledger judged from its znode and from its JSON gets the same verdict."""
-    from tests.integration.worker_harness import create_ledgers, pulsar_ml_metadata
+    from testkit.harness import create_ledgers, pulsar_ml_metadata
     from worker.backends.bookie_http import BookieClient
     from worker.backends.http import new_session
     from worker.nightly.audit import judge_ledgers

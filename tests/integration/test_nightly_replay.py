@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from testkit.harness import ml_info
+from testkit.harness import WorkerHarness, create_ledgers, free_port, ml_info, pulsar_ml_metadata
+from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import REPO, Stack
-from tests.integration.helpers import bookie_length, eventually, ml_ledger_ids, produce
+from tests.integration.helpers import bookie_length
 from tests.integration.nightly_fixtures import (
     bookie_proxy,
     dead_letter_worker,
@@ -28,7 +29,6 @@ from tests.integration.nightly_fixtures import (
     start_pushgateway,
     wait_dlq,
 )
-from tests.integration.worker_harness import WorkerHarness, create_ledgers, free_port, pulsar_ml_metadata
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo, encode
 from worker.formats.topic_name import TopicName

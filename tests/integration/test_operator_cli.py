@@ -9,18 +9,10 @@ from typing import Any
 import pulsar
 import pytest
 
+from testkit.harness import WorkerHarness
+from testkit.topics import eventually
 from tests.conftest import Stack
-from tests.integration.helpers import (
-    cli,
-    dead_letter,
-    eventually,
-    ml_info,
-    quiet_logger,
-    read_pending,
-    settings_of,
-    worker_config,
-)
-from tests.integration.worker_harness import WorkerHarness
+from tests.integration.helpers import cli, dead_letter, ml_info, quiet_logger, read_pending, settings_of, worker_config
 from worker.broker.admin import PulsarAdmin
 from worker.broker.topology import ensure_topology
 from worker.formats import message as m

@@ -11,8 +11,9 @@ from testkit.orphans import (
     partition_count,
     quiesce,
 )
+from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
-from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
+from tests.integration.helpers import quiet_logger
 from worker.backends.bookie_http import BookieClient
 from worker.backends.bookkeeper_store import LedgerMetadataChanged
 from worker.backends.zookeeper import ZooKeeper

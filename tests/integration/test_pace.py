@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from testkit.harness import ml_info
+from testkit.harness import WorkerHarness, create_ledgers, ml_info, pulsar_ml_metadata
+from testkit.topics import eventually
 from tests.conftest import Stack
-from tests.integration.helpers import TcpProxy, eventually
-from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
+from tests.integration.helpers import TcpProxy
 from worker.backends.zookeeper import ZooKeeper
 
 pytestmark = pytest.mark.integration

@@ -8,18 +8,11 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from testkit.harness import WorkerHarness
 from testkit.orphans import drop_ledgers_from_metadata
+from testkit.topics import ml_ledger_ids, produce
 from tests.conftest import Stack
-from tests.integration.helpers import (
-    ml_info,
-    ml_ledger_ids,
-    produce,
-    quiet_logger,
-    read_pending,
-    settings_of,
-    worker_config,
-)
-from tests.integration.worker_harness import WorkerHarness
+from tests.integration.helpers import ml_info, quiet_logger, read_pending, settings_of, worker_config
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import decode
 from worker.formats.topic_name import TopicName

@@ -22,9 +22,10 @@ from typing import Any
 import pulsar
 import pytest
 
+from testkit.harness import WorkerHarness, create_ledgers, free_port, pulsar_ml_metadata
+from testkit.topics import eventually
 from tests.conftest import Stack
-from tests.integration.helpers import eventually, quiet_logger
-from tests.integration.worker_harness import WorkerHarness, create_ledgers, free_port, pulsar_ml_metadata
+from tests.integration.helpers import quiet_logger
 from worker.broker.admin import PulsarAdmin
 from worker.formats import message as m
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, encode

@@ -29,12 +29,12 @@ from pathlib import Path
 import boto3
 import pytest
 
+from testkit.harness import WorkerHarness, free_port
 from testkit.harness import ml_info as ml
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata
+from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import REPO, Stack
-from tests.integration.helpers import eventually, ml_ledger_ids, produce
 from tests.integration.prometheus_helpers import DASHBOARD, Prom, run_prometheus, selectors, wait_http
-from tests.integration.worker_harness import WorkerHarness, free_port
 from tests.ops.promql import alert_rules, dashboard_queries
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin

@@ -9,19 +9,11 @@ from typing import Any
 
 import pytest
 
+from testkit.harness import WorkerHarness
 from testkit.orphans import quiesce
+from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
-from tests.integration.helpers import (
-    cli,
-    eventually,
-    live_topic_with_schema_and_cursor,
-    ml_ledger_ids,
-    produce,
-    read_pending,
-    settings_of,
-    worker_config,
-)
-from tests.integration.worker_harness import WorkerHarness
+from tests.integration.helpers import cli, live_topic_with_schema_and_cursor, read_pending, settings_of, worker_config
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin, TopicNotFound
 from worker.core.verification import Verdict, verify_bookkeeper

@@ -12,9 +12,9 @@ from typing import Any
 import pulsar
 import pytest
 
+from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from tests.conftest import Stack
 from tests.integration.helpers import bookie_length, cli, dead_letter, ml_info, quiet_logger, settings_of, worker_config
-from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.broker.admin import PulsarAdmin
 from worker.broker.topology import ensure_topology
 from worker.core.freed_bytes import human_bytes

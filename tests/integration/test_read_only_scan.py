@@ -19,7 +19,9 @@ import pulsar
 import pytest
 
 from testkit.footprint import footprint, stats_period_s
+from testkit.harness import WorkerHarness
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
+from testkit.topics import ml_ledger_ids, produce
 from tests.conftest import Stack
 from tests.integration.helpers import (
     cli,
@@ -28,13 +30,10 @@ from tests.integration.helpers import (
     last_json,
     live_ids,
     live_topic_with_schema_and_cursor,
-    ml_ledger_ids,
-    produce,
     produce_keyed,
     quiet_logger,
     worker_config,
 )
-from tests.integration.worker_harness import WorkerHarness
 from worker.backends.ledger_listing import read_listing
 from worker.backends.pulsar_metadata import PulsarMetadata, StoredTopic
 from worker.backends.zookeeper import ZooKeeper

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from testkit.harness import create_ledgers
+from testkit.harness import WorkerHarness, create_ledgers
 from testkit.stack import REPO, broker_version, pulsar_home, pulsar_java
+from testkit.topics import eventually
 from tests.conftest import Stack
-from tests.integration.helpers import cli, eventually, fresh_namespace, worker_config
-from tests.integration.worker_harness import WorkerHarness
+from tests.integration.helpers import cli, fresh_namespace, worker_config
 from worker.backends.bookie_http import BookieClient
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin

@@ -12,12 +12,12 @@ from typing import Any
 import boto3
 import pytest
 
+from testkit.harness import WorkerHarness
 from testkit.orphans import delete_topic_metadata_keep_ledgers
 from testkit.topics import produce
 from tests.conftest import Stack
 from tests.integration.helpers import cli, fresh_namespace, worker_config
 from tests.integration.offload_helpers import offload_topic
-from tests.integration.worker_harness import WorkerHarness
 from worker.broker.admin import PulsarAdmin
 from worker.formats.topic_name import TopicName
 

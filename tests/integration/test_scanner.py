@@ -15,24 +15,22 @@ from typing import Any
 import pulsar
 import pytest
 
+from testkit.harness import WorkerHarness, create_ledgers
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
+from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
 from tests.integration.helpers import (
     cli,
     count_messages,
-    eventually,
     fresh_namespace,
     last_json,
     live_ids,
     live_topic_with_schema_and_cursor,
-    ml_ledger_ids,
-    produce,
     quiet_logger,
     read_pending,
     settings_of,
     worker_config,
 )
-from tests.integration.worker_harness import WorkerHarness, create_ledgers
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin, TopicNotFound
 from worker.formats.topic_name import TopicName

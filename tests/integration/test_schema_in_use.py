@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from testkit.harness import WorkerHarness, create_ledgers
 from tests.conftest import Stack
 from tests.integration.helpers import cli, fresh_namespace, settings_of, topic_with_schema, worker_config
-from tests.integration.worker_harness import WorkerHarness, create_ledgers
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin
 from worker.core.decision import Outcome

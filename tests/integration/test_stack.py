@@ -13,8 +13,9 @@ import pulsar
 import pytest
 
 from testkit.stack import broker_version
+from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import STACK, Stack
-from tests.integration.helpers import eventually, ml_ledger_ids, produce, quiet_logger
+from tests.integration.helpers import quiet_logger
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
 from worker.formats.topic_name import TopicName

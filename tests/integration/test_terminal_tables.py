@@ -19,11 +19,10 @@ import pulsar
 import pytest
 
 from testkit.footprint import stats_period_s
-from testkit.harness import create_ledgers, pulsar_ml_metadata
+from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from testkit.topics import produce
 from tests.conftest import REPO, Stack
 from tests.integration.helpers import dead_letter, fresh_namespace, ml_info, quiet_logger, settings_of, worker_config
-from tests.integration.worker_harness import WorkerHarness
 from worker.broker.admin import PulsarAdmin
 from worker.broker.topology import ensure_topology
 from worker.formats import message as m

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from testkit.harness import WorkerHarness
+from testkit.topics import eventually, produce
 from tests.conftest import Stack
-from tests.integration.helpers import eventually, produce
 from tests.integration.offload_helpers import offload_contexts, offload_topic, settings
-from tests.integration.worker_harness import WorkerHarness
 from worker.broker.admin import PulsarAdmin
 from worker.core.decision import Outcome
 from worker.core.offload_driver_metadata import driver_metadata

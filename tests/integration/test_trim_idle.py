@@ -27,10 +27,10 @@ import pytest
 from kazoo.client import KazooClient
 
 from testkit.footprint import Footprint, footprint, stats_period_s
+from testkit.harness import WorkerHarness
 from testkit.topics import produce
 from tests.conftest import Stack
 from tests.integration.helpers import cli, fresh_namespace, quiet_logger, worker_config
-from tests.integration.worker_harness import WorkerHarness
 from worker.backends.ledger_listing import ledger_subtrees, read_subtrees
 from worker.broker.admin import PulsarAdmin
 from worker.core.ledger_owner import Unmapped, owner_of

@@ -12,20 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata
 from testkit.stack import broker_version
+from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
-from tests.integration.helpers import (
-    cli,
-    count_messages,
-    eventually,
-    last_json,
-    live_ids,
-    ml_ledger_ids,
-    produce,
-    worker_config,
-)
-from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
+from tests.integration.helpers import cli, count_messages, last_json, live_ids, worker_config
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
 from worker.formats.topic_name import TopicName

@@ -9,10 +9,10 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from testkit.harness import ml_info
+from testkit.harness import WorkerHarness, create_ledgers, ml_info, pulsar_ml_metadata
+from testkit.topics import count_from_earliest, eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
-from tests.integration.helpers import TcpProxy, count_from_earliest, eventually, ml_ledger_ids, produce, quiet_logger
-from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
+from tests.integration.helpers import TcpProxy, quiet_logger
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
+from testkit.topics import eventually
 from tests.conftest import STACK, Stack
-from tests.integration.helpers import eventually
-from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from testkit.harness import ml_info
+from testkit.harness import WorkerHarness, create_ledgers, ml_info, pulsar_ml_metadata
+from testkit.topics import count_from_earliest, eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
-from tests.integration.helpers import HttpProxy, count_from_earliest, eventually, ml_ledger_ids, produce
-from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
+from tests.integration.helpers import HttpProxy
 from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
 from worker.backends.zookeeper import ZooKeeper

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from testkit.harness import WorkerHarness
 from testkit.orphans import drop_ledgers_from_metadata, edit_offload
+from testkit.topics import count_from_earliest, eventually, produce
 from tests.conftest import Stack
-from tests.integration.helpers import count_from_earliest, eventually, produce
 from tests.integration.offload_helpers import keys_of, offload_contexts, offload_msg, offload_topic
-from tests.integration.worker_harness import WorkerHarness
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo

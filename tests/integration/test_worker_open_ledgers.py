@@ -11,10 +11,9 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from testkit.harness import LedgerWriter, ml_info, quiet_logger
+from testkit.harness import LedgerWriter, WorkerHarness, create_ledgers, ml_info, pulsar_ml_metadata, quiet_logger
+from testkit.topics import eventually, ml_ledger_ids
 from tests.conftest import Stack
-from tests.integration.helpers import eventually, ml_ledger_ids
-from tests.integration.worker_harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin
 from worker.formats import ledger_metadata_record as record

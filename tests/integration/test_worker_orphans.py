@@ -9,11 +9,12 @@ import pulsar
 import pytest
 from kazoo.client import KazooClient
 
+from testkit.harness import WorkerHarness
 from testkit.harness import ml_info as ml
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
+from testkit.topics import count_from_earliest, eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
-from tests.integration.helpers import count_from_earliest, eventually, ml_ledger_ids, produce, quiet_logger
-from tests.integration.worker_harness import WorkerHarness
+from tests.integration.helpers import quiet_logger
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo

@@ -9,8 +9,8 @@ import threading
 import pytest
 from kazoo.exceptions import NoNodeError
 
+from testkit.harness import create_ledgers, pulsar_ml_metadata
 from tests.conftest import Stack
-from tests.integration.worker_harness import create_ledgers, pulsar_ml_metadata
 from worker.backends.bookkeeper_store import MULTI_READ_MAX, LedgerMetadataChanged
 from worker.backends.prefetched_ledgers import prefetched
 from worker.backends.zookeeper import ZooKeeper
