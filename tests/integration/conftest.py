@@ -5,11 +5,12 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
 from testkit.harness import WorkerHarness, free_port
+from tests.conftest import Stack
 from tests.integration.prometheus_helpers import binary, wait_http
 
 
@@ -20,6 +21,24 @@ def harnesses() -> Iterator[list[WorkerHarness]]:
     yield made
     for h in made:
         h.close()
+
+
+class WorkerFactory(Protocol):
+    def __call__(self, name: str | None = None, *, start: bool = True, **overrides: Any) -> WorkerHarness: ...
+
+
+@pytest.fixture
+def make_worker(stack: Stack, tmp_path: Path, unique: str, harnesses: list[WorkerHarness]) -> WorkerFactory:
+    """A worker daemon on the test stack: ``make_worker(name, section={...}, ...)`` gives one configured with
+    those overrides (``WorkerHarness``), started unless ``start=False``, and stopped after the test. ``name``
+    names its queue topics (default: the test's unique id and a count)."""
+
+    def make(name: str | None = None, *, start: bool = True, **overrides: Any) -> WorkerHarness:
+        h = WorkerHarness(stack, tmp_path, name or f"w-{unique}-{len(harnesses)}", **overrides)
+        harnesses.append(h)
+        return h.start() if start else h
+
+    return make
 
 
 @pytest.fixture(scope="session")

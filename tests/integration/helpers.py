@@ -20,6 +20,7 @@ import pulsar
 from testkit.harness import WorkerHarness
 from testkit.topics import eventually, ml_ledger_ids
 from tests.conftest import REPO, Stack
+from tests.integration.conftest import WorkerFactory
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
 from worker.formats.topic_name import TopicName
@@ -153,14 +154,11 @@ async def compact(stack: Stack, topic: TopicName) -> None:
 # ---- the worker: its config, its CLI, its queue ---------------------------------------------------------
 
 
-def worker_config(
-    harnesses: list[WorkerHarness], stack: Stack, tmp_path: Path, name: str, **overrides: Any
-) -> WorkerHarness:
-    """Unique deletion topics for one test; ``.config_path`` serves the CLI, ``.start()`` the daemon."""
+def worker_config(make_worker: WorkerFactory, name: str, **overrides: Any) -> WorkerHarness:
+    """Unique deletion topics for one test, not started: ``.config_path`` serves the CLI, ``.start()`` the
+    daemon (which sends after a second, ``worker.send_delay_s``)."""
     worker = {"send_delay_s": 1, **overrides.pop("worker", {})}
-    h = WorkerHarness(stack, tmp_path, name, worker=worker, **overrides)
-    harnesses.append(h)
-    return h
+    return make_worker(name, start=False, worker=worker, **overrides)
 
 
 def settings_of(h: WorkerHarness) -> Settings:

@@ -11,6 +11,7 @@ from typing import Any
 from testkit.harness import WorkerHarness
 from testkit.topics import eventually
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import TcpProxy
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin
@@ -25,20 +26,16 @@ def bookie_proxy(stack: Stack) -> TcpProxy:
     return TcpProxy(host, int(port))
 
 
-def dead_letter_worker(
-    harnesses: list[WorkerHarness], stack: Stack, tmp_path: Path, name: str, proxy: TcpProxy, **worker: Any
-) -> WorkerHarness:
+def dead_letter_worker(make_worker: WorkerFactory, name: str, proxy: TcpProxy, **worker: Any) -> WorkerHarness:
     """A real worker whose storage is unreachable once it has started: every decodable message ends in its
     DLQ after two attempts (undecodable ones at once)."""
-    h = WorkerHarness(
-        stack,
-        tmp_path,
+    h = make_worker(
         name,
+        start=False,
         bookkeeper={"http_url": proxy.url, "request_timeout_s": 2},
         worker={"max_attempts": 2, "backoff_initial_s": 0.3, "backoff_max_s": 0.5, **worker},
         logging={"level": "INFO", "format": "json"},
     )
-    harnesses.append(h)
     # Reachable while the worker proves its bookies at start, cut before any message arrives.
     proxy.up()
     try:

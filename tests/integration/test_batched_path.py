@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import random
-from pathlib import Path
 
 import pytest
 
-from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
+from testkit.harness import create_ledgers, pulsar_ml_metadata
 from testkit.harness import ml_info as ml
 from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
 from worker.broker.topology import ensure_topology
@@ -29,13 +29,7 @@ pytestmark = pytest.mark.integration
 
 
 async def test_one_batch_of_live_orphaned_forged_and_gone_ledgers_settles_each_correctly(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     live = f"persistent://{test_namespace}/live-{unique}"
     gone = f"persistent://{test_namespace}/gone-{unique}"
@@ -46,17 +40,10 @@ async def test_one_batch_of_live_orphaned_forged_and_gone_ledgers_settles_each_c
     [forged_target] = create_ledgers(stack, 1, pulsar_ml_metadata(live))
     never = 10**12 + random.randrange(10**9)
 
-    w = WorkerHarness(
-        stack,
-        tmp_path,
+    w = make_worker(
         f"batch-{unique}",
         bookkeeper={"delete_via": "zookeeper"},
-        # One partition: the broker dispatches the whole queue at subscribe in one read. With two, each
-        # partition's consumer subscribes on its own and the first batch may close before the second's
-        # messages arrive (CI saw a first batch of four).
         topics={"parallelism": 1},
-        # A batch receive that waits long enough for the broker's dispatch of the whole queue, however loaded
-        # the machine (20 ms, the default, closed batches of two under make test's two lanes).
         worker={
             "max_inflight": 16,
             "min_ledger_age_s": 2,
@@ -64,8 +51,8 @@ async def test_one_batch_of_live_orphaned_forged_and_gone_ledgers_settles_each_c
             "in_use_retry_s": 1,
             "batch_wait_ms": 1000,
         },
+        start=False,
     )
-    harnesses.append(w)
     # The whole batch is queued before the worker starts, so its first batch receive takes it at once.
     await ensure_topology(admin, load_settings(w.config_path).topics)
     batch = [

@@ -5,13 +5,13 @@ endpoint beside the real one still deletes every orphan through the real one."""
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from testkit.harness import WorkerHarness, create_ledgers, free_port, pulsar_ml_metadata
+from testkit.harness import create_ledgers, free_port, pulsar_ml_metadata
 from testkit.topics import eventually
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
 from worker.backends.zookeeper import ZooKeeper
@@ -61,14 +61,12 @@ async def test_every_bookie_refusing_is_a_storage_error_not_an_answer(stack: Sta
 
 
 async def test_worker_with_a_dead_bookie_endpoint_deletes_through_the_live_one(
-    stack: Stack, unique: str, tmp_path: Path, harnesses: list[WorkerHarness]
+    stack: Stack, unique: str, make_worker: WorkerFactory
 ) -> None:
     topic = f"persistent://public/default/spread-gone-{unique}"
     ids = create_ledgers(stack, 6, pulsar_ml_metadata(topic))
     dead = f"http://127.0.0.1:{free_port()}"
-    h = WorkerHarness(stack, tmp_path, f"spread-{unique}", bookkeeper={"http_urls": [dead], "bookie_down_s": 1})
-    harnesses.append(h)
-    h.start()
+    h = make_worker(f"spread-{unique}", bookkeeper={"http_urls": [dead], "bookie_down_s": 1})
     for lid in ids:
         h.send(PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid))
 

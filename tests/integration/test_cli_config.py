@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from testkit.harness import WorkerHarness
 from tests.conftest import REPO, Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import worker_config
 
 pytestmark = pytest.mark.integration
@@ -55,10 +55,8 @@ def test_a_missing_ldw_config_file_is_an_error_naming_the_variable(tmp_path: Pat
     assert f"config file not found: {tmp_path / 'gone.yaml'}" in r.stderr and "LDW_CONFIG" in r.stderr
 
 
-def test_ldw_config_is_used_from_any_directory(
-    stack: Stack, unique: str, tmp_path: Path, harnesses: list[WorkerHarness]
-) -> None:
-    h = worker_config(harnesses, stack, tmp_path, f"cli-cfg-{unique}")
+def test_ldw_config_is_used_from_any_directory(unique: str, tmp_path: Path, make_worker: WorkerFactory) -> None:
+    h = worker_config(make_worker, f"cli-cfg-{unique}")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     r = cli_from(elsewhere, "inflight", "--json", env={"LDW_CONFIG": str(h.config_path)})

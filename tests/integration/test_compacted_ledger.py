@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 
 import pytest
 
 from testkit.harness import WorkerHarness, create_ledgers
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import (
     admin_call,
     compact,
@@ -70,12 +70,7 @@ async def worker_outcomes(h: WorkerHarness, topic: TopicName, ledgers: list[int]
 
 
 async def test_a_compacted_ledger_internal_stats_stops_naming_is_not_an_orphan(
-    stack: Stack,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, unique: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     ns = await fresh_namespace(admin, f"ldw-compacted-{unique}")
     topic = TopicName.parse(f"persistent://{ns}/compacted-{unique}")
@@ -88,7 +83,7 @@ async def test_a_compacted_ledger_internal_stats_stops_naming_is_not_an_orphan(
     assert compacted > leftover
     assert stats["cursors"]["__compaction"]["properties"] == {"CompactedTopicLedger": compacted}
 
-    h = worker_config(harnesses, stack, tmp_path, f"compacted-{unique}")
+    h = worker_config(make_worker, f"compacted-{unique}")
     await asyncio.sleep(max(0.0, settings_of(h).worker.min_ledger_age_s + 0.5))
     # While the topic names its compacted ledger: that one is in use, the older one an orphan.
     scanned = await scan(stack, admin, bookie, ns)

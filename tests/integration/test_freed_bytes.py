@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from testkit.harness import WorkerHarness
 from testkit.harness import ml_info as ml
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata
 from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import bookie_length
 from tests.integration.offload_helpers import keys_of, offload_contexts, offload_msg, offload_topic, settings
 from worker.backends.bookie_http import BookieClient
@@ -38,13 +38,7 @@ async def broker_sizes(admin: PulsarAdmin, t: TopicName) -> dict[int, int]:
 
 
 async def test_owner_route_counts_each_deleted_ledgers_metadata_length(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     topic = f"persistent://{test_namespace}/bytes-{unique}"
     t = TopicName.parse(topic)
@@ -57,9 +51,7 @@ async def test_owner_route_counts_each_deleted_ledgers_metadata_length(
     assert lengths == {lid: sizes[lid] for lid in victims}, "the broker and the bookie disagree on the length"
     await drop_ledgers_from_metadata(admin, stack.zookeeper_hosts, topic, victims)
 
-    w = WorkerHarness(stack, tmp_path, f"bytes-{unique}")
-    harnesses.append(w)
-    w.start()
+    w = make_worker(f"bytes-{unique}")
     for lid in victims:
         w.send(ml(topic, lid))
     w.send(ml(topic, victims[0]))  # a duplicate: already gone, frees nothing more
@@ -77,13 +69,7 @@ async def test_owner_route_counts_each_deleted_ledgers_metadata_length(
 
 
 async def test_direct_route_through_zookeeper_counts_the_serialized_metadata_length(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     """``bookkeeper.delete_via: zookeeper`` reads the metadata znode (BookKeeper's protobuf record) instead
     of the bookie's JSON: the same length."""
@@ -97,9 +83,7 @@ async def test_direct_route_through_zookeeper_counts_the_serialized_metadata_len
     assert lengths == {lid: sizes[lid] for lid in closed}
     await delete_topic_metadata_keep_ledgers(admin, stack.zookeeper_hosts, topic)
 
-    w = WorkerHarness(stack, tmp_path, f"bytesdead-{unique}", bookkeeper={"delete_via": "zookeeper"})
-    harnesses.append(w)
-    w.start()
+    w = make_worker(f"bytesdead-{unique}", bookkeeper={"delete_via": "zookeeper"})
     for lid in closed:
         w.send(ml(topic, lid))
 
@@ -117,13 +101,7 @@ async def test_direct_route_through_zookeeper_counts_the_serialized_metadata_len
 
 
 async def test_offloaded_copy_counts_its_objects_sizes(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    s3: Any,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, s3: Any, make_worker: WorkerFactory
 ) -> None:
     topic = f"persistent://{test_namespace}/bytesoff-{unique}"
     t = TopicName.parse(topic)
@@ -138,9 +116,7 @@ async def test_offloaded_copy_counts_its_objects_sizes(
     # Phase 1 for the offloaded ledger: its topic forgets it; its offloaded copy is garbage.
     await drop_ledgers_from_metadata(admin, stack.zookeeper_hosts, topic, [victim])
 
-    w = WorkerHarness(stack, tmp_path, f"bytesoff-{unique}")
-    harnesses.append(w)
-    w.start()
+    w = make_worker(f"bytesoff-{unique}")
     w.send(offload_msg(topic, victim, ctx))
 
     async def deleted() -> bool:

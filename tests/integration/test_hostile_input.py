@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from testkit.harness import WorkerHarness, create_ledgers
 from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import quiet_logger
 from tests.integration.offload_helpers import offload_contexts, offload_topic
 from worker.backends.bookie_http import BookieClient
@@ -257,9 +258,8 @@ async def test_forged_messages_of_every_kind_are_rejected_deleted_nothing_connec
     unique: str,
     admin: PulsarAdmin,
     bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
     recorder: ConnectionRecorder,
+    make_worker: WorkerFactory,
 ) -> None:
     ns = test_namespace
     # Topic A: two subscriptions, each with its cursor ledger. A cursor creates its ledger on its first
@@ -349,9 +349,7 @@ async def test_forged_messages_of_every_kind_are_rejected_deleted_nothing_connec
         ("URL in the topic name", raw_message(ml(topic_a, a_ledger), topicName=f"{recorder.url}/{ns}/x")),
     ]
     kept_ledgers = [a_ledger, *cursors.values(), *schema_ledgers, foreign, x_lid]
-    w = WorkerHarness(
-        stack,
-        tmp_path,
+    w = make_worker(
         f"hostile-{unique}",
         offload={
             "s3_targets": [
@@ -365,8 +363,6 @@ async def test_forged_messages_of_every_kind_are_rejected_deleted_nothing_connec
             ]
         },
     )
-    harnesses.append(w)
-    w.start()
     for _, m in forged:
         if isinstance(m, bytes):
             w.send(None, raw=m)  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ import pytest
 from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from testkit.topics import eventually
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import cli
 from worker.backends.zookeeper import ZooKeeper
 from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
@@ -79,32 +80,24 @@ def refused(h: WorkerHarness) -> str:
     ],
 )
 def test_a_wrong_metadata_store_refuses_to_start(
-    stack: Stack,
-    unique: str,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
-    zookeeper: dict[str, str | None],
-    expected: str,
+    stack: Stack, unique: str, zookeeper: dict[str, str | None], expected: str, make_worker: WorkerFactory
 ) -> None:
     zk = stack.zookeeper_hosts
     zookeeper = {k: v.format(zk=zk) if v else v for k, v in zookeeper.items()}
-    h = WorkerHarness(stack, tmp_path, f"stores-{unique}", zookeeper=zookeeper)
-    harnesses.append(h)
+    h = make_worker(f"stores-{unique}", zookeeper=zookeeper, start=False)
     log = refused(h)
     assert expected.format(zk=zk) in log, log[-3000:]
 
 
 async def test_stores_apart_start_and_each_read_goes_to_its_store(
-    stack: Stack, unique: str, tmp_path: Path, harnesses: list[WorkerHarness], admin: PulsarAdmin, bookkeeper_only: str
+    stack: Stack, unique: str, admin: PulsarAdmin, bookkeeper_only: str, make_worker: WorkerFactory
 ) -> None:
     """Pulsar's store at the root, BookKeeper's "apart" (its chroot): the daemon starts, proves a topic
     gone through Pulsar's store and deletes the ledger's metadata in BookKeeper's."""
     gone_topic = f"persistent://public/default/stores-gone-{unique}"
     ids = create_ledgers(stack, 2, pulsar_ml_metadata(gone_topic))
     apart = {"hosts": stack.zookeeper_hosts, "bookkeeper_hosts": bookkeeper_only, "ledgers_root": "/"}
-    h = WorkerHarness(stack, tmp_path, f"stores-{unique}", zookeeper=apart, bookkeeper={"delete_via": "zookeeper"})
-    harnesses.append(h)
-    h.start()
+    h = make_worker(f"stores-{unique}", zookeeper=apart, bookkeeper={"delete_via": "zookeeper"})
     for lid in ids:
         h.send(PendingDeleteLedgerInfo(gone_topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid))
 
@@ -117,18 +110,14 @@ async def test_stores_apart_start_and_each_read_goes_to_its_store(
             assert not await zk.bookkeeper.ledger_metadata_exists(lid)
 
 
-async def test_the_urls_an_operator_has_are_enough(
-    stack: Stack, unique: str, tmp_path: Path, harnesses: list[WorkerHarness]
-) -> None:
+async def test_the_urls_an_operator_has_are_enough(stack: Stack, unique: str, make_worker: WorkerFactory) -> None:
     """Only the brokers' metadataStoreUrl and the bookies' metadataServiceUri, as broker.conf and
     bookkeeper.conf write them: the daemon proves both stores through them and deletes through them."""
     gone_topic = f"persistent://public/default/stores-urls-{unique}"
     ids = create_ledgers(stack, 2, pulsar_ml_metadata(gone_topic))
     zk = stack.zookeeper_hosts
     urls = {"hosts": None, "metadata_store_url": f"zk:{zk}", "metadata_service_uri": f"zk+hierarchical://{zk}/ledgers"}
-    h = WorkerHarness(stack, tmp_path, f"urls-{unique}", zookeeper=urls, bookkeeper={"delete_via": "zookeeper"})
-    harnesses.append(h)
-    h.start()
+    h = make_worker(f"urls-{unique}", zookeeper=urls, bookkeeper={"delete_via": "zookeeper"})
     for lid in ids:
         h.send(PendingDeleteLedgerInfo(gone_topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid))
 
@@ -168,12 +157,9 @@ async def test_each_read_goes_to_its_store(stack: Stack, unique: str, admin: Pul
 
 
 async def test_an_operator_command_refuses_a_wrong_pulsar_store(
-    stack: Stack, unique: str, tmp_path: Path, harnesses: list[WorkerHarness], bookkeeper_only: str
+    unique: str, bookkeeper_only: str, make_worker: WorkerFactory
 ) -> None:
-    h = WorkerHarness(
-        stack, tmp_path, f"stores-scan-{unique}", zookeeper={"hosts": bookkeeper_only, "ledgers_root": "/"}
-    )
-    harnesses.append(h)
+    h = make_worker(f"stores-scan-{unique}", zookeeper={"hosts": bookkeeper_only, "ledgers_root": "/"}, start=False)
     r = cli(h.config_path, "scan", "--dry-run", "--json", "--namespace", f"public/none-{unique}")
     assert r.returncode == 2, (r.returncode, r.stderr[-3000:])
     assert f"zookeeper.hosts {bookkeeper_only}: not Pulsar's metadata store" in r.stderr
@@ -182,7 +168,7 @@ async def test_an_operator_command_refuses_a_wrong_pulsar_store(
 
 
 def test_scan_reads_ledgers_from_bookkeepers_store_apart(
-    stack: Stack, unique: str, tmp_path: Path, harnesses: list[WorkerHarness], bookkeeper_only: str
+    stack: Stack, unique: str, bookkeeper_only: str, make_worker: WorkerFactory
 ) -> None:
     """``scan`` walks the ledgers in BookKeeper's store (apart: its chroot, root "/") and judges them
     against Pulsar's: a ledger of a topic that never existed is found an orphan."""
@@ -191,8 +177,7 @@ def test_scan_reads_ledgers_from_bookkeepers_store_apart(
     ns = f"public/stores-scan-{unique}"
     [lid] = create_ledgers(stack, 1, pulsar_ml_metadata(f"persistent://{ns}/never"))
     apart = {"hosts": stack.zookeeper_hosts, "bookkeeper_hosts": bookkeeper_only, "ledgers_root": "/"}
-    h = WorkerHarness(stack, tmp_path, f"stores-scan-{unique}", zookeeper=apart)
-    harnesses.append(h)
+    h = make_worker(f"stores-scan-{unique}", zookeeper=apart, start=False)
     r = cli(h.config_path, "scan", "--dry-run", "--json", "--namespace", ns, "--min-age", "0s")
     assert r.returncode == 0, r.stderr[-3000:]
     report = json.loads(r.stdout.strip().splitlines()[-1])
@@ -253,21 +238,14 @@ async def _anchor_and_foreign(stack: Stack, pending: str, foreign_topic: str) ->
     ],
 )
 async def test_a_decoy_ledgers_root_refuses_to_start(
-    stack: Stack,
-    unique: str,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
-    decoy: str,
-    via_chroot: bool,
-    expected: str,
+    stack: Stack, unique: str, decoy: str, via_chroot: bool, expected: str, make_worker: WorkerFactory
 ) -> None:
     """Every decoy has a LAYOUT; none holds the pending topic's current ledger naming that topic: the worker
     refuses to start, naming the key that points at it, on both delete routes."""
     name = f"decoy-{unique}"
     pending = f"persistent://pulsar/system/__ledger_deletion-{name}"
     # The worker's topology first (a worker on the real store makes it), so the anchor ledger exists.
-    good = WorkerHarness(stack, tmp_path, name)
-    harnesses.append(good)
+    good = make_worker(name, start=False)
     good.start(timeout=120)
     good.stop()
     anchor = None
@@ -282,21 +260,19 @@ async def test_a_decoy_ledgers_root_refuses_to_start(
         zk = {"ledgers_root": f"{chroot}/ledgers"}
         key = f"zookeeper.hosts {stack.zookeeper_hosts} at zookeeper.ledgers_root {chroot}/ledgers"
     for route in ("zookeeper", "bookie-http"):
-        h = WorkerHarness(stack, tmp_path, name, zookeeper=zk, bookkeeper={"delete_via": route})
-        harnesses.append(h)
+        h = make_worker(name, zookeeper=zk, bookkeeper={"delete_via": route}, start=False)
         log = refused(h)
         assert key in log and expected in log, log[-3000:]
 
 
 async def test_operator_commands_refuse_a_decoy_ledgers_root(
-    stack: Stack, unique: str, tmp_path: Path, harnesses: list[WorkerHarness]
+    stack: Stack, unique: str, make_worker: WorkerFactory
 ) -> None:
     """scan and purge-topic prove BookKeeper's store too (by any topic's ledger when the worker's topics do
     not exist yet): a decoy root is refused before a ledger of it is listed."""
     chroot = f"/ldw-decoy-ops-{unique}"
     _decoy_root(stack, f"{chroot}/ledgers", bookies=True, anchor=None)
-    h = WorkerHarness(stack, tmp_path, f"decoy-ops-{unique}", zookeeper={"ledgers_root": f"{chroot}/ledgers"})
-    harnesses.append(h)
+    h = make_worker(f"decoy-ops-{unique}", zookeeper={"ledgers_root": f"{chroot}/ledgers"}, start=False)
     key = f"zookeeper.hosts {stack.zookeeper_hosts} at zookeeper.ledgers_root {chroot}/ledgers"
     r = cli(h.config_path, "scan", "--dry-run", "--json", "--namespace", f"public/none-{unique}")
     assert r.returncode == 2 and key in r.stderr and "it has no ledger" in r.stderr, (r.returncode, r.stderr[-3000:])
@@ -326,7 +302,7 @@ async def test_the_real_store_is_proven_by_a_loaded_topics_current_ledger(
 
 
 async def test_the_nightly_replays_decider_refuses_a_decoy_ledgers_root(
-    stack: Stack, unique: str, tmp_path: Path, harnesses: list[WorkerHarness]
+    stack: Stack, unique: str, tmp_path: Path, make_worker: WorkerFactory
 ) -> None:
     """The replay decides the DLQ with ``open_decider(prove_pulsar_store=<the DLQ>)``: on a decoy root every
     dead letter would be settled as already gone. It is refused before a row is decided."""
@@ -335,8 +311,7 @@ async def test_the_nightly_replays_decider_refuses_a_decoy_ledgers_root(
     from worker.settings import load_settings
 
     name = f"decoy-replay-{unique}"
-    good = WorkerHarness(stack, tmp_path, name)  # makes the topology (the DLQ included)
-    harnesses.append(good)
+    good = make_worker(name, start=False)
     good.start(timeout=120)
     good.stop()
     real = load_settings(good.config_path)

@@ -16,6 +16,7 @@ import yaml
 from testkit.harness import WorkerHarness, create_ledgers, free_port, ml_info, pulsar_ml_metadata
 from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import REPO, Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import bookie_length
 from tests.integration.nightly_fixtures import (
     bookie_proxy,
@@ -57,8 +58,8 @@ async def test_replay_decides_reports_and_acknowledges_exactly_the_final_ones(
     unique: str,
     admin: PulsarAdmin,
     tmp_path: Path,
-    harnesses: list[WorkerHarness],
     spark: Any,
+    make_worker: WorkerFactory,
 ) -> None:
     ghost = f"persistent://{test_namespace}/ghost-{unique}"  # never existed: "gone" is provable
     orphans = create_ledgers(stack, 4, pulsar_ml_metadata(ghost))
@@ -68,7 +69,7 @@ async def test_replay_decides_reports_and_acknowledges_exactly_the_final_ones(
 
     proxy = bookie_proxy(stack)
     try:
-        w = dead_letter_worker(harnesses, stack, tmp_path, f"replay-{unique}", proxy)
+        w = dead_letter_worker(make_worker, f"replay-{unique}", proxy)
         for lid in orphans:
             w.send(ml_info(ghost, lid))
         w.send(ml_info(ghost, orphans[0]))  # a duplicate
@@ -134,8 +135,8 @@ async def test_replay_killed_midway_then_rerun_finishes_and_pushes_metrics(
     unique: str,
     admin: PulsarAdmin,
     tmp_path: Path,
-    harnesses: list[WorkerHarness],
     spark: Any,
+    make_worker: WorkerFactory,
 ) -> None:
     ghost = f"persistent://{test_namespace}/ghost-{unique}"
     orphans = create_ledgers(stack, 10, pulsar_ml_metadata(ghost))
@@ -144,7 +145,7 @@ async def test_replay_killed_midway_then_rerun_finishes_and_pushes_metrics(
     in_use = await live_ledger(stack, admin, live)
     proxy = bookie_proxy(stack)
     try:
-        w = dead_letter_worker(harnesses, stack, tmp_path, f"kill-{unique}", proxy)
+        w = dead_letter_worker(make_worker, f"kill-{unique}", proxy)
         for lid in orphans:
             w.send(ml_info(ghost, lid))
         w.send(ml_info(live, in_use))

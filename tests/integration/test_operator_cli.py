@@ -9,9 +9,9 @@ from typing import Any
 import pulsar
 import pytest
 
-from testkit.harness import WorkerHarness
 from testkit.topics import eventually
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import cli, dead_letter, ml_info, quiet_logger, read_pending, settings_of, worker_config
 from worker.broker.admin import PulsarAdmin
 from worker.broker.topology import ensure_topology
@@ -62,9 +62,9 @@ def test_send_rejects_bad_input_with_a_clear_message(args: list[str], expected: 
 
 
 async def test_send_queues_one_validated_message(
-    stack: Stack, test_namespace: str, unique: str, tmp_path: Path, harnesses: list[WorkerHarness]
+    stack: Stack, test_namespace: str, unique: str, make_worker: WorkerFactory
 ) -> None:
-    h = worker_config(harnesses, stack, tmp_path, f"cli-send-{unique}")
+    h = worker_config(make_worker, f"cli-send-{unique}")
     topic = f"persistent://{test_namespace}/hand-{unique}"
     r = cli(
         h.config_path,
@@ -95,14 +95,9 @@ def parts(report: dict[str, Any]) -> dict[str, int]:
 
 
 async def test_inflight_sums_pending_retry_and_dlq(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, make_worker: WorkerFactory
 ) -> None:
-    h = worker_config(harnesses, stack, tmp_path, f"cli-inflight-{unique}", worker={"send_delay_s": 300})
+    h = worker_config(make_worker, f"cli-inflight-{unique}", worker={"send_delay_s": 300})
     s = settings_of(h)
     # Nothing exists yet: absent topics count 0, and the command still succeeds.
     assert inflight(h.config_path)["total"] == 0
@@ -130,14 +125,9 @@ async def test_inflight_sums_pending_retry_and_dlq(
 
 
 async def test_dlq_list_shows_what_is_parked_and_why_without_consuming(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, make_worker: WorkerFactory
 ) -> None:
-    h = worker_config(harnesses, stack, tmp_path, f"cli-dlq-{unique}")
+    h = worker_config(make_worker, f"cli-dlq-{unique}")
     s = settings_of(h)
     await ensure_topology(admin, s.topics)  # as the daemon does: the replay subscription exists first
     topic = f"persistent://{test_namespace}/dl-{unique}"
@@ -190,15 +180,10 @@ async def test_dlq_list_shows_what_is_parked_and_why_without_consuming(
 
 
 async def test_inflight_reaches_zero_once_the_worker_drains(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    test_namespace: str, unique: str, admin: PulsarAdmin, make_worker: WorkerFactory
 ) -> None:
     pytest.importorskip("worker.daemon.daemon", reason="needs the phase-2 daemon")
-    h = worker_config(harnesses, stack, tmp_path, f"cli-drain-{unique}")
+    h = worker_config(make_worker, f"cli-drain-{unique}")
     topic = f"persistent://{test_namespace}/drain-{unique}"
     for lid in range(5):
         # Ledgers that do not exist: the worker settles them as already gone.
@@ -217,11 +202,9 @@ async def test_inflight_reaches_zero_once_the_worker_drains(
     assert h.metric("ledger_deletion_deleted_total", result="already_gone") == 5
 
 
-async def test_dlq_list_shows_a_real_dead_letter_from_the_worker(
-    stack: Stack, unique: str, tmp_path: Path, harnesses: list[WorkerHarness]
-) -> None:
+async def test_dlq_list_shows_a_real_dead_letter_from_the_worker(unique: str, make_worker: WorkerFactory) -> None:
     pytest.importorskip("worker.daemon.daemon", reason="needs the phase-2 daemon")
-    h = worker_config(harnesses, stack, tmp_path, f"cli-dlqreal-{unique}")
+    h = worker_config(make_worker, f"cli-dlqreal-{unique}")
     h.start()
     h.send(ml_info("persistent://public/default/x", 1), raw=b"not a PendingDeleteLedgerInfo")
 
@@ -257,10 +240,10 @@ def avro_record(topic: str, ledger_id: int, component: str, **kw: Any) -> bytes:
 
 
 async def test_dlq_list_shows_ledger_and_type_of_invalid_dead_letters_from_the_worker(
-    stack: Stack, unique: str, tmp_path: Path, harnesses: list[WorkerHarness]
+    unique: str, make_worker: WorkerFactory
 ) -> None:
     pytest.importorskip("worker.daemon.daemon", reason="needs the phase-2 daemon")
-    h = worker_config(harnesses, stack, tmp_path, f"cli-dlqinv-{unique}")
+    h = worker_config(make_worker, f"cli-dlqinv-{unique}")
     h.start()
     ok_topic = f"persistent://public/default/inv-{unique}"
     # A cursor ledger without its cursor name, and a topic name with five segments (four is a version-1 name):

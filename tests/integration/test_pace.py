@@ -8,13 +8,12 @@ and every orphan is deleted in the end (nothing lost to the pacing)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from testkit.harness import WorkerHarness, create_ledgers, ml_info, pulsar_ml_metadata
+from testkit.harness import create_ledgers, ml_info, pulsar_ml_metadata
 from testkit.topics import eventually
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import TcpProxy
 from worker.backends.zookeeper import ZooKeeper
 
@@ -24,7 +23,7 @@ ORPHANS = 300
 
 
 async def test_the_delete_rate_halves_while_zookeeper_is_slow_and_recovers(
-    stack: Stack, test_namespace: str, unique: str, tmp_path: Path, harnesses: list[WorkerHarness]
+    stack: Stack, test_namespace: str, unique: str, make_worker: WorkerFactory
 ) -> None:
     gone_topic = f"persistent://{test_namespace}/paced-{unique}"
     ids = create_ledgers(stack, ORPHANS, pulsar_ml_metadata(gone_topic), entries=1)
@@ -32,9 +31,7 @@ async def test_the_delete_rate_halves_while_zookeeper_is_slow_and_recovers(
     proxy = TcpProxy(host, int(port))
     proxy.up()
     try:
-        w = WorkerHarness(
-            stack,
-            tmp_path,
+        w = make_worker(
             f"paced-{unique}",
             zookeeper={"hosts": f"127.0.0.1:{proxy.port}"},
             bookkeeper={"delete_via": "zookeeper"},
@@ -48,8 +45,8 @@ async def test_the_delete_rate_halves_while_zookeeper_is_slow_and_recovers(
                 "pace_latency_factor": 12,
                 "max_inflight": 4,
             },
+            start=False,
         )
-        harnesses.append(w)
         w.start(timeout=120)
         for lid in ids:
             w.send(ml_info(gone_topic, lid))

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pulsar
 import pytest
 
-from testkit.harness import WorkerHarness
 from testkit.orphans import drop_ledgers_from_metadata
 from testkit.topics import ml_ledger_ids, produce
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import ml_info, quiet_logger, read_pending, settings_of, worker_config
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import decode
@@ -26,14 +25,9 @@ TOO_BIG = {"pad": "x" * (6 * 1024 * 1024)}
 
 
 async def test_send_creates_topics_and_subscription_then_delivers_after_the_delay(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, make_worker: WorkerFactory
 ) -> None:
-    h = worker_config(harnesses, stack, tmp_path, f"p1-send-{unique}", worker={"send_delay_s": 3})
+    h = worker_config(make_worker, f"p1-send-{unique}", worker={"send_delay_s": 3})
     s = settings_of(h)
     pending = TopicName.parse(s.topics.pending)
     assert await admin.partitions(pending) == 0  # nothing exists before the first send
@@ -64,12 +58,7 @@ async def test_send_creates_topics_and_subscription_then_delivers_after_the_dela
 
 
 async def test_batch_keeps_the_ledger_whose_send_failed(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, make_worker: WorkerFactory
 ) -> None:
     topic = TopicName.parse(f"persistent://{test_namespace}/batch-{unique}")
     produce(stack.service_url, str(topic), 20)
@@ -80,7 +69,7 @@ async def test_batch_keeps_the_ledger_whose_send_failed(
         ml_info(str(topic), second, properties=TOO_BIG),  # the broker refuses this one
         ml_info(str(topic), third),
     ]
-    s = settings_of(worker_config(harnesses, stack, tmp_path, f"p1-batch-{unique}"))
+    s = settings_of(worker_config(make_worker, f"p1-batch-{unique}"))
     calls: list[list[int]] = []
 
     async def update_metadata(remaining: list[int]) -> None:
@@ -108,9 +97,9 @@ async def test_batch_keeps_the_ledger_whose_send_failed(
 
 
 async def test_batch_with_no_successful_send_writes_nothing(
-    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, tmp_path: Path, harnesses: list[WorkerHarness]
+    test_namespace: str, unique: str, admin: PulsarAdmin, make_worker: WorkerFactory
 ) -> None:
-    s = settings_of(worker_config(harnesses, stack, tmp_path, f"p1-none-{unique}"))
+    s = settings_of(worker_config(make_worker, f"p1-none-{unique}"))
     calls: list[list[int]] = []
     topic = f"persistent://{test_namespace}/none-{unique}"
     async with PendingDeleteSender(s, admin=admin, metrics=Metrics()) as sender:
@@ -120,9 +109,9 @@ async def test_batch_with_no_successful_send_writes_nothing(
 
 
 async def test_a_failing_metadata_write_is_reported_with_what_was_sent(
-    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, tmp_path: Path, harnesses: list[WorkerHarness]
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, make_worker: WorkerFactory
 ) -> None:
-    s = settings_of(worker_config(harnesses, stack, tmp_path, f"p1-cbfail-{unique}"))
+    s = settings_of(worker_config(make_worker, f"p1-cbfail-{unique}"))
     topic = f"persistent://{test_namespace}/cbfail-{unique}"
 
     def update_metadata(remaining: list[int]) -> None:

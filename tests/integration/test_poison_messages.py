@@ -16,15 +16,15 @@ from BookKeeper's metadata store, bookie or not); the rest of the stack is real.
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 from typing import Any
 
 import pulsar
 import pytest
 
-from testkit.harness import WorkerHarness, create_ledgers, free_port, pulsar_ml_metadata
+from testkit.harness import create_ledgers, free_port, pulsar_ml_metadata
 from testkit.topics import eventually
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import quiet_logger
 from worker.broker.admin import PulsarAdmin
 from worker.formats import message as m
@@ -45,11 +45,9 @@ async def _backlog(admin: PulsarAdmin, topic: str, subscription: str) -> int:
 
 
 async def test_poison_messages_end_in_the_dlq_and_the_pending_backlog_drains(
-    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, tmp_path: Path, harnesses: list[WorkerHarness]
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, make_worker: WorkerFactory
 ) -> None:
-    w = WorkerHarness(stack, tmp_path, f"poison-{unique}", bookkeeper={"http_url": f"http://127.0.0.1:{free_port()}"})
-    harnesses.append(w)
-    w.start()
+    w = make_worker(f"poison-{unique}", bookkeeper={"http_url": f"http://127.0.0.1:{free_port()}"})
     t = w.topics
     topic = f"persistent://{test_namespace}/poison-{unique}"
     [ledger] = create_ledgers(stack, 1, pulsar_ml_metadata(topic))

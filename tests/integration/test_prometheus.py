@@ -34,6 +34,7 @@ from testkit.harness import ml_info as ml
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata
 from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import REPO, Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.prometheus_helpers import DASHBOARD, Prom, run_prometheus, selectors, wait_http
 from tests.ops.promql import alert_rules, dashboard_queries
 from worker.backends.bookie_http import BookieClient
@@ -132,15 +133,13 @@ async def test_dashboard_and_alerts_on_a_real_prometheus(
     admin: PulsarAdmin,
     bookie: BookieClient,
     tmp_path: Path,
-    harnesses: list[WorkerHarness],
     pushgateway: str,
+    make_worker: WorkerFactory,
 ) -> None:
     # An S3 target that is up when the worker starts (it refuses to start on a missing bucket) and down once
     # it runs: real connection refusals.
     dead_s3, moto = _s3_server_with_bucket("ops-dead")
-    w = WorkerHarness(
-        stack,
-        tmp_path,
+    w = make_worker(
         f"prom-{unique}",
         worker={"min_ledger_age_s": 8, "max_attempts": 3},
         offload={
@@ -161,8 +160,8 @@ async def test_dashboard_and_alerts_on_a_real_prometheus(
                 },
             ]
         },
+        start=False,
     )
-    harnesses.append(w)
     try:
         w.start()
     finally:

@@ -13,6 +13,7 @@ from testkit.harness import WorkerHarness
 from testkit.orphans import quiesce
 from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import cli, live_topic_with_schema_and_cursor, read_pending, settings_of, worker_config
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin, TopicNotFound
@@ -56,20 +57,14 @@ async def topic_gone(admin: PulsarAdmin, topic: TopicName) -> bool:
 
 
 async def test_interrupted_purge_is_finished_by_a_rerun_and_the_worker_cleans_up(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     topic = TopicName.parse(f"persistent://{test_namespace}/purge-{unique}")
     live_topic_with_schema_and_cursor(stack.service_url, str(topic), f"sub-{unique}")
     await quiesce(admin, topic)
     owned = await owned_ledgers(admin, topic)
     assert {k[1] for k in owned} == {"MANAGED_LEDGER", "MANAGED_CURSOR", "SCHEMA_STORAGE"}, owned
-    h = worker_config(harnesses, stack, tmp_path, f"purge-{unique}")
+    h = worker_config(make_worker, f"purge-{unique}")
 
     # First run stops after the sends, as a crash between the sends and the delete would.
     first, out = purge(h.config_path, str(topic), "--no-delete-topic")
@@ -112,12 +107,7 @@ async def test_interrupted_purge_is_finished_by_a_rerun_and_the_worker_cleans_up
 
 
 async def test_purge_of_a_partitioned_topic_queues_every_partition_then_deletes_it(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, make_worker: WorkerFactory
 ) -> None:
     topic = TopicName.parse(f"persistent://{test_namespace}/ppurge-{unique}")
     await admin.create_partitioned_topic(topic, 2)
@@ -126,7 +116,7 @@ async def test_purge_of_a_partitioned_topic_queues_every_partition_then_deletes_
     for i in range(2):
         await quiesce(admin, topic.partition(i))
         owned |= await owned_ledgers(admin, topic.partition(i))
-    h = worker_config(harnesses, stack, tmp_path, f"ppurge-{unique}")
+    h = worker_config(make_worker, f"ppurge-{unique}")
 
     res, out = purge(h.config_path, str(topic))
     assert "partitioned (2 partitions)" in out
@@ -174,8 +164,7 @@ async def test_purge_of_an_offloaded_topic_removes_its_objects_too(
     admin: PulsarAdmin,
     bookie: BookieClient,
     s3: Any,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    make_worker: WorkerFactory,
 ) -> None:
     topic = TopicName.parse(f"persistent://{test_namespace}/opurge-{unique}")
     produce(stack.service_url, str(topic), 16)
@@ -186,7 +175,7 @@ async def test_purge_of_an_offloaded_topic_removes_its_objects_too(
     for lid, u in uuids.items():
         assert s3_keys(s3, stack.s3_bucket, f"{u}-ledger-{lid}") == {f"{u}-ledger-{lid}", f"{u}-ledger-{lid}-index"}
     owned = await owned_ledgers(admin, topic)
-    h = worker_config(harnesses, stack, tmp_path, f"opurge-{unique}")
+    h = worker_config(make_worker, f"opurge-{unique}")
 
     res, _ = purge(h.config_path, str(topic))
     assert res["topic_deleted"] and res["counts"]["offloaded"] == len(uuids)
@@ -212,13 +201,7 @@ async def test_purge_of_an_offloaded_topic_removes_its_objects_too(
 
 
 async def test_schema_ids_of_a_topic_name_that_needs_encoding(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     # ':', ' ', '%', '+' and non-ASCII all reach Pulsar's schema id URL-encoded (TopicName.getSchemaName).
     topic = TopicName.parse(f"persistent://{test_namespace}/enc:a b%c+é-{unique}")
@@ -228,7 +211,7 @@ async def test_schema_ids_of_a_topic_name_that_needs_encoding(
     assert schema_ledgers
     unencoded = f"{topic.tenant}/{topic.namespace}/{topic.local_name}"
     assert topic.schema_name != unencoded
-    h = worker_config(harnesses, stack, tmp_path, f"encpurge-{unique}")
+    h = worker_config(make_worker, f"encpurge-{unique}")
 
     res, _ = purge(h.config_path, str(topic), "--no-delete-topic")
     assert res["counts"]["schema"] == len(schema_ledgers)

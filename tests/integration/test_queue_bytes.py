@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pulsar
 import pytest
 
-from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
+from testkit.harness import create_ledgers, pulsar_ml_metadata
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import bookie_length, cli, dead_letter, ml_info, quiet_logger, settings_of, worker_config
 from worker.broker.admin import PulsarAdmin
 from worker.broker.topology import ensure_topology
@@ -29,15 +29,9 @@ pytestmark = pytest.mark.integration
 
 
 async def test_dlq_list_and_inflight_sum_what_the_queued_copies_would_free(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    s3: Any,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, s3: Any, make_worker: WorkerFactory
 ) -> None:
-    h = worker_config(harnesses, stack, tmp_path, f"cli-bytes-{unique}", worker={"send_delay_s": 300})
+    h = worker_config(make_worker, f"cli-bytes-{unique}", worker={"send_delay_s": 300})
     s = settings_of(h)
     await ensure_topology(admin, s.topics)
     topic = f"persistent://{test_namespace}/qb-{unique}"

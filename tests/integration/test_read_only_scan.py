@@ -19,10 +19,10 @@ import pulsar
 import pytest
 
 from testkit.footprint import footprint, stats_period_s
-from testkit.harness import WorkerHarness
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
 from testkit.topics import ml_ledger_ids, produce
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import (
     cli,
     compact,
@@ -75,12 +75,12 @@ async def idle_namespace(stack: Stack, admin: PulsarAdmin, ns: str, u: str) -> s
 
 
 async def test_dry_runs_change_nothing(
-    stack: Stack, unique: str, admin: PulsarAdmin, tmp_path: Path, harnesses: list[WorkerHarness], spark: Any
+    stack: Stack, unique: str, admin: PulsarAdmin, tmp_path: Path, spark: Any, make_worker: WorkerFactory
 ) -> None:
     ns = await fresh_namespace(admin, f"ldw-ro-{unique}")
     orphans = await idle_namespace(stack, admin, ns, unique)
     await asyncio.sleep(1.5)  # past --min-age 1s
-    h = worker_config(harnesses, stack, tmp_path, f"ro-{unique}")
+    h = worker_config(make_worker, f"ro-{unique}")
     before = await footprint(admin, stack.zookeeper_hosts, ns)
     assert before.bundle_owners == {}, "the namespace's bundles are still owned"
     started = time.monotonic()

@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import subprocess
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from testkit.harness import WorkerHarness, create_ledgers
+from testkit.harness import create_ledgers
 from testkit.stack import REPO, broker_version, pulsar_home, pulsar_java
 from testkit.topics import eventually
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import cli, fresh_namespace, worker_config
 from worker.backends.bookie_http import BookieClient
 from worker.backends.zookeeper import ZooKeeper
@@ -86,12 +86,7 @@ async def segment_ledgers(stack: Stack, segment: TopicName) -> set[int]:
 
 
 async def test_segment_ledgers_are_found_live_orphaned_and_deleted(
-    scalable_stack: Stack,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    scalable_stack: Stack, unique: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     stack = scalable_stack
     ns = await fresh_namespace(admin, f"ldw-segments-{unique}")
@@ -111,7 +106,7 @@ async def test_segment_ledgers_are_found_live_orphaned_and_deleted(
     stray = segment_orphans(stack, segments[0].managed_ledger_name, 2)
     gone_segment = TopicName.parse(f"segment://{ns}/{name}/0000-ffff-9")
     of_gone = segment_orphans(stack, gone_segment.managed_ledger_name, 2)
-    h = worker_config(harnesses, stack, tmp_path, f"segments-{unique}")
+    h = worker_config(make_worker, f"segments-{unique}")
 
     r = cli(h.config_path, "scan", "--dry-run", "--json", "--full", "--namespace", ns, "--min-age", "0s")
     assert r.returncode == 0, r.stderr[-3000:]

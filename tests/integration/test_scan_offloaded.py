@@ -6,16 +6,15 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 
-from testkit.harness import WorkerHarness
 from testkit.orphans import delete_topic_metadata_keep_ledgers
 from testkit.topics import produce
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import cli, fresh_namespace, worker_config
 from tests.integration.offload_helpers import offload_topic
 from worker.broker.admin import PulsarAdmin
@@ -43,12 +42,7 @@ def bucket(stack: Stack) -> Iterator[tuple[Any, str]]:
 
 
 async def test_pulsars_scan_read_the_audits_way(
-    stack: Stack,
-    unique: str,
-    admin: PulsarAdmin,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
-    bucket: tuple[Any, str],
+    stack: Stack, unique: str, admin: PulsarAdmin, bucket: tuple[Any, str], make_worker: WorkerFactory
 ) -> None:
     s3, name = bucket
     ns = await fresh_namespace(admin, f"ldw-scanoff-{unique}")
@@ -80,7 +74,7 @@ async def test_pulsars_scan_read_the_audits_way(
         for suffix in ("", "-index"):
             src = {"Bucket": name, "Key": real + suffix}
             s3.copy_object(Bucket=name, Key=f"{stale}-ledger-{live_ids[0]}{suffix}", CopySource=src)
-        h = worker_config(harnesses, stack, tmp_path, f"scanoff-{unique}")
+        h = worker_config(make_worker, f"scanoff-{unique}")
 
         r = cli(h.config_path, "scan-offloaded", "-n", ns, "--min-age", "0s", "--all", "--json")
         assert r.returncode == 0, r.stderr[-3000:]

@@ -15,10 +15,11 @@ from typing import Any
 import pulsar
 import pytest
 
-from testkit.harness import WorkerHarness, create_ledgers
+from testkit.harness import create_ledgers
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
 from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import (
     cli,
     count_messages,
@@ -124,12 +125,7 @@ async def check_found(admin: PulsarAdmin, bookie: BookieClient, ns: str, scene: 
 
 
 async def test_dry_run_reports_exactly_the_orphans(
-    stack: Stack,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, unique: str, admin: PulsarAdmin, bookie: BookieClient, tmp_path: Path, make_worker: WorkerFactory
 ) -> None:
     ns = await fresh_namespace(admin, f"ldw-scan-{unique}")
     scene = await build_scene(stack, admin, ns, unique)
@@ -146,7 +142,7 @@ async def test_dry_run_reports_exactly_the_orphans(
             "pulsar/managed-ledger": f"{ns}/persistent/young-{unique}",
         },
     )
-    h = worker_config(harnesses, stack, tmp_path, f"scan-dry-{unique}")
+    h = worker_config(make_worker, f"scan-dry-{unique}")
 
     # The table for a person on stdout, the whole report in a file, from one run.
     path = tmp_path / "report.json"
@@ -189,17 +185,12 @@ async def test_dry_run_reports_exactly_the_orphans(
 
 
 async def test_scan_queues_orphans_and_the_worker_deletes_them(
-    stack: Stack,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, unique: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     pytest.importorskip("worker.daemon.daemon", reason="needs the phase-2 daemon")
     ns = await fresh_namespace(admin, f"ldw-scanrun-{unique}")
     scene = await build_scene(stack, admin, ns, unique)
-    h = worker_config(harnesses, stack, tmp_path, f"scan-run-{unique}")
+    h = worker_config(make_worker, f"scan-run-{unique}")
 
     r = cli(h.config_path, "scan", "--namespace", ns, "--min-age", "0s", "--json")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -227,14 +218,14 @@ async def test_scan_queues_orphans_and_the_worker_deletes_them(
 
 
 async def test_metadata_from_zookeeper_and_from_the_bookie_decide_alike(
-    stack: Stack, unique: str, admin: PulsarAdmin, bookie: BookieClient, tmp_path: Path, harnesses: list[WorkerHarness]
+    stack: Stack, unique: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     """``scan`` reads ledger metadata from ZooKeeper by default (one walk of /ledgers) and from the bookie
     HTTP API on request: the same orphans, components and verdicts either way."""
     ns = await fresh_namespace(admin, f"ldw-scanmd-{unique}")
     scene = await build_scene(stack, admin, ns, unique)
     await asyncio.sleep(1.5)
-    h = worker_config(harnesses, stack, tmp_path, f"scan-md-{unique}")
+    h = worker_config(make_worker, f"scan-md-{unique}")
     reports = {}
     for source in ("zookeeper", "bookie"):
         r = cli(

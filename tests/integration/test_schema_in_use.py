@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from testkit.harness import WorkerHarness, create_ledgers
+from testkit.harness import create_ledgers
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import cli, fresh_namespace, settings_of, topic_with_schema, worker_config
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin
@@ -50,7 +50,7 @@ def schema_metadata(topic: TopicName) -> dict[str, str]:
 
 
 async def test_scanner_and_worker_agree_on_a_deleted_topics_schema_ledgers(
-    stack: Stack, unique: str, admin: PulsarAdmin, tmp_path: Path, harnesses: list[WorkerHarness]
+    stack: Stack, unique: str, admin: PulsarAdmin, make_worker: WorkerFactory
 ) -> None:
     ns = await fresh_namespace(admin, f"ldw-schema-{unique}")
     names = {k: TopicName.parse(f"persistent://{ns}/{k}-{unique}") for k in ("kept", "tombstoned", "plain")}
@@ -78,7 +78,7 @@ async def test_scanner_and_worker_agree_on_a_deleted_topics_schema_ledgers(
     assert registry["kept"] and stray_kept not in registry["kept"]
     assert registry["tombstoned"] and len(registry["tombstoned"]) == 2  # the version and its tombstone
 
-    h = worker_config(harnesses, stack, tmp_path, f"schema-{unique}")
+    h = worker_config(make_worker, f"schema-{unique}")
     await asyncio.sleep(max(0.0, settings_of(h).worker.min_ledger_age_s + 0.5))
     r = cli(h.config_path, "scan", "--dry-run", "--json", "--full", "-n", ns, "--min-age", "0s")
     assert r.returncode == 0, r.stderr[-3000:]

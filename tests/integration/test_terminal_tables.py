@@ -19,9 +19,10 @@ import pulsar
 import pytest
 
 from testkit.footprint import stats_period_s
-from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
+from testkit.harness import create_ledgers, pulsar_ml_metadata
 from testkit.topics import produce
 from tests.conftest import REPO, Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import dead_letter, fresh_namespace, ml_info, quiet_logger, settings_of, worker_config
 from worker.broker.admin import PulsarAdmin
 from worker.broker.topology import ensure_topology
@@ -108,19 +109,14 @@ def table_rows(lines: list[str], header_start: str) -> tuple[str, list[str]]:
 
 
 async def test_scan_dry_run_reads_well(
-    stack: Stack,
-    unique: str,
-    admin: PulsarAdmin,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
-    terminals: list[Terminal],
+    stack: Stack, unique: str, admin: PulsarAdmin, tmp_path: Path, terminals: list[Terminal], make_worker: WorkerFactory
 ) -> None:
     ns = await fresh_namespace(admin, f"ldw-tty-{unique}")
     long_topic = f"persistent://{ns}/" + "a-topic-name-nobody-should-ever-type-" * 8 + "the-end"
     short_topic = f"persistent://{ns}/orders"
     long_ids = create_ledgers(stack, 2, pulsar_ml_metadata(long_topic))
     [short_id] = create_ledgers(stack, 1, pulsar_ml_metadata(short_topic))
-    h = worker_config(harnesses, stack, tmp_path, f"tty-{unique}")
+    h = worker_config(make_worker, f"tty-{unique}")
     report = tmp_path / "scan.json"
     for terminal in terminals:
         lines = terminal.run(
@@ -150,14 +146,9 @@ async def test_scan_dry_run_reads_well(
 
 
 async def test_inflight_and_dlq_list_read_well(
-    stack: Stack,
-    unique: str,
-    admin: PulsarAdmin,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
-    terminals: list[Terminal],
+    stack: Stack, unique: str, admin: PulsarAdmin, terminals: list[Terminal], make_worker: WorkerFactory
 ) -> None:
-    h = worker_config(harnesses, stack, tmp_path, f"tty-dlq-{unique}")
+    h = worker_config(make_worker, f"tty-dlq-{unique}")
     s = settings_of(h)
     await ensure_topology(admin, s.topics)
     topic = f"persistent://public/default/dl-{unique}-" + "x" * 150
@@ -198,12 +189,7 @@ async def test_inflight_and_dlq_list_read_well(
 
 
 async def test_trim_idle_reads_well(
-    stack: Stack,
-    unique: str,
-    admin: PulsarAdmin,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
-    terminals: list[Terminal],
+    stack: Stack, unique: str, admin: PulsarAdmin, terminals: list[Terminal], make_worker: WorkerFactory
 ) -> None:
     ns = await fresh_namespace(admin, f"ldw-ttytrim-{unique}")
     long_topic = f"persistent://{ns}/" + "an-idle-topic-name-nobody-should-ever-type-" * 6 + "the-end"
@@ -214,7 +200,7 @@ async def test_trim_idle_reads_well(
     await admin.set_retention(ns, 0, 0)
     # The brokers' lists of loaded topics must have been refreshed since the unloads.
     await asyncio.sleep(await stats_period_s(admin) + 5)
-    h = worker_config(harnesses, stack, tmp_path, f"ttytrim-{unique}")
+    h = worker_config(make_worker, f"ttytrim-{unique}")
     for terminal in terminals:
         lines = terminal.run(cli_line(h.config_path, "trim-idle", "-n", ns))
         print("\n".join(lines))

@@ -21,6 +21,7 @@ import pytest
 from testkit.harness import WorkerHarness
 from testkit.topics import eventually, produce
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.offload_helpers import offload_contexts, offload_topic, settings
 from worker.broker.admin import PulsarAdmin
 from worker.core.decision import Outcome
@@ -82,11 +83,10 @@ async def test_a_missing_bucket_refuses_the_start(stack: Stack, test_namespace: 
 
 
 def test_the_daemon_refuses_to_start_naming_the_missing_bucket(
-    stack: Stack, test_namespace: str, unique: str, tmp_path: Path, harnesses: list[WorkerHarness]
+    stack: Stack, test_namespace: str, unique: str, make_worker: WorkerFactory
 ) -> None:
     missing = f"no-such-bucket-{unique}"
-    w = WorkerHarness(stack, tmp_path, f"nobucket-{unique}", offload={"s3_targets": [target(stack, missing)]})
-    harnesses.append(w)
+    w = make_worker(f"nobucket-{unique}", offload={"s3_targets": [target(stack, missing)]}, start=False)
     try:
         w.start(timeout=60)
     except AssertionError as e:

@@ -30,6 +30,7 @@ from testkit.footprint import Footprint, footprint, stats_period_s
 from testkit.harness import WorkerHarness
 from testkit.topics import produce
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import cli, fresh_namespace, quiet_logger, worker_config
 from worker.backends.ledger_listing import ledger_subtrees, read_subtrees
 from worker.broker.admin import PulsarAdmin
@@ -125,7 +126,7 @@ def idle_only(fp: Footprint, zk_hosts: str, idle: set[str]) -> Footprint:
 
 
 async def test_trim_idle_finds_exactly_the_idle_topics_past_retention_and_trims_them(
-    stack: Stack, unique: str, admin: PulsarAdmin, tmp_path: Path, harnesses: list[WorkerHarness]
+    stack: Stack, unique: str, admin: PulsarAdmin, tmp_path: Path, make_worker: WorkerFactory
 ) -> None:
     ns = await fresh_namespace(admin, f"ldw-trim-{unique}")
     t = {
@@ -158,7 +159,7 @@ async def test_trim_idle_finds_exactly_the_idle_topics_past_retention_and_trims_
     # The brokers' lists of loaded topics must have been refreshed since the unloads.
     await asyncio.sleep(max(0.0, period + 5 - (time.monotonic() - unloaded_at)))
 
-    h = worker_config(harnesses, stack, tmp_path, f"trim-{unique}")
+    h = worker_config(make_worker, f"trim-{unique}")
     expected = {name: size_rule(stored(stack.zookeeper_hosts, t[name]), 1) for name in PAST}
     assert len(expected["idle-a"]) >= 3 and all(expected.values()), expected
     before = await footprint(admin, stack.zookeeper_hosts, ns)

@@ -8,15 +8,15 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
+from testkit.harness import create_ledgers, pulsar_ml_metadata
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata
 from testkit.stack import broker_version
 from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import cli, count_messages, last_json, live_ids, worker_config
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
@@ -52,12 +52,7 @@ def v1_namespace(stack: Stack, name: str) -> str:
 
 
 async def test_v1_orphans_are_found_queued_and_deleted(
-    stack: Stack,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, unique: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     ns = v1_namespace(stack, f"ldw-v1-{unique}")
     live = TopicName.parse(f"persistent://{ns}/live-{unique}")
@@ -74,7 +69,7 @@ async def test_v1_orphans_are_found_queued_and_deleted(
     ghost = create_ledgers(stack, 2, pulsar_ml_metadata(f"persistent://{ns}/ghost-{unique}"))
     planted = dropped | gone_ids | set(ghost)
     readable = count_messages(stack.service_url, str(live))
-    h = worker_config(harnesses, stack, tmp_path, f"v1-{unique}")
+    h = worker_config(make_worker, f"v1-{unique}")
 
     r = cli(h.config_path, "scan", "--dry-run", "--json", "--full", "-n", ns, "--min-age", "0s")
     assert r.returncode == 0, r.stderr[-3000:]

@@ -9,9 +9,10 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from testkit.harness import WorkerHarness, create_ledgers, ml_info, pulsar_ml_metadata
+from testkit.harness import create_ledgers, ml_info, pulsar_ml_metadata
 from testkit.topics import count_from_earliest, eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import TcpProxy, quiet_logger
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
@@ -21,24 +22,12 @@ from worker.formats.topic_name import TopicName
 pytestmark = pytest.mark.integration
 
 
-def new_worker(harnesses: list[WorkerHarness], stack: Stack, tmp_path: Path, name: str, **kw: dict) -> WorkerHarness:
-    h = WorkerHarness(stack, tmp_path, name, **kw)
-    harnesses.append(h)
-    return h
-
-
 async def gone(bookie: BookieClient, *ids: int) -> bool:
     return all([await bookie.get_metadata(i) is None for i in ids])
 
 
 async def test_forged_and_foreign_ledgers_are_rejected_and_kept(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     topic_a = f"persistent://{test_namespace}/a-{unique}"
     client = pulsar.Client(stack.service_url, logger=quiet_logger())
@@ -51,7 +40,7 @@ async def test_forged_and_foreign_ledgers_are_rejected_and_kept(
     [foreign] = create_ledgers(stack, 1, {"application": "not-pulsar", "owner": "someone-else"})
     [bare] = create_ledgers(stack, 1, {})
 
-    w = new_worker(harnesses, stack, tmp_path, f"forged-{unique}").start()
+    w = make_worker(f"forged-{unique}", start=False).start()
     # Topic A's ledger announced as belonging to (absent) topic B: direct route, identity mismatch.
     w.send(ml_info(f"persistent://{test_namespace}/b-{unique}", a_ledger))
     # A data ledger of a gone topic announced with the right topic but as a cursor ledger.
@@ -103,16 +92,11 @@ async def _cursor_ledger(admin: PulsarAdmin, topic: str) -> int | None:
 
 
 async def test_duplicates_delete_once_and_ack_all(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     ghost = f"persistent://{test_namespace}/ghost-{unique}"
     [lid] = create_ledgers(stack, 1, pulsar_ml_metadata(ghost))
-    w = new_worker(harnesses, stack, tmp_path, f"dup-{unique}").start()
+    w = make_worker(f"dup-{unique}", start=False).start()
     for _ in range(3):
         w.send(ml_info(ghost, lid))
 
@@ -130,17 +114,12 @@ async def test_duplicates_delete_once_and_ack_all(
 
 
 async def test_already_deleted_ledger_is_acked(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     ghost = f"persistent://{test_namespace}/ghost-{unique}"
     [lid] = create_ledgers(stack, 1, pulsar_ml_metadata(ghost))
     await bookie.delete_ledger(lid)
-    w = new_worker(harnesses, stack, tmp_path, f"gone-{unique}").start()
+    w = make_worker(f"gone-{unique}", start=False).start()
     w.send(ml_info(ghost, lid))
 
     async def acked() -> bool:
@@ -152,16 +131,11 @@ async def test_already_deleted_ledger_is_acked(
 
 
 async def test_malformed_payload_goes_to_dlq_and_worker_continues(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     ghost = f"persistent://{test_namespace}/ghost-{unique}"
     [lid] = create_ledgers(stack, 1, pulsar_ml_metadata(ghost))
-    w = new_worker(harnesses, stack, tmp_path, f"bad-{unique}").start()
+    w = make_worker(f"bad-{unique}", start=False).start()
     w.send(ml_info(ghost, 0), raw=b"\x02\x00definitely not avro\xff")
     w.send(ml_info(ghost, 0), raw=b"")
     w.send(ml_info(ghost, lid))
@@ -186,12 +160,7 @@ async def test_malformed_payload_goes_to_dlq_and_worker_continues(
 
 
 async def test_storage_outage_retries_then_dlq_or_recovers(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     ghost = f"persistent://{test_namespace}/ghost-{unique}"
     doomed, survivor = create_ledgers(stack, 2, pulsar_ml_metadata(ghost))
@@ -200,13 +169,11 @@ async def test_storage_outage_retries_then_dlq_or_recovers(
     try:
         # Outage that outlasts the attempts: the message ends in the DLQ with its reason, never acked
         # before that, and the ledger is untouched.
-        w = new_worker(
-            harnesses,
-            stack,
-            tmp_path,
+        w = make_worker(
             f"outage-{unique}",
             bookkeeper={"http_url": proxy.url, "request_timeout_s": 2},
             worker={"max_attempts": 3, "backoff_initial_s": 0.5, "backoff_max_s": 1},
+            start=False,
         ).start()
         w.send(ml_info(ghost, doomed))
 
@@ -224,13 +191,11 @@ async def test_storage_outage_retries_then_dlq_or_recovers(
 
         # Outage that heals before the attempts run out: retried with backoff, then deleted.
         w.stop()
-        w2 = new_worker(
-            harnesses,
-            stack,
-            tmp_path,
+        w2 = make_worker(
             f"heal-{unique}",
             bookkeeper={"http_url": proxy.url, "request_timeout_s": 2},
             worker={"max_attempts": 10, "backoff_initial_s": 1, "backoff_max_s": 2},
+            start=False,
         ).start()
         w2.send(ml_info(ghost, survivor))
 
@@ -252,22 +217,13 @@ async def test_storage_outage_retries_then_dlq_or_recovers(
 
 
 async def test_sigterm_drains_and_metrics_match(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     ghost = f"persistent://{test_namespace}/ghost-{unique}"
     ids = create_ledgers(stack, 12, pulsar_ml_metadata(ghost))
     # A slow storage budget (2 deletes/s) so SIGTERM lands while messages are in flight.
-    w1 = new_worker(
-        harnesses,
-        stack,
-        tmp_path,
-        f"drain-{unique}",
-        worker={"deletes_per_second": 2, "delete_burst": 1, "max_inflight": 4},
+    w1 = make_worker(
+        f"drain-{unique}", worker={"deletes_per_second": 2, "delete_burst": 1, "max_inflight": 4}, start=False
     )
     w1.start()
     for lid in ids:
@@ -296,7 +252,7 @@ async def test_sigterm_drains_and_metrics_match(
     assert deleted_by_w1 < len(ids), "SIGTERM landed after the whole batch: the drain was not exercised"
 
     # A second worker finishes the rest; together they deleted each ledger exactly once.
-    w2 = new_worker(harnesses, stack, tmp_path, f"drain-{unique}")
+    w2 = make_worker(f"drain-{unique}", start=False)
     w2.start()
 
     async def all_gone() -> bool:
@@ -333,13 +289,7 @@ def _in_use_ids(*logs: str) -> set[int]:
 
 
 async def test_kill9_mid_batch_loses_nothing_and_spares_in_use(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     ghost = f"persistent://{test_namespace}/ghost-{unique}"
     orphans = create_ledgers(stack, 20, pulsar_ml_metadata(ghost))
@@ -347,7 +297,7 @@ async def test_kill9_mid_batch_loses_nothing_and_spares_in_use(
     produce(stack.service_url, live_topic, 15)
     live = ml_ledger_ids(await admin.internal_stats(TopicName.parse(live_topic)))
     name = f"kill-{unique}"
-    w1 = new_worker(harnesses, stack, tmp_path, name, worker={"deletes_per_second": 3, "delete_burst": 1})
+    w1 = make_worker(name, worker={"deletes_per_second": 3, "delete_burst": 1}, start=False)
     w1.start()
     for lid in orphans:
         w1.send(ml_info(ghost, lid))
@@ -360,7 +310,7 @@ async def test_kill9_mid_batch_loses_nothing_and_spares_in_use(
     await eventually(midway, timeout=60, what="some deletions before the crash")
     w1.kill9()
 
-    w2 = new_worker(harnesses, stack, tmp_path, name)
+    w2 = make_worker(name, start=False)
     w2.start()
 
     async def drained() -> bool:
@@ -388,7 +338,7 @@ async def test_a_broker_queued_ledger_still_listed_is_released_not_dead_lettered
     admin: PulsarAdmin,
     bookie: BookieClient,
     tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    make_worker: WorkerFactory,
 ) -> None:
     """The broker extension queues a ledger before the metadata write that drops it; when that write fails
     the ledger stays listed. Its message must not end in the DLQ as noise (the broker queues the ledger
@@ -404,10 +354,7 @@ async def test_a_broker_queued_ledger_still_listed_is_released_not_dead_lettered
     live = ml_ledger_ids(await admin.internal_stats(TopicName.parse(topic)))[0]
     key = tmp_path / "broker-mark.key"
     key.write_bytes(b"the-brokers-secret\n")
-    w = new_worker(
-        harnesses,
-        stack,
-        tmp_path,
+    w = make_worker(
         f"kept-{unique}",
         worker={
             "max_attempts": 2,
@@ -415,6 +362,7 @@ async def test_a_broker_queued_ledger_still_listed_is_released_not_dead_lettered
             "min_ledger_age_s": 8,
             "broker_mark_key_file": str(key),
         },
+        start=False,
     ).start()
     raw = encode(ml_info(topic, live))
     w.send(ml_info(topic, live), properties={MARK_PROPERTY: signature(b"the-brokers-secret", raw)})

@@ -7,13 +7,13 @@ itself and the queue drains to zero.
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from testkit.topics import eventually
 from tests.conftest import STACK, Stack
+from tests.integration.conftest import WorkerFactory
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
@@ -38,24 +38,14 @@ async def backlog(admin: PulsarAdmin, h: WorkerHarness) -> float:
 
 
 async def test_broker_restart_mid_drain_loses_nothing(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     ghost = f"persistent://{test_namespace}/ghost-{unique}"
     ids = create_ledgers(stack, 12, pulsar_ml_metadata(ghost))
-    w = WorkerHarness(
-        stack,
-        tmp_path,
+    w = make_worker(
         f"restart-{unique}",
         worker={"deletes_per_second": 1, "delete_burst": 1, "max_attempts": 50, "backoff_initial_s": 2},
     )
-    harnesses.append(w)
-    w.start()
     for lid in ids:
         w.send(PendingDeleteLedgerInfo(ghost, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid))
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from testkit.harness import WorkerHarness, create_ledgers, ml_info, pulsar_ml_metadata
+from testkit.harness import create_ledgers, ml_info, pulsar_ml_metadata
 from testkit.topics import count_from_earliest, eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import HttpProxy
 from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
@@ -27,12 +27,6 @@ from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLed
 from worker.formats.topic_name import TopicName
 
 pytestmark = pytest.mark.integration
-
-
-def worker(harnesses: list[WorkerHarness], stack: Stack, tmp_path: Path, name: str, **kw: dict) -> WorkerHarness:
-    h = WorkerHarness(stack, tmp_path, name, **kw)
-    harnesses.append(h)
-    return h.start()
 
 
 def admin_call(stack: Stack, method: str, path: str, body: object | None = None) -> None:
@@ -66,12 +60,12 @@ def admin_proxy(stack: Stack) -> Iterator[HttpProxy]:
 
 
 async def test_ledgers_of_a_deleted_namespace_are_deleted(
-    stack: Stack, unique: str, bookie: BookieClient, tmp_path: Path, harnesses: list[WorkerHarness]
+    stack: Stack, unique: str, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     # Defect: the lookup's "Namespace not found" was TRANSIENT: never cleaned, dead-lettered after 10 tries.
     topic = f"persistent://public/deleted-ns-{unique}/t"
     ids = create_ledgers(stack, 3, pulsar_ml_metadata(topic))
-    w = worker(harnesses, stack, tmp_path, f"nons-{unique}")
+    w = make_worker(f"nons-{unique}")
     for lid in ids:
         w.send(ml_info(topic, lid))
 
@@ -86,7 +80,7 @@ async def test_ledgers_of_a_deleted_namespace_are_deleted(
 
 
 async def test_deleted_topic_is_cleaned_where_auto_creation_is_off(
-    stack: Stack, unique: str, bookie: BookieClient, tmp_path: Path, harnesses: list[WorkerHarness]
+    stack: Stack, unique: str, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     # allowAutoTopicCreation=false (common in production) made the lookup of a deleted topic a 404 too. No
     # lookup is made any more: the topic has no managed ledger, and its namespace's topic list does not name it.
@@ -95,7 +89,7 @@ async def test_deleted_topic_is_cleaned_where_auto_creation_is_off(
     admin_call(stack, "POST", f"/admin/v2/namespaces/{ns}/autoTopicCreation", {"allowAutoTopicCreation": False})
     topic = f"persistent://{ns}/deleted-{unique}"
     ids = create_ledgers(stack, 2, pulsar_ml_metadata(topic))
-    w = worker(harnesses, stack, tmp_path, f"noauto-{unique}")
+    w = make_worker(f"noauto-{unique}")
     for lid in ids:
         w.send(ml_info(topic, lid))
 
@@ -110,12 +104,7 @@ async def test_deleted_topic_is_cleaned_where_auto_creation_is_off(
 
 
 async def test_a_404_without_pulsars_reason_deletes_nothing(
-    stack: Stack,
-    unique: str,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
-    admin_proxy: HttpProxy,
+    stack: Stack, unique: str, bookie: BookieClient, admin_proxy: HttpProxy, make_worker: WorkerFactory
 ) -> None:
     # Defect: any 404 made a topic "gone", and the direct route then deleted on identity and age alone.
     ns = f"public/html404-{unique}"
@@ -123,10 +112,7 @@ async def test_a_404_without_pulsars_reason_deletes_nothing(
     topic = f"persistent://{ns}/t"
     [lid] = create_ledgers(stack, 1, pulsar_ml_metadata(topic))
     answer_listing(admin_proxy, ns, (404, "<html><body>Not Found</body></html>"))
-    w = worker(
-        harnesses,
-        stack,
-        tmp_path,
+    w = make_worker(
         f"w-h404-{unique}",
         pulsar={"admin_url": admin_proxy.url},
         worker={"max_attempts": 2, "backoff_initial_s": 0.5, "backoff_max_s": 1},
@@ -148,9 +134,8 @@ async def test_the_two_stores_disagreeing_deletes_nothing(
     unique: str,
     admin: PulsarAdmin,
     bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
     admin_proxy: HttpProxy,
+    make_worker: WorkerFactory,
 ) -> None:
     # The admin API (wrongly, here through the proxy) lists one topic that has no managed ledger, and not the
     # live one. The live topic's managed ledger in ZooKeeper decides: its old ledger, which identity and age
@@ -168,10 +153,7 @@ async def test_the_two_stores_disagreeing_deletes_nothing(
     phantom = f"persistent://{ns}/phantom"
     [lid] = create_ledgers(stack, 1, pulsar_ml_metadata(phantom))
     answer_listing(admin_proxy, ns, (200, json.dumps([phantom])))
-    w = worker(
-        harnesses,
-        stack,
-        tmp_path,
+    w = make_worker(
         f"w-lie-{unique}",
         pulsar={"admin_url": admin_proxy.url},
         worker={"max_attempts": 2, "backoff_initial_s": 0.5, "backoff_max_s": 1, "in_use_retry_s": 0.5},
@@ -197,12 +179,7 @@ async def test_the_two_stores_disagreeing_deletes_nothing(
 
 
 async def test_unforeseen_admin_answers_are_counted_retried_and_dead_lettered(
-    stack: Stack,
-    unique: str,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
-    admin_proxy: HttpProxy,
+    stack: Stack, unique: str, bookie: BookieClient, admin_proxy: HttpProxy, make_worker: WorkerFactory
 ) -> None:
     # Defect: an exception the pipeline did not map (an admin answer in plain text, an odd value) reached the
     # daemon, whose un-awaited negative_acknowledge parked the message forever. And a topic list that is not a
@@ -215,10 +192,7 @@ async def test_unforeseen_admin_answers_are_counted_retried_and_dead_lettered(
     [odd_ledger] = create_ledgers(stack, 1, pulsar_ml_metadata(odd))
     answer_listing(admin_proxy, plain_ns, (200, "the topics are a and b"))
     answer_listing(admin_proxy, odd_ns, (200, json.dumps({"topics": []})))
-    w = worker(
-        harnesses,
-        stack,
-        tmp_path,
+    w = make_worker(
         f"poison-{unique}",
         pulsar={"admin_url": admin_proxy.url},
         worker={"max_attempts": 3, "backoff_initial_s": 0.5, "backoff_max_s": 1},
@@ -243,7 +217,7 @@ async def test_unforeseen_admin_answers_are_counted_retried_and_dead_lettered(
 
 
 async def test_an_already_gone_ledger_costs_no_listing_of_every_ledger(
-    stack: Stack, unique: str, test_namespace: str, bookie: BookieClient, tmp_path: Path, harnesses: list[WorkerHarness]
+    stack: Stack, unique: str, test_namespace: str, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     ghost = f"persistent://{test_namespace}/ghost-{unique}"
     ids = create_ledgers(stack, 3, pulsar_ml_metadata(ghost))
@@ -251,7 +225,7 @@ async def test_an_already_gone_ledger_costs_no_listing_of_every_ledger(
         await bookie.delete_ledger(lid)
     proxy = HttpProxy(stack.bookie_http_url)
     try:
-        w = worker(harnesses, stack, tmp_path, f"ambig-{unique}", bookkeeper={"http_url": proxy.url})
+        w = make_worker(f"ambig-{unique}", bookkeeper={"http_url": proxy.url})
         for lid in ids:
             w.send(ml_info(ghost, lid))
 
@@ -277,13 +251,7 @@ async def test_an_already_gone_ledger_costs_no_listing_of_every_ledger(
 
 
 async def test_an_open_ledger_of_a_live_topic_is_never_deleted_and_one_of_a_gone_topic_is(
-    stack: Stack,
-    unique: str,
-    test_namespace: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, unique: str, test_namespace: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     # Defect: verification ignored the ledger's state. A compaction running longer than min_ledger_age_s
     # has an OPEN ledger of a live topic that is old enough, not yet its compacted ledger, and below the
@@ -302,7 +270,7 @@ async def test_an_open_ledger_of_a_live_topic_is_never_deleted_and_one_of_a_gone
     produce(stack.service_url, live_topic, 6)  # the topic's ledger ids now pass the compaction's
     assert max(ml_ledger_ids(await admin.internal_stats(TopicName.parse(live_topic)))) > compacting
 
-    w = worker(harnesses, stack, tmp_path, f"open-{unique}", worker={"max_attempts": 3, "in_use_retry_s": 0.5})
+    w = make_worker(f"open-{unique}", worker={"max_attempts": 3, "in_use_retry_s": 0.5})
     w.send(PendingDeleteLedgerInfo(live_topic, LedgerComponent.COMPACTED_LEDGER, LedgerType.LEDGER, compacting))
     w.send(ml_info(ghost, left_open))
 
@@ -322,11 +290,11 @@ async def test_an_open_ledger_of_a_live_topic_is_never_deleted_and_one_of_a_gone
 
 
 async def test_a_young_ledger_waits_for_the_minimum_age_then_is_deleted(
-    stack: Stack, unique: str, test_namespace: str, bookie: BookieClient, tmp_path: Path, harnesses: list[WorkerHarness]
+    stack: Stack, unique: str, test_namespace: str, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     # Every integration test used to run with min_ledger_age_s: 0, so the guard itself was never exercised.
     ghost = f"persistent://{test_namespace}/young-{unique}"
-    w = worker(harnesses, stack, tmp_path, f"young-{unique}", worker={"min_ledger_age_s": 6, "snapshot_ttl_s": 1})
+    w = make_worker(f"young-{unique}", worker={"min_ledger_age_s": 6, "snapshot_ttl_s": 1})
     [lid] = create_ledgers(stack, 1, pulsar_ml_metadata(ghost))
     md = await bookie.get_metadata(lid)
     assert md is not None and md.ctime_ms is not None

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 import pytest
 
-from testkit.harness import WorkerHarness
 from testkit.orphans import drop_ledgers_from_metadata, edit_offload
 from testkit.topics import count_from_earliest, eventually, produce
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.offload_helpers import keys_of, offload_contexts, offload_msg, offload_topic
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
@@ -29,13 +28,7 @@ def exists(s3, bucket: str, key: str) -> bool:  # type: ignore[no-untyped-def]
 
 
 async def test_offloaded_ledger_in_use_then_deleted_and_forgeries_rejected(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    s3,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, s3, make_worker: WorkerFactory
 ) -> None:
     topic = f"persistent://{test_namespace}/off-{unique}"
     t = TopicName.parse(topic)
@@ -57,9 +50,7 @@ async def test_offloaded_ledger_in_use_then_deleted_and_forgeries_rejected(
             Bucket=stack.s3_bucket, Key=key, Body=b"partial", Metadata={"ManagedLedgerName": t.managed_ledger_name}
         )
 
-    w = WorkerHarness(stack, tmp_path, f"off-{unique}", worker={"in_use_retry_s": 3, "max_attempts": 200})
-    harnesses.append(w)
-    w.start()
+    w = make_worker(f"off-{unique}", worker={"in_use_retry_s": 3, "max_attempts": 200})
     w.send(offload_msg(topic, victim, ctx))  # listed with this very uuid: in use
     w.send(offload_msg(topic, keeper, stale))  # listed, but under another uuid: deletable
     # Forgeries (for a topic that does not exist, so nothing is in use): a bucket the worker is not
@@ -97,13 +88,7 @@ async def test_offloaded_ledger_in_use_then_deleted_and_forgeries_rejected(
 
 
 async def test_bookkeeper_copy_of_an_offloaded_ledger_is_reclaimed_once_the_broker_marked_it_deleted(
-    stack: Stack,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    s3,
-    tmp_path: Path,  # type: ignore[no-untyped-def]
-    harnesses: list[WorkerHarness],
+    stack: Stack, unique: str, admin: PulsarAdmin, bookie: BookieClient, s3, make_worker: WorkerFactory
 ) -> None:
     """The broker deletes the BookKeeper copy of an offloaded ledger in two steps: it marks the copy
     ``bookkeeperDeleted`` in the topic's metadata once the topic's own offload deletion lag passed (its
@@ -141,9 +126,7 @@ async def test_bookkeeper_copy_of_an_offloaded_ledger_is_reclaimed_once_the_brok
     await edit_offload(admin, stack.zookeeper_hosts, t, offloaded, timestamp_ms=int(time.time() * 1000) - 5 * 3_600_000)
 
     # Offloaded long ago, within its namespace's lag, not marked by the broker: in use, until attempts run out.
-    strict = WorkerHarness(stack, tmp_path, f"offbk-strict-{unique}", worker={"max_attempts": 2, "in_use_retry_s": 0.5})
-    harnesses.append(strict)
-    strict.start()
+    strict = make_worker(f"offbk-strict-{unique}", worker={"max_attempts": 2, "in_use_retry_s": 0.5})
     strict.send(PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, offloaded[0]))
 
     async def parked() -> bool:
@@ -155,9 +138,7 @@ async def test_bookkeeper_copy_of_an_offloaded_ledger_is_reclaimed_once_the_brok
 
     # The broker's first step, without its second (a crash in between).
     await edit_offload(admin, stack.zookeeper_hosts, t, offloaded, bookkeeper_deleted=True)
-    w = WorkerHarness(stack, tmp_path, f"offbk-{unique}")
-    harnesses.append(w)
-    w.start()
+    w = make_worker(f"offbk-{unique}")
     for lid in offloaded:
         w.send(PendingDeleteLedgerInfo(topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid))
 

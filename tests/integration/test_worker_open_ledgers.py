@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from pathlib import Path
 
 import pulsar
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from testkit.harness import LedgerWriter, WorkerHarness, create_ledgers, ml_info, pulsar_ml_metadata, quiet_logger
 from testkit.topics import eventually, ml_ledger_ids
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin
 from worker.formats import ledger_metadata_record as record
@@ -59,7 +59,7 @@ def cursor_info(topic: str, cursor: str, ledger_id: int) -> PendingDeleteLedgerI
 
 
 async def test_open_ledgers_nothing_names_are_recovered_and_deleted_and_the_live_ones_never_fenced(
-    stack: Stack, unique: str, test_namespace: str, admin: PulsarAdmin, tmp_path: Path, harnesses: list[WorkerHarness]
+    stack: Stack, unique: str, test_namespace: str, admin: PulsarAdmin, make_worker: WorkerFactory
 ) -> None:
     topic = f"persistent://{test_namespace}/open-ledgers-{unique}"
     sub = f"sub-{unique}"
@@ -78,7 +78,7 @@ async def test_open_ledgers_nothing_names_are_recovered_and_deleted_and_the_live
         for attempt in range(3):
             live_cursor = await _settled_cursor_ledger(admin, t, sub)
             round_ = await _open_ledgers_nothing_names(
-                stack, admin, f"{unique}-{attempt}", tmp_path, harnesses, t, sub, live_cursor
+                stack, admin, f"{unique}-{attempt}", make_worker, t, sub, live_cursor
             )
             if await _cursor_ledger(admin, t, sub) == live_cursor:
                 try:
@@ -164,8 +164,7 @@ async def _open_ledgers_nothing_names(
     stack: Stack,
     admin: PulsarAdmin,
     name: str,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    make_worker: WorkerFactory,
     t: TopicName,
     sub: str,
     live_cursor: int,
@@ -190,11 +189,7 @@ async def _open_ledgers_nothing_names(
         (current, orphan_cursor, orphan_data), record.OPEN
     )
 
-    w = WorkerHarness(
-        stack, tmp_path, f"open-{name}", worker={"max_attempts": 3, "in_use_retry_s": 0.5, "min_ledger_age_s": 2}
-    )
-    harnesses.append(w)
-    w.start()
+    w = make_worker(f"open-{name}", worker={"max_attempts": 3, "in_use_retry_s": 0.5, "min_ledger_age_s": 2})
     w.send(cursor_info(topic, sub, orphan_cursor))
     w.send(ml_info(topic, orphan_data))
     w.send(cursor_info(topic, sub, live_cursor))
@@ -211,7 +206,7 @@ async def _open_ledgers_nothing_names(
 
 
 async def test_a_live_writer_of_a_ledger_its_topic_names_is_never_fenced(
-    stack: Stack, unique: str, test_namespace: str, admin: PulsarAdmin, tmp_path: Path, harnesses: list[WorkerHarness]
+    stack: Stack, unique: str, test_namespace: str, admin: PulsarAdmin, make_worker: WorkerFactory
 ) -> None:
     # A writer that is alive and adding (a cursor ledger being created is the only such one a topic does
     # not name, and the minimum age covers it): while the message's ledger is young, it stays untouched.
@@ -221,11 +216,7 @@ async def test_a_live_writer_of_a_ledger_its_topic_names_is_never_fenced(
     sub = f"sub-{unique}"
     writer = await asyncio.to_thread(LedgerWriter, stack, {**pulsar_ml_metadata(topic), "pulsar/cursor": sub})
     try:
-        w = WorkerHarness(
-            stack, tmp_path, f"young-{unique}", worker={"min_ledger_age_s": 60, "snapshot_ttl_s": 1, "max_attempts": 2}
-        )
-        harnesses.append(w)
-        w.start()
+        w = make_worker(f"young-{unique}", worker={"min_ledger_age_s": 60, "snapshot_ttl_s": 1, "max_attempts": 2})
         w.send(cursor_info(topic, sub, writer.ledger_id))
 
         async def parked() -> bool:

@@ -3,17 +3,15 @@ forgot them (testkit/orphans.py), not ledgers we forged."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pulsar
 import pytest
 from kazoo.client import KazooClient
 
-from testkit.harness import WorkerHarness
 from testkit.harness import ml_info as ml
 from testkit.orphans import delete_topic_metadata_keep_ledgers, drop_ledgers_from_metadata, quiesce
 from testkit.topics import count_from_earliest, eventually, ml_ledger_ids, produce
 from tests.conftest import Stack
+from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import quiet_logger
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
@@ -23,20 +21,8 @@ from worker.formats.topic_name import TopicName
 pytestmark = pytest.mark.integration
 
 
-def start_worker(made: list[WorkerHarness], stack: Stack, tmp_path: Path, name: str, **kw: dict) -> WorkerHarness:
-    h = WorkerHarness(stack, tmp_path, name, **kw)
-    made.append(h)
-    return h.start()
-
-
 async def test_orphans_of_a_deleted_topic_go_by_the_direct_route(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     topic = f"persistent://{test_namespace}/dead-{unique}"
     produce(stack.service_url, topic, 16)
@@ -46,7 +32,7 @@ async def test_orphans_of_a_deleted_topic_go_by_the_direct_route(
     for lid in data_ids:
         assert await bookie.get_metadata(lid) is not None
 
-    w = start_worker(harnesses, stack, tmp_path, f"dead-{unique}")
+    w = make_worker(f"dead-{unique}")
     for lid in data_ids:
         w.send(ml(topic, lid))
 
@@ -66,20 +52,14 @@ async def test_orphans_of_a_deleted_topic_go_by_the_direct_route(
 
 
 async def test_in_use_ledger_is_retried_until_its_topic_drops_it(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     topic = f"persistent://{test_namespace}/inuse-{unique}"
     produce(stack.service_url, topic, 16)
     t = TopicName.parse(topic)
     ids = ml_ledger_ids(await admin.internal_stats(t))
     victim = ids[0]
-    w = start_worker(harnesses, stack, tmp_path, f"inuse-{unique}", worker={"in_use_retry_s": 3, "max_attempts": 100})
+    w = make_worker(f"inuse-{unique}", worker={"in_use_retry_s": 3, "max_attempts": 100})
     w.send(ml(topic, victim))
 
     async def retried_twice() -> bool:
@@ -102,13 +82,7 @@ async def test_in_use_ledger_is_retried_until_its_topic_drops_it(
 
 
 async def test_cursor_and_schema_ledgers_are_matched_and_deleted(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     topic = f"persistent://{test_namespace}/cs-{unique}"
     t = TopicName.parse(topic)
@@ -136,7 +110,7 @@ async def test_cursor_and_schema_ledgers_are_matched_and_deleted(
     md = await bookie.get_metadata(schema_ledgers[0])
     assert md is not None and md.custom_metadata["pulsar/schemaId"] == schema_id
 
-    w = start_worker(harnesses, stack, tmp_path, f"cs-{unique}", worker={"in_use_retry_s": 3, "max_attempts": 100})
+    w = make_worker(f"cs-{unique}", worker={"in_use_retry_s": 3, "max_attempts": 100})
     cursor_msg = PendingDeleteLedgerInfo(
         topic, LedgerComponent.MANAGED_CURSOR, LedgerType.LEDGER, cursor_ledger, cursor_name=sub
     )
@@ -185,20 +159,14 @@ async def test_cursor_and_schema_ledgers_are_matched_and_deleted(
 
 
 async def test_zookeeper_delete_path(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     topic = f"persistent://{test_namespace}/zk-{unique}"
     produce(stack.service_url, topic, 11)
     ids = ml_ledger_ids(await admin.internal_stats(TopicName.parse(topic)))
     victims = ids[:2]
     await drop_ledgers_from_metadata(admin, stack.zookeeper_hosts, topic, victims)
-    w = start_worker(harnesses, stack, tmp_path, f"zk-{unique}", bookkeeper={"delete_via": "zookeeper"})
+    w = make_worker(f"zk-{unique}", bookkeeper={"delete_via": "zookeeper"})
     for lid in victims:
         w.send(ml(topic, lid))
 
@@ -211,13 +179,7 @@ async def test_zookeeper_delete_path(
 
 
 async def test_partitioned_topic_owner_and_direct_routes(
-    stack: Stack,
-    test_namespace: str,
-    unique: str,
-    admin: PulsarAdmin,
-    bookie: BookieClient,
-    tmp_path: Path,
-    harnesses: list[WorkerHarness],
+    stack: Stack, test_namespace: str, unique: str, admin: PulsarAdmin, bookie: BookieClient, make_worker: WorkerFactory
 ) -> None:
     base = TopicName.parse(f"persistent://{test_namespace}/parted-{unique}")
     await admin.create_partitioned_topic(base, 2)
@@ -227,7 +189,7 @@ async def test_partitioned_topic_owner_and_direct_routes(
     ids1 = ml_ledger_ids(await admin.internal_stats(p1))
     # Partition 0 forgets its first ledger (owner route); in partition 1 the first ledger is live.
     await drop_ledgers_from_metadata(admin, stack.zookeeper_hosts, p0, [ids0[0]])
-    w = start_worker(harnesses, stack, tmp_path, f"parted-{unique}", worker={"in_use_retry_s": 1, "max_attempts": 3})
+    w = make_worker(f"parted-{unique}", worker={"in_use_retry_s": 1, "max_attempts": 3})
     w.send(ml(str(p0), ids0[0]))
     w.send(ml(str(p1), ids1[0]))
     # Announced under the partitioned base name, a partition's ledger does not prove its identity (its
