@@ -89,15 +89,26 @@ def test_a_wrong_metadata_store_refuses_to_start(
     assert expected.format(zk=zk) in log, log[-3000:]
 
 
-async def test_stores_apart_start_and_each_read_goes_to_its_store(
-    stack: Stack, unique: str, admin: PulsarAdmin, bookkeeper_only: str, make_worker: WorkerFactory
+@pytest.mark.parametrize(
+    "zookeeper",
+    [
+        # Pulsar's store at the root, BookKeeper's "apart" (its chroot).
+        {"hosts": "{zk}", "bookkeeper_hosts": "{zk}/ledgers", "ledgers_root": "/"},
+        # Only the brokers' metadataStoreUrl and the bookies' metadataServiceUri, as broker.conf and
+        # bookkeeper.conf write them.
+        {"hosts": None, "metadata_store_url": "zk:{zk}", "metadata_service_uri": "zk+hierarchical://{zk}/ledgers"},
+    ],
+    ids=["stores-apart", "the-urls-an-operator-has"],
+)
+async def test_the_daemon_proves_each_store_and_deletes_through_its_own(
+    stack: Stack, unique: str, make_worker: WorkerFactory, zookeeper: dict[str, str | None]
 ) -> None:
-    """Pulsar's store at the root, BookKeeper's "apart" (its chroot): the daemon starts, proves a topic
-    gone through Pulsar's store and deletes the ledger's metadata in BookKeeper's."""
+    """The daemon starts (both stores proven), proves a topic gone through Pulsar's store and deletes the
+    ledger's metadata in BookKeeper's."""
     gone_topic = f"persistent://public/default/stores-gone-{unique}"
     ids = create_ledgers(stack, 2, pulsar_ml_metadata(gone_topic))
-    apart = {"hosts": stack.zookeeper_hosts, "bookkeeper_hosts": bookkeeper_only, "ledgers_root": "/"}
-    h = make_worker(f"stores-{unique}", zookeeper=apart, bookkeeper={"delete_via": "zookeeper"})
+    config = {k: v.format(zk=stack.zookeeper_hosts) if v else v for k, v in zookeeper.items()}
+    h = make_worker(f"stores-{unique}", zookeeper=config, bookkeeper={"delete_via": "zookeeper"})
     for lid in ids:
         h.send(PendingDeleteLedgerInfo(gone_topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid))
 
@@ -108,26 +119,6 @@ async def test_stores_apart_start_and_each_read_goes_to_its_store(
     async with ZooKeeper(stack.zookeeper_hosts) as zk:
         for lid in ids:
             assert not await zk.bookkeeper.ledger_metadata_exists(lid)
-
-
-async def test_the_urls_an_operator_has_are_enough(stack: Stack, unique: str, make_worker: WorkerFactory) -> None:
-    """Only the brokers' metadataStoreUrl and the bookies' metadataServiceUri, as broker.conf and
-    bookkeeper.conf write them: the daemon proves both stores through them and deletes through them."""
-    gone_topic = f"persistent://public/default/stores-urls-{unique}"
-    ids = create_ledgers(stack, 2, pulsar_ml_metadata(gone_topic))
-    zk = stack.zookeeper_hosts
-    urls = {"hosts": None, "metadata_store_url": f"zk:{zk}", "metadata_service_uri": f"zk+hierarchical://{zk}/ledgers"}
-    h = make_worker(f"urls-{unique}", zookeeper=urls, bookkeeper={"delete_via": "zookeeper"})
-    for lid in ids:
-        h.send(PendingDeleteLedgerInfo(gone_topic, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, lid))
-
-    async def settled() -> bool:
-        return h.metric("ledger_deletion_deleted_total", result="deleted") >= len(ids)
-
-    await eventually(settled, timeout=120, interval=1, what="both orphans deleted")
-    async with ZooKeeper(zk) as store:
-        for lid in ids:
-            assert not await store.bookkeeper.ledger_metadata_exists(lid)
 
 
 async def test_each_read_goes_to_its_store(stack: Stack, unique: str, admin: PulsarAdmin, bookkeeper_only: str) -> None:
