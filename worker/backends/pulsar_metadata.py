@@ -29,14 +29,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from worker.backends.group_commit import GroupCommit
-from worker.backends.pulsar_store import UnreadableManagedLedger, schema_locator_ledgers
+from worker.backends.pulsar_store import managed_ledger_of, schema_locator_ledgers
 from worker.backends.zookeeper_session import Znode, ZooKeeperSession
 from worker.errors import BackendError
 from worker.formats.managed_ledger_metadata import (
     ManagedCursorInfo,
     ManagedLedgerInfo,
     parse_managed_cursor_info,
-    parse_managed_ledger_info,
 )
 from worker.formats.metadata_paths import managed_ledger_path
 from worker.formats.protobuf_wire import MetadataFormatError
@@ -102,10 +101,7 @@ class PulsarMetadata:
             if got is None:
                 return None
             data, stat = got
-            try:
-                managed_ledger = parse_managed_ledger_info(data)
-            except MetadataFormatError as e:
-                raise UnreadableManagedLedger(topic, e) from e
+            managed_ledger = managed_ledger_of(topic, data)
             cursors = await self._cursors(topic, path)
             schema = await schema_read
         finally:

@@ -93,13 +93,8 @@ class ZooKeeperPulsarStore:
 
     async def cursor_properties(self, topic: TopicName, cursor: str) -> Mapping[str, str] | None:
         """``ManagedCursorInfo.cursorProperties`` of the cursor's znode (its name: ``cursor``)."""
-        got = await self.session.get(f"{managed_ledger_path(topic)}/{cursor}")
-        if got is None:
-            return None
-        try:
-            return parse_managed_cursor_info(got[0]).cursor_properties
-        except MetadataFormatError as e:
-            raise BackendError("zookeeper", f"cursor {cursor} of {topic}: {e}") from e
+        info = await self._cursor(topic, cursor)
+        return None if info is None else info.cursor_properties
 
     async def records_ledger(self, topic: TopicName, ledger_id: int, cursor: str | None = None) -> bool:
         """The cursor's ``cursorsLedgerId`` (the cursor's znode name), or the managed ledger's list. No record:
@@ -107,11 +102,16 @@ class ZooKeeperPulsarStore:
         if cursor is None:
             ml = await self.read_managed_ledger(topic)
             return ml is not None and ml.ledger(ledger_id) is not None
+        info = await self._cursor(topic, cursor)
+        return info is not None and info.cursors_ledger_id == ledger_id
+
+    async def _cursor(self, topic: TopicName, cursor: str) -> ManagedCursorInfo | None:
+        """The cursor's record; None without one. An unreadable one is a BackendError, never an absence."""
         got = await self.session.get(f"{managed_ledger_path(topic)}/{cursor}")
         if got is None:
-            return False
+            return None
         try:
-            return parse_managed_cursor_info(got[0]).cursors_ledger_id == ledger_id
+            return parse_managed_cursor_info(got[0])
         except MetadataFormatError as e:
             raise BackendError("zookeeper", f"cursor {cursor} of {topic}: {e}") from e
 
