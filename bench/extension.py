@@ -64,7 +64,7 @@ from bench.env import OUT, RESULTS
 from bench.run import _git_head, _loadavg, _machine
 from bench.stats import sample_quantiles
 from testkit.harness import quiet_logger
-from testkit.stack import REPO, STACK, Stack, admin_for, parse_env, stack_of
+from testkit.stack import REPO, STACK, Profile, Stack, admin_for, healthy, stack_of
 from worker.broker.admin import PulsarAdmin
 from worker.formats.topic_name import TopicName
 
@@ -74,7 +74,6 @@ PENDING_PARTITIONS = 4
 ENTRIES_PER_LEDGER = 5  # config/standalone.conf: managedLedgerMaxEntriesPerLedger
 
 _COMMON = {
-    "PROFILE": "standalone",
     # Two JVMs beside the shared stacks on 2 cores: the heap the other side-by-side instances use.
     "PULSAR_MEM": "-Xms256m -Xmx768m -XX:MaxDirectMemorySize=512m",
 }
@@ -161,29 +160,22 @@ class Knobs:
 # ---------------------------------------------------------------------------------------------- instances
 
 
-def instance_env(mode: str) -> dict[str, str]:
-    env = {**os.environ, **_COMMON}
-    for k, v in {**_COMMON, **INSTANCES[mode]}.items():
-        env[k] = os.environ.get(f"{_PREFIX[mode]}{k}", v)
-    env["BROKER_EXTENSION"] = INSTANCES[mode]["BROKER_EXTENSION"]  # the one thing that tells them apart
+def instance(mode: str) -> Profile:
+    """The mode's own instance (``<prefix><VAR>`` sets its ``<VAR>``): stock brokers or the extension, and the
+    rollover of the stack or of Pulsar (``BENCH_EXT_LEDGERS``)."""
+    placement = {**_COMMON, **INSTANCES[mode]}
     if _ledgers() == "pulsar":
-        env["BROKER_CONF"] = " ".join(f"{k}={v}" for k, v in PULSAR_ROLLOVER.items())
-    return env
+        placement["BROKER_CONF"] = " ".join(f"{k}={v}" for k, v in PULSAR_ROLLOVER.items())
+    return Profile("standalone", placement, prefix=_PREFIX[mode])
+
+
+def instance_env(mode: str) -> dict[str, str]:
+    # BROKER_EXTENSION is the one thing that tells them apart: no LDW_BENCH_* variable changes it.
+    return instance(mode).environ(BROKER_EXTENSION=INSTANCES[mode]["BROKER_EXTENSION"])
 
 
 def _stack_sh(mode: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", str(STACK), *args], env=instance_env(mode), capture_output=True, text=True, timeout=timeout
-    )
-
-
-def _healthy(env: dict[str, str]) -> bool:
-    try:
-        url = f"http://127.0.0.1:{env['WEB_PORT']}/admin/v2/brokers/health"
-        with urllib.request.urlopen(url, timeout=3) as r:
-            return bool(r.status == 200)
-    except OSError:
-        return False
+    return instance(mode).run(*args, timeout=timeout, BROKER_EXTENSION=INSTANCES[mode]["BROKER_EXTENSION"])
 
 
 def exclusive() -> Any:
@@ -211,7 +203,7 @@ def bring_up() -> tuple[dict[str, Stack], list[str]]:
         # It stops, and empties, what it starts: never a stack it does not own (the shared one included).
         if not Path(instance_env(m)["STACK_DIR"]).name.startswith(".data-bench"):
             raise SystemExit(f"{_PREFIX[m]}STACK_DIR must name a .data-bench* directory of its own")
-    started = [m for m in MODES if not _healthy(instance_env(m))]
+    started = [m for m in MODES if not healthy(instance(m).addresses())]
     for m in started:
         # Ours only (its own STACK_DIR): whatever an earlier run left (a crashed start) is stopped, and the
         # instance starts from empty data, so no run reads back an earlier run's queue or topics.
@@ -231,7 +223,7 @@ def bring_up() -> tuple[dict[str, Stack], list[str]]:
     if failed:
         bring_down(started)
         raise SystemExit("\n".join(failed))
-    stacks = {m: stack_of(parse_env(_stack_sh(m, "env").stdout)) for m in MODES}
+    stacks = {m: stack_of(instance(m).addresses()) for m in MODES}
     return stacks, started
 
 

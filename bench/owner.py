@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import asyncio
 
+from testkit.admin import StagingAdmin
 from testkit.orphans import drop_ledgers_from_metadata, quiesce
 from testkit.stack import Stack
 from testkit.topics import ml_ledger_ids, produce
-from worker.broker.admin import PulsarAdmin
 from worker.formats.topic_name import TopicName
 
 NAMESPACE = "public/ldw-bench"
 ENTRIES_PER_LEDGER = 5  # managedLedgerMaxEntriesPerLedger of the local stack
 
 
-async def make(stack: Stack, admin: PulsarAdmin, run_id: str, count: int) -> tuple[str, list[int]]:
+async def make(stack: Stack, admin: StagingAdmin, run_id: str, count: int) -> tuple[str, list[int]]:
     """A live topic with ``count`` (or a few fewer) of its ledgers orphaned; returns (topic, ids)."""
     await admin.ensure_namespace(NAMESPACE)
     # Infinite retention: with no subscription the broker would otherwise trim the ledgers by itself.
@@ -28,6 +28,6 @@ async def make(stack: Stack, admin: PulsarAdmin, run_id: str, count: int) -> tup
     return topic, await drop_ledgers_from_metadata(admin, stack.zookeeper_hosts, topic, victims)
 
 
-async def remove(admin: PulsarAdmin, topic: str) -> None:
+async def remove(admin: StagingAdmin, topic: str) -> None:
     """Delete the topic (and, through the broker, the ledgers it still lists)."""
     await admin.delete_topic(TopicName.parse(topic), force=True)

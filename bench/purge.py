@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import threading
 import time
 import urllib.request
@@ -50,7 +49,7 @@ from bench.env import RESULTS
 from bench.run import _git_head, _loadavg, _machine
 from bench.stats import sample_quantiles
 from testkit.harness import WorkerHarness, quiet_logger
-from testkit.stack import REPO, STACK, Stack, admin_for, parse_env, stack_of
+from testkit.stack import REPO, Profile, Stack, admin_for, stack_of
 from testkit.topics import ml_ledger_ids
 from worker.formats.metadata_paths import hierarchical_ledger_path
 from worker.formats.topic_name import TopicName
@@ -58,8 +57,7 @@ from worker.formats.topic_name import TopicName
 MODES = ("stock", "extension", "defer")
 PENDING = "persistent://pulsar/system/__ledger_deletion"
 ENTRIES_PER_LEDGER = 5  # config/standalone.conf: managedLedgerMaxEntriesPerLedger
-PURGE_ENV = {
-    "PROFILE": "standalone",
+PURGE = {
     "STACK_DIR": str(REPO / "deploy" / "local" / ".data-bench-purge"),
     "WEB_PORT": "29280",
     "BROKER_PORT": "27680",
@@ -105,17 +103,19 @@ class Knobs:
         )
 
 
-def env_for(mode: str) -> dict[str, str]:
-    env = {**os.environ}
-    for k, v in PURGE_ENV.items():
-        env[k] = os.environ.get(f"LDW_BENCH_PURGE_{k}", v)
-    env["BROKER_EXTENSION"] = "0" if mode == "stock" else "1"
-    env["BROKER_EXTENSION_DEFER"] = "1" if mode == "defer" else "0"
-    return env
+# The bench's own instance: LDW_BENCH_PURGE_<VAR> sets its <VAR>.
+INSTANCE = Profile("standalone", PURGE, prefix="LDW_BENCH_PURGE_")
+
+
+def mode_conf(mode: str) -> dict[str, str]:
+    return {
+        "BROKER_EXTENSION": "0" if mode == "stock" else "1",
+        "BROKER_EXTENSION_DEFER": "1" if mode == "defer" else "0",
+    }
 
 
 def stack_sh(mode: str, *args: str) -> str:
-    r = subprocess.run(["bash", str(STACK), *args], env=env_for(mode), capture_output=True, text=True, timeout=900)
+    r = INSTANCE.run(*args, timeout=900, **mode_conf(mode))
     if r.returncode != 0:
         raise SystemExit(f"stack.sh {' '.join(args)} failed:\n{r.stderr[-3000:]}")
     return r.stdout
@@ -274,7 +274,7 @@ async def trim_all(session: aiohttp.ClientSession, stack: Stack, topics: list[To
 async def one_mode(mode: str, k: Knobs, run_id: str) -> dict[str, Any]:
     stack_sh(mode, "down")
     stack_sh(mode, "up")
-    stack = stack_of(parse_env(stack_sh(mode, "env")))
+    stack = stack_of(INSTANCE.addresses())
     ns = f"public/purge-{mode}-{run_id}"
     paced_ns = f"public/purge-paced-{mode}-{run_id}"
     topics = [TopicName.parse(f"persistent://{ns}/t{i}") for i in range(k.topics)]

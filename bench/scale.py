@@ -43,7 +43,7 @@ from typing import Any
 
 from bench.env import RESULTS
 from testkit.managed_ledger_encoding import encode_managed_cursor_info, encode_managed_ledger_info
-from testkit.stack import REPO, STACK
+from testkit.stack import REPO, Profile
 from worker.formats.managed_ledger_metadata import (
     LedgerInfo,
     ManagedCursorInfo,
@@ -78,8 +78,7 @@ DAY_MS = 86_400_000
 
 
 def _stack_sh(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **INSTANCE}
-    return subprocess.run(["bash", str(STACK), *args], env=env, capture_output=True, text=True, timeout=timeout)
+    return Profile("standalone", INSTANCE, prefix="LDW_BENCH_SCALE_").run(*args, timeout=timeout)
 
 
 def bring_up() -> None:

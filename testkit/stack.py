@@ -1,15 +1,17 @@
-"""The local stack's addresses (``deploy/local/stack.sh env``)."""
+"""The local stack's instances (``deploy/local/stack.sh``): one factory, :class:`Profile` and :func:`running`,
+for every profile, and their addresses (``stack.sh env --json``)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import ssl
 import subprocess
 import sys
 import urllib.request
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from worker.backends.zookeeper import ZooKeeper
 
 REPO = Path(__file__).resolve().parents[1]
 STACK = REPO / "deploy" / "local" / "stack.sh"
+PROFILES = REPO / "deploy" / "local" / "profiles"
 
 
 @dataclass(frozen=True)
@@ -39,13 +42,126 @@ def parse_env(out: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
+def _profile_keys(name: str) -> set[str]:
+    """The variables a profile's data files set (deploy/local/profiles/): what places an instance."""
+    keys: set[str] = set()
+    for f in (PROFILES / f"{name}.env", PROFILES / "pulsar5" / f"{name}.env"):
+        if f.exists():
+            keys |= {ln.split("=", 1)[0] for ln in f.read_text().splitlines() if "=" in ln and not ln.startswith("#")}
+    return keys
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One instance of the local stack, as tests, benchmarks and tools run it: a ``stack.sh`` profile
+    (``deploy/local/profiles/<profile>.env``), the variables that place this instance (``placement``: ports,
+    data directory, broker.conf lines), and the switches that skip it or keep it up.
+
+    With a ``prefix`` (``LDW_EXT_``), the instance is its own: the process environment's variables that place
+    instances (ports, ``STACK_DIR``, ...) do not reach it, ``<prefix><VAR>`` does as ``VAR``; without one, the
+    environment reaches it as it reaches ``stack.sh`` (the shared stack: ``make stack-up``'s variables)."""
+
+    profile: str = "standalone"
+    placement: Mapping[str, str] = field(default_factory=dict)
+    prefix: str | None = None
+    # "0" in this variable skips the tests on it; "1" in ``keep`` leaves it up after them.
+    off: str | None = None
+    keep: str | None = None
+    up_timeout: float = 900
+
+    def environ(self, **overrides: str) -> dict[str, str]:
+        """The environment ``stack.sh`` runs in for this instance, ``overrides`` last."""
+        env = {**os.environ, "PROFILE": self.profile}
+        if self.prefix is not None:
+            for k in _profile_keys(self.profile) | set(self.placement):
+                env.pop(k, None)
+            env.update(self.placement)
+            env.update({k.removeprefix(self.prefix): v for k, v in os.environ.items() if k.startswith(self.prefix)})
+        else:
+            env.update({k: v for k, v in self.placement.items() if k not in os.environ})
+        return {**env, **overrides}
+
+    def run(self, *args: str, timeout: float = 600, **overrides: str) -> subprocess.CompletedProcess[str]:
+        """``stack.sh <args>`` (up, down, status, env, kill9 C, ...) on this instance, output captured."""
+        return subprocess.run(
+            ["bash", str(STACK), *args], env=self.environ(**overrides), capture_output=True, text=True, timeout=timeout
+        )
+
+    def addresses(self) -> dict[str, str]:
+        """``stack.sh env --json``: what a client of this instance needs (its URLs, data directory, key...)."""
+        r = self.run("env", "--json", timeout=60)
+        if r.returncode != 0:
+            raise RuntimeError(f"PROFILE={self.profile} stack.sh env failed:\n{r.stderr[-2000:]}")
+        env: dict[str, str] = json.loads(r.stdout)
+        return env
+
+    def up(self, **overrides: str) -> None:
+        r = self.run("up", timeout=self.up_timeout, **overrides)
+        if r.returncode != 0:
+            raise AssertionError(f"PROFILE={self.profile} stack.sh up failed:\n{r.stderr[-5000:]}")
+
+    def down(self) -> None:
+        self.run("down", timeout=300)
+
+
+def healthy(addresses: Mapping[str, str]) -> bool:
+    """Every broker, bookie and S3 server an instance's ``addresses`` name answers its health check: the
+    brokers' ``/admin/v2/brokers/health`` (as the superuser, over the instance's own TLS, on an authenticated
+    instance), the bookies' ``/heartbeat``, moto's ``/moto-api/``."""
+    headers: dict[str, str] = {}
+    context = None
+    if addresses.get("AUTH") == "1":
+        token = Path(addresses["PULSAR_TOKEN_DIR"]) / "admin.token"
+        if not token.exists():
+            return False
+        headers["Authorization"] = f"Bearer {token.read_text().strip()}"
+        context = ssl.create_default_context(cafile=addresses["PULSAR_TLS_CA"])
+    checks = [
+        (addresses[k], "/admin/v2/brokers/health", headers, context)
+        for k in ("PULSAR_ADMIN_URL", "PULSAR_ADMIN_URL_2")
+        if k in addresses
+    ]
+    checks += [
+        (addresses[k], "/heartbeat", {}, None) for k in ("BOOKIE_HTTP_URL", "BOOKIE_HTTP_URL_2") if k in addresses
+    ]
+    checks.append((addresses["S3_ENDPOINT"], "/moto-api/", {}, None))
+    return all(_answers(base + path, h, ctx) for base, path, h, ctx in checks)
+
+
+def _answers(url: str, headers: dict[str, str], context: ssl.SSLContext | None) -> bool:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=3, context=context) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def running(profile: Profile, *, stop: bool = True) -> Iterator[dict[str, str]]:
+    """The instance up for the duration: started if it is not healthy, its addresses yielded, and stopped
+    afterwards if this started it (and ``stop``, and not ``keep``). A profile that was already up is left
+    as it is found, brought up again if a test left part of it down. ``off`` set to 0 skips the tests."""
+    import pytest
+
+    if profile.off and os.environ.get(profile.off) == "0":
+        pytest.skip(f"{profile.off}=0: the tests on PROFILE={profile.profile} are off")
+    addresses = profile.addresses()
+    was_up = healthy(addresses)
+    if not was_up:
+        profile.up()
+    try:
+        yield profile.addresses()
+    finally:
+        kept = was_up or not stop or (profile.keep is not None and os.environ.get(profile.keep) == "1")
+        if not kept:
+            profile.down()
+        elif not healthy(profile.addresses()):
+            profile.up()
+
+
 def stack_env(profile: str | None = None) -> dict[str, str]:
     """``stack.sh env``: the addresses of the profile named (default: ``$PROFILE``, else standalone)."""
-    env = {**os.environ, "PROFILE": profile} if profile else None
-    out = subprocess.run(
-        ["bash", str(STACK), "env"], check=True, capture_output=True, text=True, timeout=60, env=env
-    ).stdout
-    return parse_env(out)
+    return Profile(profile or os.environ.get("PROFILE", "standalone")).addresses()
 
 
 def stack_from_env(profile: str | None = None) -> Stack:
@@ -90,12 +206,6 @@ def pulsar_java(home: Path) -> str:
     if out.returncode != 0:
         raise AssertionError(out.stderr.strip())
     return out.stdout.strip()
-
-
-def run_profile(profile: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """``PROFILE=<profile> stack.sh <args>`` (up, down, status, kill9 C, ...), output captured."""
-    env = {**os.environ, "PROFILE": profile}
-    return subprocess.run(["bash", str(STACK), *args], env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def mark_directory(items: list[Any], directory: str, *marks: Any) -> None:

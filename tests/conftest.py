@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -11,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from testkit.stack import REPO, STACK, Stack, admin_for, bookie_for, s3_client, stack_from_env
+from testkit.stack import REPO, STACK, Profile, Stack, admin_for, bookie_for, running, s3_client, stack_of
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
 
@@ -29,21 +28,15 @@ pytest.register_assert_rewrite(
 )
 
 
-def _up(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=3) as r:
-            return bool(r.status == 200)
-    except OSError:
-        return False
+# The shared stack: `make test` starts it (and .ci/run stops it); a bare `pytest` run starts it here the same way
+# and leaves it up.
+STANDALONE = Profile("standalone")
 
 
 @pytest.fixture(scope="session")
-def stack() -> Stack:
-    s = stack_from_env()
-    if not (_up(f"{s.admin_url}/admin/v2/brokers/health") and _up(f"{s.bookie_http_url}/heartbeat")):
-        # `make test` starts it; a bare `pytest` run starts it here the same way.
-        subprocess.run(["bash", str(STACK), "up"], check=True)
-    return s
+def stack() -> Iterator[Stack]:
+    with running(STANDALONE, stop=False) as addresses:
+        yield stack_of(addresses)
 
 
 @pytest.fixture

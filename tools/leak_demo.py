@@ -28,7 +28,7 @@ kill point as ``before/on the queue/after the drain`` for the dropped ledgers, a
     python -m tools.leak_demo [--modes stock,extension,defer] [--delays-ms 250,500,1000,2000,4000] [--spread-ms 0]
                               [--topics 12] [--paths trim,...] [--json-out FILE]
 
-The stack instance's ports, directory and heap come from ``LDW_DEMO_<VAR>`` (defaults in ``DEMO_ENV``).
+The stack instance's ports, directory and heap come from ``LDW_DEMO_<VAR>`` (defaults in ``DEMO``).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ import yaml
 
 from testkit.admin import StagingAdmin
 from testkit.harness import WorkerHarness, quiet_logger
-from testkit.stack import REPO, STACK, Stack, admin_for, parse_env, stack_of
+from testkit.stack import REPO, Profile, Stack, admin_for, stack_of
 from testkit.topics import eventually, ml_ledger_ids, produce
 from worker.formats.message import InvalidMessage, decode
 from worker.formats.topic_name import TopicName
@@ -66,8 +66,7 @@ PENDING = "persistent://pulsar/system/__ledger_deletion"
 ENTRIES_PER_LEDGER = 5  # config/standalone.conf: managedLedgerMaxEntriesPerLedger
 SUBSCRIPTION = "s"
 
-DEMO_ENV = {
-    "PROFILE": "standalone",
+DEMO = {
     "STACK_DIR": str(REPO / "deploy" / "local" / ".data-leak-demo"),
     "WEB_PORT": "28080",
     "BROKER_PORT": "26650",
@@ -109,25 +108,32 @@ AVRO_V2 = json.dumps(
 )
 
 
+# The demo's own instance: LDW_DEMO_<VAR> sets its <VAR>.
+INSTANCE = Profile("standalone", DEMO, prefix="LDW_DEMO_")
+
+
+def mode_conf(mode: str) -> dict[str, str]:
+    """What sets a mode apart: stock brokers, the extension, or the extension in defer mode."""
+    return {
+        "BROKER_EXTENSION": "0" if mode == "stock" else "1",
+        "BROKER_EXTENSION_DEFER": "1" if mode == "defer" else "0",
+        "BROKER_CONF": f"{DEMO_BROKER_CONF} {os.environ.get('BROKER_CONF', '')}".strip(),
+    }
+
+
 def env_for(mode: str) -> dict[str, str]:
-    env = {**os.environ}
-    for k, v in DEMO_ENV.items():
-        env[k] = os.environ.get(f"LDW_DEMO_{k}", v)
-    env["BROKER_EXTENSION"] = "0" if mode == "stock" else "1"
-    env["BROKER_EXTENSION_DEFER"] = "1" if mode == "defer" else "0"
-    env["BROKER_CONF"] = f"{DEMO_BROKER_CONF} {os.environ.get('BROKER_CONF', '')}".strip()
-    return env
+    return INSTANCE.environ(**mode_conf(mode))
 
 
 def stack_sh(mode: str, *args: str) -> str:
-    r = subprocess.run(["bash", str(STACK), *args], env=env_for(mode), capture_output=True, text=True, timeout=900)
+    r = INSTANCE.run(*args, timeout=900, **mode_conf(mode))
     if r.returncode != 0:
         raise SystemExit(f"stack.sh {' '.join(args)} failed:\n{r.stderr[-3000:]}")
     return r.stdout
 
 
 def stack_for(mode: str) -> Stack:
-    return stack_of(parse_env(stack_sh(mode, "env")))
+    return stack_of(INSTANCE.addresses())
 
 
 def kill9_broker(mode: str) -> None:

@@ -29,7 +29,6 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import tempfile
 import time
 import urllib.request
@@ -43,7 +42,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from testkit.harness import WorkerHarness
 from testkit.orphans import delete_topic_metadata_keep_ledgers
-from testkit.stack import STACK, Stack, admin_for, bookie_for, parse_env, stack_of
+from testkit.stack import STACK, Profile, Stack, admin_for, bookie_for, healthy, stack_of
 from testkit.topics import eventually, produce
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
@@ -59,8 +58,7 @@ BOOKIE_METRICS = (RECLAIMED_DELETION, RECLAIMED_COMPACTION, ACTIVE_ENTRY_LOG_SPA
 # before the topic is written, once it is flushed, after the worker's deletes, after the collection.
 PHASES = ("before", "written", "after_deletes", "after_gc")
 MESSAGE_BYTES = 200_000
-DEMO_ENV = {
-    "PROFILE": "standalone",
+DEMO = {
     "STACK_DIR": str(STACK.parent / ".data-reclaim-demo"),
     # Below the kernel's ephemeral range (32768-60999), where a client socket could take one first.
     "WEB_PORT": "19080",
@@ -282,8 +280,8 @@ async def run_reclaim(
     return report
 
 
-def _stack_sh(env: dict[str, str], *args: str, timeout: float = 900) -> str:
-    r = subprocess.run(["bash", str(STACK), *args], env=env, capture_output=True, text=True, timeout=timeout)
+def _stack_sh(instance: Profile, *args: str, timeout: float = 900) -> str:
+    r = instance.run(*args, timeout=timeout)
     if r.returncode != 0:
         raise SystemExit(f"stack.sh {' '.join(args)} failed:\n{r.stderr[-3000:]}")
     return r.stdout
@@ -294,14 +292,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--profile", choices=("standalone", "cluster"), default="standalone")
     ap.add_argument("--megabytes", type=int, default=48)
     args = ap.parse_args(argv)
-    if args.profile == "standalone":
-        env = {**os.environ, **{k: os.environ.get(f"LDW_DEMO_{k}", v) for k, v in DEMO_ENV.items()}}
-    else:
-        env = {**os.environ, "PROFILE": "cluster"}
-    was_up = subprocess.run(["bash", str(STACK), "status"], env=env, capture_output=True).returncode == 0
-    _stack_sh(env, "up")
+    # The standalone demo runs on an instance of its own (LDW_DEMO_<VAR> sets its <VAR>), the cluster on the
+    # cluster profile.
+    instance = Profile("standalone", DEMO, prefix="LDW_DEMO_") if args.profile == "standalone" else Profile("cluster")
+    was_up = healthy(instance.addresses())
+    _stack_sh(instance, "up")
     try:
-        e = parse_env(_stack_sh(env, "env"))
+        e = instance.addresses()
         urls = [e["BOOKIE_HTTP_URL"]] + ([e["BOOKIE_HTTP_URL_2"]] if "BOOKIE_HTTP_URL_2" in e else [])
         with tempfile.TemporaryDirectory(prefix="ldw-reclaim-") as tmp:
             t0 = time.monotonic()
@@ -319,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps({"stack": args.profile, "written_bytes": report.written_bytes, "phases": report.phases}))
     finally:
         if not was_up:
-            _stack_sh(env, "down", timeout=300)
+            _stack_sh(instance, "down", timeout=300)
     return 0
 
 

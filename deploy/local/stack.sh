@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# The real local stack: Apache Pulsar standalone (ZooKeeper metadata, bookie HTTP admin on) and moto's
-# S3 server, both on loopback.  `stack.sh up|down|status|env|restart-pulsar`.
+# The real local stack: Apache Pulsar (ZooKeeper metadata, bookie HTTP admin on) and moto's S3 server, on
+# loopback.  `stack.sh up|down|status|env [--json]|render|restart-pulsar`.
 #
-# PROFILE=cluster (`make stack-up PROFILE=cluster`) runs a production-shaped cluster instead, beside the
-# standalone stack: one ZooKeeper (2191), two bookies (3182/3183, HTTP admin 8001/8002), two brokers
-# (web 8081/8082, binary 6651/6652), its own moto S3 (5010, bucket pulsar-offload-cluster), data in
-# deploy/local/.data-cluster; extra verbs kill9|stop|start <component> for fault tests.  See the
-# cluster section below for its variables.
+# This script starts and stops processes; what it starts is data. A profile is a file under profiles/ (its
+# ports, data directory, heap, KIND standalone|cluster, AUTH 0|1): standalone (the shared stack), extension
+# (the broker-extension suite's instance), auth (token authentication, TLS), cluster (one ZooKeeper, two
+# bookies, two brokers; extra verbs kill9|stop|start <component> for fault tests); PROFILE picks one. The keys
+# it sets in Pulsar's configuration files are under overrides/ (KEY=VALUE, ${VAR} expanded), applied in one
+# loop (conf_apply). `env` prints what a client needs (`--json` for testkit); `render` writes the
+# configuration files under $STACK_DIR/run without starting anything.
 #
-# Everything is configurable through the environment (defaults in brackets):
+# Every variable of a profile file, and these, can be set in the environment, which wins (the standalone
+# profile's defaults in brackets):
 #   STACK_DIR [deploy/local/.data]  data, logs and pid files
 #   STACK_CACHE [deploy/local/.cache]  the unpacked Pulsar distribution (the tarball itself stays in ~/.m2)
 #   PULSAR_VERSION [4.0.8]  BROKER_PORT [6650]  WEB_PORT [8080]  BOOKIE_PORT [3181]
 #   PULSAR_DIST [tarball up to 4.0.x, else jars]  tarball: pulsar-server-distribution unpacked; jars: Pulsar
 #     assembled from pulsar-broker's Maven Central jars (deploy/local/assembly/, Java 21+ for 5.x), for the
 #     lines whose distribution the registry does not serve (5.0.x).  A 5.x stack gets ports and a data
-#     directory of its own by default (see pulsar5_defaults), so it runs beside the 4.0.8 stack.
+#     directory of its own by default (profiles/pulsar5/), so it runs beside the 4.0.8 stack.
 #   TIERED_STORAGE [1]  1: the broker offloads to the moto S3 server through Pulsar's jcloud offloader; 0: no
 #     offload driver (`env` says which)
 #   OFFLOADER_VERSION [PULSAR_VERSION; 4.0.8 for 5.0.x]  the tiered-storage-jcloud release the broker loads:
@@ -34,11 +37,12 @@
 #     Every profile's brokers sign what the extension publishes with the key in $STACK_DIR/broker-mark.key
 #     (random, made once, mode 600; ledgerDeletionMarkKeyFile): `env` prints it as BROKER_MARK_KEY_FILE for the
 #     worker's worker.broker_mark_key_file.
-#   BROKER_EXTENSION_CONF []  more broker.conf lines for it, space-separated key=value (tests/extension)
+#   BROKER_EXTENSION_CONF []  more broker.conf lines for it, space-separated key=value, after the profile's own
+#     (PROFILE_EXTENSION_CONF; tests/extension)
 #   BROKER_CONF []  broker.conf lines for every broker, stock or not, space-separated key=value, set last
 #     (bench/extension.py: Pulsar's own rollover defaults instead of this stack's 5-entry ledgers)
 #   BOOKIE_ENTRY_LOG_SIZE [8388608]  the bookies' logSizeLimit: small, so garbage collection can give disk back
-#     (every bookie also exports its own metrics on its HTTP API's /metrics: bookie_reclaim_conf)
+#     (every bookie also exports its own metrics on its HTTP API's /metrics: overrides/bookie-reclaim.conf)
 #
 # Tiered storage: the broker loads Pulsar's jcloud offloader (driver aws-s3) and offloads to the moto S3
 # server (bucket S3_BUCKET).  Maven Central has no .nar for it, so build_offloader makes
@@ -49,94 +53,45 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
 PROFILE=${PROFILE:-standalone}
-PULSAR_VERSION=${PULSAR_VERSION:-4.0.8}
+profiles=$here/profiles
+overrides=$here/overrides
+
+defaults() {  # defaults FILE: each KEY=VALUE line sets KEY unless it is set already (the environment wins)
+  local line k v
+  while IFS= read -r line || [[ -n $line ]]; do
+    [[ $line =~ ^[[:space:]]*(#|$) ]] && continue
+    k=${line%%=*} v=${line#*=}
+    [[ -v $k ]] || printf -v "$k" '%s' "${v//@HERE@/$here}"
+  done <"$1"
+}
+
+# A profile is its data file, profiles/$PROFILE.env (ports, data directory, heap, KIND standalone|cluster,
+# AUTH); on Pulsar 5.x, profiles/pulsar5/$PROFILE.env first (ports and data of its own, beside 4.0.8); then
+# profiles/defaults.env. The environment wins over all of them.
+if [[ ! -f $profiles/$PROFILE.env ]]; then
+  echo "stack: unknown PROFILE=$PROFILE ($(cd "$profiles" && ls -- *.env | sed 's/\.env$//' | grep -vx defaults | paste -sd'|'))" >&2
+  exit 2
+fi
+major=${PULSAR_VERSION:-$(sed -n 's/^PULSAR_VERSION=//p' "$profiles/defaults.env")}
+major=${major%%.*}
+if [[ $major =~ ^[0-9]+$ ]] && ((major >= 5)) && [[ -f $profiles/pulsar5/$PROFILE.env ]]; then
+  defaults "$profiles/pulsar5/$PROFILE.env"
+fi
+defaults "$profiles/$PROFILE.env"
+defaults "$profiles/defaults.env"
 case $PULSAR_VERSION in
   2.* | 3.* | 4.0.*) PULSAR_DIST=${PULSAR_DIST:-tarball} ;;
   *) PULSAR_DIST=${PULSAR_DIST:-jars} ;;
 esac
-pulsar5_defaults() {
-  # 5.x beside 4.0.8: every profile's ports moved (web and bookie HTTP 85xx, binary 65xx, bookies 35xx,
-  # ZooKeeper 25xx, S3 55xx), its own data directory; any variable set in the environment still wins.
-  case $PROFILE in
-    standalone)
-      STACK_DIR=${STACK_DIR:-$here/.data-pulsar5}
-      WEB_PORT=${WEB_PORT:-8580} BROKER_PORT=${BROKER_PORT:-6580} BOOKIE_PORT=${BOOKIE_PORT:-3580}
-      BOOKIE_HTTP_PORT=${BOOKIE_HTTP_PORT:-8570} ZK_PORT=${ZK_PORT:-2580} S3_PORT=${S3_PORT:-5580}
-      ;;
-    cluster)
-      STACK_DIR=${STACK_DIR:-$here/.data-cluster-pulsar5}
-      ZK_PORT=${ZK_PORT:-2590}
-      WEB_PORT=${WEB_PORT:-8581} WEB_PORT_2=${WEB_PORT_2:-8582}
-      BROKER_PORT=${BROKER_PORT:-6581} BROKER_PORT_2=${BROKER_PORT_2:-6582}
-      BOOKIE_PORT=${BOOKIE_PORT:-3581} BOOKIE_PORT_2=${BOOKIE_PORT_2:-3582}
-      BOOKIE_HTTP_PORT=${BOOKIE_HTTP_PORT:-8571} BOOKIE_HTTP_PORT_2=${BOOKIE_HTTP_PORT_2:-8572}
-      S3_PORT=${S3_PORT:-5590}
-      ;;
-    auth)
-      STACK_DIR=${STACK_DIR:-$here/.data-auth-pulsar5}
-      WEB_PORT=${WEB_PORT:-8585} WEB_PORT_TLS=${WEB_PORT_TLS:-8545}
-      BROKER_PORT=${BROKER_PORT:-6585} BROKER_PORT_TLS=${BROKER_PORT_TLS:-6586} BOOKIE_PORT=${BOOKIE_PORT:-3585}
-      BOOKIE_HTTP_PORT=${BOOKIE_HTTP_PORT:-8575} ZK_PORT=${ZK_PORT:-2585} S3_PORT=${S3_PORT:-5585}
-      ;;
-  esac
-}
-if [[ ${PULSAR_VERSION%%.*} =~ ^[0-9]+$ ]] && ((${PULSAR_VERSION%%.*} >= 5)); then pulsar5_defaults; fi
-case $PROFILE in
-  standalone) ;;
-  cluster)
-    # A production-shaped cluster beside the standalone stack: its own ports, data and S3, so both run at once.
-    STACK_DIR=${STACK_DIR:-$here/.data-cluster}
-    ZK_PORT=${ZK_PORT:-2191}
-    WEB_PORT=${WEB_PORT:-8081} WEB_PORT_2=${WEB_PORT_2:-8082}
-    BROKER_PORT=${BROKER_PORT:-6651} BROKER_PORT_2=${BROKER_PORT_2:-6652}
-    BOOKIE_PORT=${BOOKIE_PORT:-3182} BOOKIE_PORT_2=${BOOKIE_PORT_2:-3183}
-    BOOKIE_HTTP_PORT=${BOOKIE_HTTP_PORT:-8001} BOOKIE_HTTP_PORT_2=${BOOKIE_HTTP_PORT_2:-8002}
-    S3_PORT=${S3_PORT:-5010}
-    S3_BUCKET=${S3_BUCKET:-pulsar-offload-cluster}
-    CLUSTER_NAME=${CLUSTER_NAME:-ldw-cluster}
-    # Four JVMs plus ZooKeeper on a 2-core machine: small heaps, G1 (ZGC's RSS overhead is large at this size).
-    PULSAR_MEM=${PULSAR_MEM:--Xms128m -Xmx512m -XX:MaxDirectMemorySize=256m}
-    ZK_MEM=${ZK_MEM:--Xms64m -Xmx256m}
-    export PULSAR_GC=${PULSAR_GC:--XX:+UseG1GC -XX:+PerfDisableSharedMem}
-    ;;
-  auth)
-    # The standalone stack with token authentication and authorization on, and TLS on the admin
-    # endpoint (WEB_PORT_TLS) and on the binary protocol (BROKER_PORT_TLS, pulsar+ssl://): its own ports
-    # and data, beside the others. Keys, tokens and the certificate are made at first start under
-    # $STACK_DIR/auth (see auth_material).
-    STACK_DIR=${STACK_DIR:-$here/.data-auth}
-    WEB_PORT=${WEB_PORT:-8085} WEB_PORT_TLS=${WEB_PORT_TLS:-8445}
-    BROKER_PORT=${BROKER_PORT:-6655} BROKER_PORT_TLS=${BROKER_PORT_TLS:-6656} BOOKIE_PORT=${BOOKIE_PORT:-3185} BOOKIE_HTTP_PORT=${BOOKIE_HTTP_PORT:-8005}
-    ZK_PORT=${ZK_PORT:-2185} S3_PORT=${S3_PORT:-5005}
-    export PULSAR_MEM=${PULSAR_MEM:--Xms256m -Xmx768m -XX:MaxDirectMemorySize=512m}
-    ;;
-  *) echo "stack: unknown PROFILE=$PROFILE (standalone|cluster|auth)" >&2; exit 2 ;;
-esac
-
-STACK_DIR=${STACK_DIR:-$here/.data}
-STACK_CACHE=${STACK_CACHE:-$here/.cache}
-BROKER_PORT=${BROKER_PORT:-6650}
-WEB_PORT=${WEB_PORT:-8080}
-BOOKIE_PORT=${BOOKIE_PORT:-3181}
-BOOKIE_HTTP_PORT=${BOOKIE_HTTP_PORT:-8000}
-ZK_PORT=${ZK_PORT:-2181}
-S3_PORT=${S3_PORT:-5000}
-S3_BUCKET=${S3_BUCKET:-pulsar-offload}
-S3_REGION=${S3_REGION:-us-east-1}
-STACK_START_TIMEOUT=${STACK_START_TIMEOUT:-240}
-PYTHON=${PYTHON:-$repo/.venv/bin/python}
-export PULSAR_MEM=${PULSAR_MEM:--Xms512m -Xmx1g -XX:MaxDirectMemorySize=1g}
-BROKER_EXTENSION=${BROKER_EXTENSION:-1}
-BROKER_EXTENSION_SEND_DELAY_S=${BROKER_EXTENSION_SEND_DELAY_S:-60}
-BROKER_EXTENSION_DEFER=${BROKER_EXTENSION_DEFER:-0}
-BOOKIE_ENTRY_LOG_SIZE=${BOOKIE_ENTRY_LOG_SIZE:-8388608}
-extension_jar=$repo/broker-extension/target/ledger-deletion-broker-extension.jar
-mark_key=$STACK_DIR/broker-mark.key
-TIERED_STORAGE=${TIERED_STORAGE:-1}
 case $PULSAR_VERSION in
   5.0.*) OFFLOADER_VERSION=${OFFLOADER_VERSION:-4.0.8} ;;
   *) OFFLOADER_VERSION=${OFFLOADER_VERSION:-$PULSAR_VERSION} ;;
 esac
+PYTHON=${PYTHON:-$repo/.venv/bin/python}
+export PULSAR_MEM
+if [[ -v PULSAR_GC ]]; then export PULSAR_GC; fi
+extension_jar=$repo/broker-extension/target/ledger-deletion-broker-extension.jar
+mark_key=$STACK_DIR/broker-mark.key
 
 pulsar_home=$STACK_CACHE/apache-pulsar-$PULSAR_VERSION
 offloaders_dir=$STACK_CACHE/offloaders
@@ -162,7 +117,7 @@ pid_alive() {
 }
 
 pulsar_ready() {
-  if [[ $PROFILE == auth ]]; then
+  if [[ $AUTH == 1 ]]; then
     # Authenticated as the superuser, over TLS with the stack's own CA: both must work to be ready.
     [[ -f $auth/admin.token ]] || return 1
     curl -fsS -m 3 -o /dev/null --cacert "$auth/ca.pem" -H "Authorization: Bearer $(cat "$auth/admin.token")" \
@@ -377,31 +332,10 @@ mark_key_file() {
 extension_conf() {  # extension_conf FILE: the broker.conf lines of docs/broker-extension.md
   [[ $BROKER_EXTENSION == 1 ]] || return 0
   mark_key_file
-  conf_set "$1" managedLedgerStorageClassName org.ledgerdeletion.broker.LedgerDeletionStorage
-  conf_set "$1" compactionServiceFactoryClassName org.ledgerdeletion.broker.LedgerDeletionCompactionServiceFactory
-  conf_set "$1" schemaRegistryStorageClassName org.ledgerdeletion.broker.LedgerDeletionSchemaStorageFactory
-  conf_set "$1" ledgerDeletionSendDelaySeconds "$BROKER_EXTENSION_SEND_DELAY_S"
-  conf_set "$1" ledgerDeletionMarkKeyFile "$mark_key"
-  conf_set "$1" ledgerDeletionDeferBrokerDeletes "$([[ $BROKER_EXTENSION_DEFER == 1 ]] && echo true || echo false)"
-  local kv
-  for kv in ${BROKER_EXTENSION_CONF:-}; do conf_set "$1" "${kv%%=*}" "${kv#*=}"; done
-}
-
-broker_conf() {  # broker_conf FILE: the BROKER_CONF overrides, after every other key of this script
-  local kv
-  for kv in ${BROKER_CONF:-}; do conf_set "$1" "${kv%%=*}" "${kv#*=}"; done
-}
-
-bookie_reclaim_conf() {  # bookie_reclaim_conf FILE: the bookie's own metrics and entry logs GC can reclaim
-  # BookKeeper's Prometheus provider, served on the bookie HTTP API's /metrics (httpServerEnabled=true:
-  # the provider then starts no server of its own), so its garbage collection shows reclaimed bytes
-  # (bookie_RECLAIMED_DELETION_SPACE_BYTES, bookie_RECLAIMED_COMPACTION_SPACE_BYTES, ...). The null
-  # provider (the standalone's default) makes /metrics answer 500.
-  conf_set "$1" statsProviderClass org.apache.bookkeeper.stats.prometheus.PrometheusMetricsProvider
-  conf_set "$1" prometheusStatsHttpEnable false
-  # Entry logs roll at this size (BookKeeper's default is 1 GiB): GC removes an entry log only once it is
-  # rolled and every ledger in it is deleted, so at the default nothing a test writes could ever come back.
-  conf_set "$1" logSizeLimit "$BOOKIE_ENTRY_LOG_SIZE"
+  local defer_broker_deletes=false
+  [[ $BROKER_EXTENSION_DEFER == 1 ]] && defer_broker_deletes=true
+  conf_apply "$1" "$overrides/broker-extension.conf"
+  conf_lines "$1" "${PROFILE_EXTENSION_CONF:-} ${BROKER_EXTENSION_CONF:-}"
 }
 
 extension_classpath() {  # what PULSAR_EXTRA_CLASSPATH gets: the jar, or nothing for stock brokers
@@ -414,16 +348,16 @@ extension_classpath() {  # what PULSAR_EXTRA_CLASSPATH gets: the jar, or nothing
 }
 
 render_conf() {
-  # The project's config/standalone.conf with this stack's ports, offloaders directory and S3 endpoint;
-  # the bookie reads the same file.
-  sed -e "s/^brokerServicePort=.*/brokerServicePort=$BROKER_PORT/" \
-    -e "s/^webServicePort=.*/webServicePort=$WEB_PORT/" \
-    -e "s/^httpServerPort=.*/httpServerPort=$BOOKIE_HTTP_PORT/" \
-    -e "s|^offloadersDirectory=.*|offloadersDirectory=$broker_offloaders|" \
-    -e "s|^s3ManagedLedgerOffloadBucket=.*|s3ManagedLedgerOffloadBucket=$S3_BUCKET|" \
-    -e "s|^s3ManagedLedgerOffloadRegion=.*|s3ManagedLedgerOffloadRegion=$S3_REGION|" \
-    -e "s|^s3ManagedLedgerOffloadServiceEndpoint=.*|s3ManagedLedgerOffloadServiceEndpoint=http://127.0.0.1:$S3_PORT|" \
-    "$repo/config/standalone.conf" >"$run/standalone.conf"
+  # The project's config/standalone.conf with this stack's keys (overrides/standalone.conf, the bookie's
+  # reclaim keys, the extension's, no offload driver without tiered storage, AUTH's), then BROKER_CONF.
+  local f=$run/standalone.conf
+  cp "$repo/config/standalone.conf" "$f"
+  conf_apply "$f" "$overrides/standalone.conf"
+  extension_conf "$f"
+  offload_conf "$f"
+  conf_apply "$f" "$overrides/bookie-reclaim.conf"
+  if [[ $AUTH == 1 ]]; then auth_material; conf_apply "$f" "$overrides/auth.conf"; fi
+  conf_lines "$f" "${BROKER_CONF:-}"
 }
 
 auth_material() {
@@ -448,26 +382,8 @@ auth_material() {
   log "auth material in $auth (tokens: admin worker phase1 scanner nobody forged-admin)"
 }
 
-auth_conf() {  # auth_conf FILE: token authentication + authorization, TLS on the admin and binary endpoints
-  local f=$1
-  conf_set "$f" authenticationEnabled true
-  conf_set "$f" authorizationEnabled true
-  conf_set "$f" authenticationProviders org.apache.pulsar.broker.authentication.AuthenticationProviderToken
-  conf_set "$f" tokenSecretKey "file://$auth/secret.key"
-  conf_set "$f" superUserRoles admin
-  # The broker's own client (the standalone creates its cluster, tenants and namespaces through it).
-  conf_set "$f" brokerClientAuthenticationPlugin org.apache.pulsar.client.impl.auth.AuthenticationToken
-  conf_set "$f" brokerClientAuthenticationParameters "file://$auth/admin.token"
-  conf_set "$f" webServicePortTls "$WEB_PORT_TLS"
-  # The same certificate (SAN IP:127.0.0.1, DNS:localhost) serves pulsar+ssl://127.0.0.1:$BROKER_PORT_TLS.
-  conf_set "$f" brokerServicePortTls "$BROKER_PORT_TLS"
-  conf_set "$f" tlsCertificateFilePath "$auth/ca.pem"
-  conf_set "$f" tlsKeyFilePath "$auth/broker.key.pem"
-  conf_set "$f" tlsTrustCertsFilePath "$auth/ca.pem"
-}
-
 running_version_ok() {  # the broker answering on WEB_PORT is PULSAR_VERSION (another stack may hold the port)
-  [[ $PROFILE == auth ]] && return 0
+  [[ $AUTH == 1 ]] && return 0
   local v
   v=$(curl -fsS -m 3 "http://127.0.0.1:$WEB_PORT/admin/v2/brokers/version" 2>/dev/null || true)
   [[ -z $v || $v == "$PULSAR_VERSION" ]] && return 0
@@ -481,15 +397,8 @@ start_pulsar() {
   else
     fetch_pulsar
     build_offloader
-    render_conf
     build_extension
-    extension_conf "$run/standalone.conf"
-    offload_conf "$run/standalone.conf"
-    bookie_reclaim_conf "$run/standalone.conf"
-    # One JVM for broker and bookie: the broker exports the JVM's metrics already.
-    conf_set "$run/standalone.conf" exposeDefaultJVMMetrics false
-    if [[ $PROFILE == auth ]]; then auth_material; auth_conf "$run/standalone.conf"; fi
-    broker_conf "$run/standalone.conf"
+    render_conf
     local t0=$SECONDS
     log "starting pulsar $PULSAR_VERSION standalone (web $WEB_PORT, broker $BROKER_PORT, bookie http $BOOKIE_HTTP_PORT, $(offload_said))"
     (
@@ -597,6 +506,30 @@ conf_set() {  # conf_set FILE KEY VALUE: replace KEY=... or append it
   fi
 }
 
+expand() {  # expand TEXT: every ${NAME} replaced by the value of the variable NAME (unset: an error)
+  local s=$1 out="" ref name
+  while [[ $s =~ \$\{([A-Za-z_][A-Za-z0-9_]*)\} ]]; do
+    ref=${BASH_REMATCH[0]} name=${BASH_REMATCH[1]}
+    [[ -v $name ]] || { log "FAILED: \${$name} is not set"; exit 1; }
+    out+=${s%%"$ref"*}${!name}
+    s=${s#*"$ref"}
+  done
+  printf '%s' "$out$s"
+}
+
+conf_apply() {  # conf_apply FILE OVERRIDES: every KEY=VALUE line of the overrides file set in FILE, expanded
+  local line
+  while IFS= read -r line || [[ -n $line ]]; do
+    [[ $line =~ ^[[:space:]]*(#|$) ]] && continue
+    conf_set "$1" "${line%%=*}" "$(expand "${line#*=}")"
+  done <"$2"
+}
+
+conf_lines() {  # conf_lines FILE "KEY=VALUE ...": space-separated lines from the environment, set in FILE
+  local kv
+  for kv in $2; do conf_set "$1" "${kv%%=*}" "${kv#*=}"; done
+}
+
 tcp_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 component_ready() {  # component_ready NAME
@@ -611,91 +544,35 @@ component_ready() {  # component_ready NAME
 }
 
 render_cluster_conf() {
-  # The distribution's own files; an assembled Pulsar has none: the project's (deploy/local/assembly/conf).
+  # The distribution's own files (an assembled Pulsar has none: the project's, deploy/local/assembly/conf)
+  # with this profile's keys: overrides/cluster-*.conf, per node.
   local c=$pulsar_home/conf n f
   [[ $PULSAR_DIST == jars ]] && c=$here/assembly/conf
-  # ZooKeeper: no admin server (it would take 8080) and no Prometheus endpoint (it would take 8000).
   f=$run/zookeeper.conf
   cp "$c/zookeeper.conf" "$f"
-  conf_set "$f" dataDir "$STACK_DIR/zookeeper"
-  conf_set "$f" clientPort "$ZK_PORT"
-  conf_set "$f" clientPortAddress 127.0.0.1
-  conf_set "$f" admin.enableServer false
+  conf_apply "$f" "$overrides/cluster-zookeeper.conf"
   sed -i 's/^metricsProvider\./#metricsProvider./' "$f"
 
+  local node_port node_http_port node_metrics_port node_dir node_web_port node_broker_port
   for n in 1 2; do
-    local port=$BOOKIE_PORT http=$BOOKIE_HTTP_PORT dir=$STACK_DIR/bookie$n
-    [[ $n == 2 ]] && port=$BOOKIE_PORT_2 http=$BOOKIE_HTTP_PORT_2
+    node_port=$BOOKIE_PORT node_http_port=$BOOKIE_HTTP_PORT node_dir=$STACK_DIR/bookie$n
+    [[ $n == 2 ]] && node_port=$BOOKIE_PORT_2 node_http_port=$BOOKIE_HTTP_PORT_2
+    node_metrics_port=$((node_http_port + 100))
     f=$run/bookie$n.conf
     cp "$c/bookkeeper.conf" "$f"
-    conf_set "$f" bookiePort "$port"
-    conf_set "$f" advertisedAddress 127.0.0.1
-    conf_set "$f" allowLoopback true
-    conf_set "$f" journalDirectory "$dir/journal"
-    conf_set "$f" journalDirectories "$dir/journal"
-    conf_set "$f" ledgerDirectories "$dir/ledgers"
-    conf_set "$f" metadataServiceUri "zk+hierarchical://127.0.0.1:$ZK_PORT/ledgers"
-    conf_set "$f" zkServers "127.0.0.1:$ZK_PORT"
-    conf_set "$f" httpServerEnabled true
-    conf_set "$f" httpServerPort "$http"
-    conf_set "$f" httpServerHost 127.0.0.1
-    conf_set "$f" httpServerClass org.apache.bookkeeper.http.vertx.VertxHttpServer
-    # Its own Prometheus endpoint defaults to 8000, the standalone bookie's HTTP port.
-    conf_set "$f" prometheusStatsHttpPort "$((http + 100))"
-    bookie_reclaim_conf "$f"
-    conf_set "$f" autoRecoveryDaemonEnabled false
-    # Pulsar's bookkeeper.conf names its ZooKeeper rack mapping as the placement DNS resolver. The bookie's
-    # HTTP ledger delete builds a BookKeeper client per call, whose rack mapping opens a metadata store that
-    # the client's close never shuts: a few busy "metadata-store" threads leaked per delete (~700 threads
-    # and a load average of 400 after 400 deletes here). BookKeeper's own default resolver has no store.
-    conf_set "$f" reppDnsResolverClass org.apache.bookkeeper.net.ScriptBasedMapping
-    conf_set "$f" journalSyncData false
-    conf_set "$f" diskUsageThreshold 0.99
-    conf_set "$f" diskUsageWarnThreshold 0.99
-    conf_set "$f" dbStorage_writeCacheMaxSizeMb 32
-    conf_set "$f" dbStorage_readAheadCacheMaxSizeMb 32
-    conf_set "$f" dbStorage_rocksDB_blockCacheSize 16777216
-    conf_set "$f" dbStorage_rocksDB_writeBufferSizeMB 4
-    conf_set "$f" dbStorage_rocksDB_sstSizeInMB 4
+    conf_apply "$f" "$overrides/cluster-bookie.conf"
+    conf_apply "$f" "$overrides/bookie-reclaim.conf"
   done
 
   for n in 1 2; do
-    local web=$WEB_PORT bin=$BROKER_PORT
-    [[ $n == 2 ]] && web=$WEB_PORT_2 bin=$BROKER_PORT_2
+    node_web_port=$WEB_PORT node_broker_port=$BROKER_PORT
+    [[ $n == 2 ]] && node_web_port=$WEB_PORT_2 node_broker_port=$BROKER_PORT_2
     f=$run/broker$n.conf
     cp "$c/broker.conf" "$f"
-    conf_set "$f" metadataStoreUrl "zk:127.0.0.1:$ZK_PORT"
-    conf_set "$f" configurationMetadataStoreUrl "zk:127.0.0.1:$ZK_PORT"
-    conf_set "$f" clusterName "$CLUSTER_NAME"
-    conf_set "$f" brokerServicePort "$bin"
-    conf_set "$f" webServicePort "$web"
-    conf_set "$f" bindAddress 127.0.0.1
-    conf_set "$f" advertisedAddress 127.0.0.1
-    conf_set "$f" managedLedgerDefaultEnsembleSize 1
-    conf_set "$f" managedLedgerDefaultWriteQuorum 1
-    conf_set "$f" managedLedgerDefaultAckQuorum 1
-    # The standalone profile's choices that tests rely on: many small ledgers, strict delayed delivery,
-    # topics never deleted behind a test's back.
-    conf_set "$f" managedLedgerMaxEntriesPerLedger 5
-    conf_set "$f" managedLedgerMinLedgerRolloverTimeMinutes 0
-    conf_set "$f" managedLedgerCursorMaxEntriesPerLedger 5
-    conf_set "$f" managedLedgerCursorRolloverTimeInSeconds 0
-    conf_set "$f" isDelayedDeliveryDeliverAtTimeStrict true
-    conf_set "$f" brokerDeleteInactiveTopicsEnabled false
-    # A killed broker's bundles move to the other one when its ZooKeeper session expires: 10 s, not 30.
-    conf_set "$f" metadataStoreSessionTimeoutMillis 10000
-    conf_set "$f" managedLedgerCacheSizeMB 32
-    # Tests move bundles themselves; the load manager must not shed or split them meanwhile.
-    conf_set "$f" loadBalancerSheddingEnabled false
-    conf_set "$f" loadBalancerAutoBundleSplitEnabled false
-    conf_set "$f" offloadersDirectory "$broker_offloaders"
-    conf_set "$f" managedLedgerOffloadDriver aws-s3
-    conf_set "$f" s3ManagedLedgerOffloadBucket "$S3_BUCKET"
-    conf_set "$f" s3ManagedLedgerOffloadRegion "$S3_REGION"
-    conf_set "$f" s3ManagedLedgerOffloadServiceEndpoint "http://127.0.0.1:$S3_PORT"
+    conf_apply "$f" "$overrides/cluster-broker.conf"
     offload_conf "$f"
     extension_conf "$f"
-    broker_conf "$f"
+    conf_lines "$f" "${BROKER_CONF:-}"
   done
 }
 
@@ -803,10 +680,7 @@ cluster_status() {
 }
 
 cluster_env() {
-  mark_key_file
   cat <<EOF
-PROFILE=cluster
-PULSAR_VERSION=$PULSAR_VERSION
 CLUSTER_NAME=$CLUSTER_NAME
 PULSAR_ADMIN_URL=http://127.0.0.1:$WEB_PORT
 PULSAR_ADMIN_URL_2=http://127.0.0.1:$WEB_PORT_2
@@ -817,6 +691,37 @@ BOOKIE_HTTP_URL=http://127.0.0.1:$BOOKIE_HTTP_PORT
 BOOKIE_HTTP_URL_2=http://127.0.0.1:$BOOKIE_HTTP_PORT_2
 BOOKIE_ID=127.0.0.1:$BOOKIE_PORT
 BOOKIE_ID_2=127.0.0.1:$BOOKIE_PORT_2
+EOF
+}
+
+standalone_env() {
+  if [[ $AUTH == 1 ]]; then
+    cat <<EOF
+PULSAR_ADMIN_URL=https://127.0.0.1:$WEB_PORT_TLS
+PULSAR_ADMIN_URL_PLAIN=http://127.0.0.1:$WEB_PORT
+PULSAR_SERVICE_URL_TLS=pulsar+ssl://127.0.0.1:$BROKER_PORT_TLS
+PULSAR_TLS_CA=$auth/ca.pem
+PULSAR_TOKEN_DIR=$auth
+EOF
+  else
+    echo "PULSAR_ADMIN_URL=http://127.0.0.1:$WEB_PORT"
+  fi
+  cat <<EOF
+PULSAR_SERVICE_URL=pulsar://127.0.0.1:$BROKER_PORT
+BOOKIE_HTTP_URL=http://127.0.0.1:$BOOKIE_HTTP_PORT
+EOF
+}
+
+stack_env() {  # the addresses a client needs, KEY=VALUE per line
+  mark_key_file
+  cat <<EOF
+PROFILE=$PROFILE
+KIND=$KIND
+AUTH=$AUTH
+PULSAR_VERSION=$PULSAR_VERSION
+EOF
+  if [[ $KIND == cluster ]]; then cluster_env; else standalone_env; fi
+  cat <<EOF
 ZOOKEEPER_HOSTS=127.0.0.1:$ZK_PORT
 S3_ENDPOINT=http://127.0.0.1:$S3_PORT
 S3_BUCKET=$S3_BUCKET
@@ -828,18 +733,37 @@ TIERED_STORAGE=$TIERED_STORAGE
 EOF
 }
 
-if [[ $PROFILE == cluster ]]; then
+as_json() {  # KEY=VALUE lines on stdin as one JSON object of strings
+  local line k v sep="" out="{"
+  while IFS= read -r line; do
+    k=${line%%=*} v=${line#*=}
+    v=${v//\\/\\\\} v=${v//\"/\\\"}
+    out+="$sep\"$k\": \"$v\"" sep=", "
+  done
+  echo "$out}"
+}
+
+show_env() {  # `env`: KEY=VALUE lines; `env --json`: one JSON object (testkit reads it)
+  case ${1:-} in
+    "") stack_env ;;
+    --json) stack_env | as_json ;;
+    *) echo "usage: $0 env [--json]" >&2; exit 2 ;;
+  esac
+}
+
+if [[ $KIND == cluster ]]; then
   case ${1:-} in
     up) cluster_up ;;
     down) cluster_down ;;
     status) cluster_status ;;
-    env) cluster_env ;;
+    env) show_env "${2:-}" ;;
     # Fault tests: `kill9 broker2` (no shutdown at all), `stop broker2` (graceful), `start broker2`.
     kill9)
       if [[ -f $run/${2:?component}.pid ]]; then kill -KILL -- "-$(cat "$run/$2.pid")" 2>/dev/null || true; fi
       rm -f "$run/$2.pid"
       ;;
     stop) stop_one "${2:?component}" ;;
+    render) fetch_pulsar; render_cluster_conf; log "configuration in $run" ;;
     start)
       render_cluster_conf
       build_extension
@@ -847,7 +771,7 @@ if [[ $PROFILE == cluster ]]; then
       wait_ready "$2"
       ;;
     *)
-      echo "usage: PROFILE=cluster $0 up|down|status|env|kill9 C|stop C|start C" \
+      echo "usage: PROFILE=$PROFILE $0 up|down|status|env [--json]|kill9 C|stop C|start C" \
         "(C: zookeeper bookie1 bookie2 broker1 broker2)" >&2
       exit 2
       ;;
@@ -875,32 +799,7 @@ case ${1:-} in
     start_pulsar
     ;;
   status) status ;;
-  env)
-    mark_key_file
-    admin_url=http://127.0.0.1:$WEB_PORT
-    [[ $PROFILE == auth ]] && admin_url=https://127.0.0.1:$WEB_PORT_TLS
-    cat <<EOF
-PULSAR_ADMIN_URL=$admin_url
-PULSAR_SERVICE_URL=pulsar://127.0.0.1:$BROKER_PORT
-BOOKIE_HTTP_URL=http://127.0.0.1:$BOOKIE_HTTP_PORT
-ZOOKEEPER_HOSTS=127.0.0.1:$ZK_PORT
-S3_ENDPOINT=http://127.0.0.1:$S3_PORT
-S3_BUCKET=$S3_BUCKET
-S3_REGION=$S3_REGION
-BROKER_MARK_KEY_FILE=$mark_key
-PULSAR_VERSION=$PULSAR_VERSION
-PULSAR_HOME=$pulsar_home
-TIERED_STORAGE=$TIERED_STORAGE
-EOF
-    if [[ $PROFILE == auth ]]; then
-      cat <<EOF
-PROFILE=auth
-PULSAR_ADMIN_URL_PLAIN=http://127.0.0.1:$WEB_PORT
-PULSAR_SERVICE_URL_TLS=pulsar+ssl://127.0.0.1:$BROKER_PORT_TLS
-PULSAR_TLS_CA=$auth/ca.pem
-PULSAR_TOKEN_DIR=$auth
-EOF
-    fi
-    ;;
-  *) echo "usage: $0 up|down|status|env|restart-pulsar" >&2; exit 2 ;;
+  env) show_env "${2:-}" ;;
+  render) render_conf; log "configuration in $run" ;;
+  *) echo "usage: PROFILE=$PROFILE $0 up|down|status|env [--json]|restart-pulsar" >&2; exit 2 ;;
 esac

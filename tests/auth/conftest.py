@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import ssl
-import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -22,15 +21,14 @@ from typing import Any
 
 import pytest
 
-from testkit.stack import Stack, mark_directory, run_profile, stack_env, stack_from_env
+from testkit.stack import Profile, Stack, mark_directory, running, stack_of
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     mark_directory(items, os.path.dirname(__file__), pytest.mark.auth, pytest.mark.integration)
 
 
-def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return run_profile("auth", *args, timeout=timeout)
+AUTH = Profile("auth", off="LDW_AUTH")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,18 +70,11 @@ class AuthStack(Stack):
 
 @pytest.fixture(scope="package")
 def auth_stack() -> Iterator[AuthStack]:
-    if os.environ.get("LDW_AUTH") == "0":
-        pytest.skip("auth profile disabled by LDW_AUTH=0")
-    was_up = _run("status", timeout=60).returncode == 0
-    r = _run("up", timeout=900)
-    assert r.returncode == 0, f"PROFILE=auth stack.sh up failed:\n{r.stderr[-5000:]}"
-    env = stack_env("auth")
-    yield AuthStack(
-        **asdict(stack_from_env("auth")),
-        admin_url_plain=env["PULSAR_ADMIN_URL_PLAIN"],
-        service_url_tls=env["PULSAR_SERVICE_URL_TLS"],
-        token_dir=Path(env["PULSAR_TOKEN_DIR"]),
-        ca=Path(env["PULSAR_TLS_CA"]),
-    )
-    if not was_up:
-        _run("down", timeout=300)
+    with running(AUTH) as env:
+        yield AuthStack(
+            **asdict(stack_of(env)),
+            admin_url_plain=env["PULSAR_ADMIN_URL_PLAIN"],
+            service_url_tls=env["PULSAR_SERVICE_URL_TLS"],
+            token_dir=Path(env["PULSAR_TOKEN_DIR"]),
+            ca=Path(env["PULSAR_TLS_CA"]),
+        )

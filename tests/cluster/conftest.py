@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 
 from testkit.admin import StagingAdmin
-from testkit.stack import mark_directory, run_profile, stack_env, stack_from_env
+from testkit.stack import Profile, mark_directory, running, stack_of
 from tests.conftest import Stack
 from tests.integration.conftest import harnesses, pushgateway  # noqa: F401  (the same fixtures for cluster tests)
 from worker.backends.bookie_http import BookieClient
@@ -35,8 +34,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     mark_directory(items, os.path.dirname(__file__), pytest.mark.cluster, pytest.mark.integration)
 
 
-def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return run_profile("cluster", *args, timeout=timeout)
+CLUSTER = Profile("cluster", off="LDW_CLUSTER", keep="LDW_CLUSTER_KEEP")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,39 +68,31 @@ class Cluster(Stack):
         return replace(self, admin_url=admin_url)
 
     def kill9(self, component: str) -> None:
-        _run("kill9", component, timeout=60).check_returncode()
+        CLUSTER.run("kill9", component, timeout=60).check_returncode()
 
     def start(self, component: str) -> None:
-        r = _run("start", component)
+        r = CLUSTER.run("start", component)
         assert r.returncode == 0, f"could not start {component}: {r.stderr[-3000:]}"
 
     def stop(self, component: str) -> None:
-        _run("stop", component, timeout=120).check_returncode()
+        CLUSTER.run("stop", component, timeout=120).check_returncode()
 
 
 @pytest.fixture(scope="package")
 def cluster() -> Iterator[Cluster]:
-    if os.environ.get("LDW_CLUSTER") == "0":
-        pytest.skip("cluster profile disabled by LDW_CLUSTER=0 (run make test-cluster)")
-    was_up = _run("status", timeout=60).returncode == 0
-    r = _run("up", timeout=900)
-    assert r.returncode == 0, f"PROFILE=cluster stack.sh up failed:\n{r.stderr[-5000:]}"
-    env = stack_env("cluster")
-    c = Cluster(
-        **asdict(stack_from_env("cluster")),
-        admin_url_2=env["PULSAR_ADMIN_URL_2"],
-        service_url_1=env["PULSAR_SERVICE_URL_1"],
-        service_url_2=env["PULSAR_SERVICE_URL_2"],
-        bookie_http_url_2=env["BOOKIE_HTTP_URL_2"],
-        stack_dir=env["STACK_DIR"],
-        bookie_id=env["BOOKIE_ID"],
-    )
-    yield c
-    # A test that killed a broker restarts it; make sure nothing is left half-down for the next session.
-    if was_up or os.environ.get("LDW_CLUSTER_KEEP") == "1":
-        _run("up", timeout=900)
-    else:
-        _run("down", timeout=300)
+    """Stopped after the last test of this directory (not at the end of the session: its JVMs would share the
+    2 cores with every standalone test after it); a test that killed a component restarts it, and a profile
+    kept up is brought whole again."""
+    with running(CLUSTER) as env:
+        yield Cluster(
+            **asdict(stack_of(env)),
+            admin_url_2=env["PULSAR_ADMIN_URL_2"],
+            service_url_1=env["PULSAR_SERVICE_URL_1"],
+            service_url_2=env["PULSAR_SERVICE_URL_2"],
+            bookie_http_url_2=env["BOOKIE_HTTP_URL_2"],
+            stack_dir=env["STACK_DIR"],
+            bookie_id=env["BOOKIE_ID"],
+        )
 
 
 def rest(method: str, url: str, body: Any = None, *, ok: tuple[int, ...] = (200, 204)) -> Any:

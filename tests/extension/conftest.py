@@ -1,21 +1,18 @@
-"""A standalone stack instance of its own whose broker runs the broker extension (broker-extension/).
+"""The broker-extension suite's instance: PROFILE=extension of the local stack (deploy/local/profiles/extension.env),
+a standalone of its own whose broker runs the broker extension (broker-extension/), beside the shared stack.
 
-Every test here is marked ``extension`` (and ``integration``). The session fixture starts the instance
-(``deploy/local/stack.sh up`` with BROKER_EXTENSION=1, a 1 s send delay, the bucket delayed-delivery
-tracker (``EXT_BROKER_CONF``) and its own ports and data, beside the shared stack: about 20 s and one
-JVM) if it is not up, and stops it after the last test unless it was already up or
-``LDW_EXTENSION_KEEP=1``. ``LDW_EXTENSION=0`` skips these tests, saying so. Its ports, data directory and Pulsar
-version come from ``LDW_EXT_<VAR>`` (e.g. ``LDW_EXT_WEB_PORT``), defaults in ``EXT_ENV``: the same jar runs on
-every line ``stack.sh`` can start (``LDW_EXT_PULSAR_VERSION``, else ``PULSAR_VERSION``; its data apart).
+Every test here is marked ``extension`` (and ``integration``). The session fixture starts the instance (about
+20 s and one JVM) if it is not up, and stops it after the last test unless it was already up or
+``LDW_EXTENSION_KEEP=1``; ``LDW_EXTENSION=0`` skips these tests, saying so. ``LDW_EXT_<VAR>`` sets its
+``<VAR>`` (``LDW_EXT_WEB_PORT``, ...); the same jar runs on every line ``stack.sh`` can start
+(``LDW_EXT_PULSAR_VERSION``, else ``PULSAR_VERSION``; a line other than 4.0.8 keeps its data apart).
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,7 +22,7 @@ import pytest
 import yaml
 
 from testkit.harness import WorkerHarness
-from testkit.stack import REPO, STACK, admin_for, bookie_for, mark_directory, parse_env, stack_of
+from testkit.stack import REPO, Profile, admin_for, bookie_for, mark_directory, running, stack_of
 from tests.conftest import Stack
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
@@ -33,48 +30,24 @@ from worker.broker.admin import PulsarAdmin
 # The extension's own queue (its default): what the broker publishes to.
 PENDING = "persistent://pulsar/system/__ledger_deletion"
 
-# The Pulsar line: the session's own (PULSAR_VERSION) unless LDW_EXT_PULSAR_VERSION says otherwise; another line
-# than 4.0.8 keeps its data apart.
-_VERSION = os.environ.get("LDW_EXT_PULSAR_VERSION", os.environ.get("PULSAR_VERSION", "4.0.8"))
-EXT_ENV = {
-    "PROFILE": "standalone",
-    "PULSAR_VERSION": _VERSION,
-    "STACK_DIR": str(REPO / "deploy" / "local" / (".data-extension" + ("" if _VERSION == "4.0.8" else f"-{_VERSION}"))),
-    "WEB_PORT": "18080",
-    "BROKER_PORT": "16650",
-    "BOOKIE_PORT": "13181",
-    "BOOKIE_HTTP_PORT": "18000",
-    "ZK_PORT": "12181",
-    "S3_PORT": "15000",
-    "BROKER_EXTENSION": "1",
-    "BROKER_EXTENSION_SEND_DELAY_S": "1",
-    # One JVM beside the shared stacks on 2 cores: a smaller heap than the shared standalone's.
-    "PULSAR_MEM": "-Xms256m -Xmx768m -XX:MaxDirectMemorySize=512m",
-}
+
+def _extension() -> Profile:
+    version = os.environ.get("LDW_EXT_PULSAR_VERSION", os.environ.get("PULSAR_VERSION", "4.0.8"))
+    placement = {"PULSAR_VERSION": version}
+    if version != "4.0.8" and not version.startswith("5."):
+        # Another 4.x line on data of its own (5.x has its own in profiles/pulsar5/extension.env).
+        placement["STACK_DIR"] = str(REPO / "deploy" / "local" / f".data-extension-{version}")
+    return Profile("extension", placement, prefix="LDW_EXT_", off="LDW_EXTENSION", keep="LDW_EXTENSION_KEEP")
 
 
-# broker.conf lines of this instance only (stack.sh's BROKER_EXTENSION_CONF; a test's own, set in the
-# environment, come after them and win): the bucket delayed-delivery tracker, sealing a bucket (a snapshot
-# ledger, test_delayed_buckets.py) once it holds 5 messages and a newer ledger arrives (a ledger holds 5
-# entries here, config/standalone.conf).
-EXT_BROKER_CONF = (
-    "delayedDeliveryTrackerFactoryClassName=org.apache.pulsar.broker.delayed.BucketDelayedDeliveryTrackerFactory"
-    " delayedDeliveryMinIndexCountPerBucket=5"
-)
+EXTENSION = _extension()
 
 
-def ext_env(**overrides: str) -> dict[str, str]:
-    env = {**os.environ}
-    for k, v in EXT_ENV.items():
-        env[k] = os.environ.get(f"LDW_EXT_{k}", v)
-    env["BROKER_EXTENSION_CONF"] = f"{EXT_BROKER_CONF} {os.environ.get('BROKER_EXTENSION_CONF', '')}".strip()
-    return {**env, **overrides}
-
-
-def ext_stack_cmd(*args: str, timeout: float = 600, **overrides: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", str(STACK), *args], env=ext_env(**overrides), capture_output=True, text=True, timeout=timeout
-    )
+def restart_broker(extra_conf: str = "") -> None:
+    """``stack.sh restart-pulsar`` on the instance: its broker (with its bookie and ZooKeeper) again, on the same
+    data, with the broker.conf lines ``extra_conf`` (space-separated key=value) besides its own; S3 stays."""
+    r = EXTENSION.run("restart-pulsar", BROKER_EXTENSION_CONF=extra_conf)
+    assert r.returncode == 0, f"the extension instance did not restart:\n{r.stderr[-3000:]}"
 
 
 def stop_broker(stack_dir: str, sig: signal.Signals) -> float:
@@ -95,9 +68,7 @@ def stop_broker(stack_dir: str, sig: signal.Signals) -> float:
 def start_broker(*, extension: bool = True, extra_conf: str = "") -> None:
     """``stack.sh up`` on the instance (S3 is still up): the broker with the extension or stock, and the
     broker.conf lines ``extra_conf`` (space-separated key=value) besides the instance's own."""
-    conf = f"{EXT_BROKER_CONF} {extra_conf}".strip()
-    r = ext_stack_cmd("up", BROKER_EXTENSION="1" if extension else "0", BROKER_EXTENSION_CONF=conf)
-    assert r.returncode == 0, f"extension stack did not start:\n{r.stderr[-3000:]}"
+    EXTENSION.up(BROKER_EXTENSION="1" if extension else "0", BROKER_EXTENSION_CONF=extra_conf)
 
 
 @dataclass(frozen=True)
@@ -109,26 +80,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     mark_directory(items, os.path.dirname(__file__), pytest.mark.extension, pytest.mark.integration)
 
 
-def _up(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=3) as r:
-            return bool(r.status == 200)
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="session")
 def ext_stack() -> Iterator[ExtStack]:
-    if os.environ.get("LDW_EXTENSION") == "0":
-        pytest.skip("LDW_EXTENSION=0: the broker-extension tests are off")
-    env = ext_env()
-    was_up = _up(f"http://127.0.0.1:{env['WEB_PORT']}/admin/v2/brokers/health")
-    r = ext_stack_cmd("up")
-    assert r.returncode == 0, f"extension stack did not start:\n{r.stderr[-3000:]}"
-    addresses = parse_env(ext_stack_cmd("env").stdout)
-    yield ExtStack(**asdict(stack_of(addresses)), stack_dir=env["STACK_DIR"])
-    if not was_up and os.environ.get("LDW_EXTENSION_KEEP") != "1":
-        ext_stack_cmd("down")
+    with running(EXTENSION) as addresses:
+        yield ExtStack(**asdict(stack_of(addresses)), stack_dir=addresses["STACK_DIR"])
 
 
 @pytest.fixture

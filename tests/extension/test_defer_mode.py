@@ -17,14 +17,13 @@ worker runs until the end):
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import pulsar
 
 from testkit.harness import WorkerHarness
 from testkit.topics import eventually, ml_ledger_ids, produce
-from tests.extension.conftest import ExtStack, ext_stack_cmd, worker_on_extension_queue
+from tests.extension.conftest import ExtStack, restart_broker, worker_on_extension_queue
 from tests.extension.helpers import (
     MetadataWatch,
     assert_marked_before_forgotten,
@@ -44,19 +43,6 @@ from worker.formats.message import LedgerComponent
 from worker.formats.topic_name import TopicName
 
 DEFER = "ledgerDeletionDeferBrokerDeletes=true"
-
-
-def restart(extra_conf: str | None) -> None:
-    """The instance's broker (with its bookie and ZooKeeper) restarted with ``extra_conf`` besides its own."""
-    if extra_conf is None:
-        os.environ.pop("BROKER_EXTENSION_CONF", None)
-    else:
-        os.environ["BROKER_EXTENSION_CONF"] = extra_conf
-    try:
-        r = ext_stack_cmd("restart-pulsar")
-        assert r.returncode == 0, r.stderr[-3000:]
-    finally:
-        os.environ.pop("BROKER_EXTENSION_CONF", None)
 
 
 def pulsar_log(stack: ExtStack) -> str:
@@ -120,7 +106,7 @@ async def test_defer_mode_switched_on_and_off_while_deletions_are_queued(
     await eventually(deleted_by_the_broker, timeout=30, what="the broker deleting the trimmed ledgers")
 
     # 2. Flipped on while those deletions wait on the queue.
-    restart(DEFER)
+    restart_broker(DEFER)
     assert "defer mode on (ledgerDeletionDeferBrokerDeletes=true)" in pulsar_log(ext_stack)
     skipped_before = broker_metric(ext_stack, "ledger_deletion_broker_deferred_total")
     produce(ext_stack.service_url, deferred, 1)
@@ -157,7 +143,7 @@ async def test_defer_mode_switched_on_and_off_while_deletions_are_queued(
     assert broker_metric(ext_stack, "ledger_deletion_broker_deferred_total") - skipped_before >= len(dropped) + 1
 
     # 3. Flipped off while the deferred deletions wait on the queue (done by no one so far).
-    restart(None)
+    restart_broker()
     assert "defer mode on" not in pulsar_log(ext_stack)  # the log starts afresh with each start
 
     # 4. The worker drains the queue.

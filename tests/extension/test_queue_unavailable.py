@@ -11,7 +11,6 @@ the session's instance).
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ import pulsar
 import pytest
 
 from testkit.topics import eventually, ml_ledger_ids, produce
-from tests.extension.conftest import ExtStack, ext_stack_cmd
+from tests.extension.conftest import ExtStack, restart_broker
 from tests.extension.helpers import broker_metric, ml_path, queued_for, scan_orphans
 from tests.integration.helpers import quiet_logger
 from worker.broker.admin import PulsarAdmin
@@ -33,28 +32,15 @@ UNREACHABLE = (
 )
 
 
-def restart(extra_conf: str | None) -> None:
-    if extra_conf is None:
-        os.environ.pop("BROKER_EXTENSION_CONF", None)
-    else:
-        os.environ["BROKER_EXTENSION_CONF"] = extra_conf
-    try:
-        # restart-pulsar: the broker (with its bookie and ZooKeeper) only; S3 stays.
-        r = ext_stack_cmd("restart-pulsar")
-        assert r.returncode == 0, r.stderr[-3000:]
-    finally:
-        os.environ.pop("BROKER_EXTENSION_CONF", None)
-
-
 @pytest.fixture
 def queue_unreachable(ext_stack: ExtStack) -> Iterator[None]:
-    restart(UNREACHABLE)
+    restart_broker(UNREACHABLE)
     try:
         yield
     finally:
         # Normal again for whatever runs next (the test restores it itself on success).
         if "127.0.0.1:9" in (Path(ext_stack.stack_dir) / "run" / "standalone.conf").read_text():
-            restart(None)
+            restart_broker()
 
 
 async def test_queue_unavailable_metadata_writes_wait_fail_and_keep_their_ledgers(
@@ -107,7 +93,7 @@ async def test_queue_unavailable_metadata_writes_wait_fail_and_keep_their_ledger
     assert "metadata write waits" in log and "they stay listed" in log
 
     # The queue back: the next trim queues them and drops them.
-    restart(None)
+    restart_broker()
 
     async def trimmed_again() -> bool:
         # The admin session's pooled connection went with the old broker: the first call may fail.

@@ -1,0 +1,90 @@
+"""The local stack's profiles are data (deploy/local/profiles/) and its configuration overrides too
+(deploy/local/overrides/): what `stack.sh env --json` and `stack.sh render` make of them, no process started."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from testkit.stack import PROFILES, Profile
+
+OVERRIDES = PROFILES.parent / "overrides"
+NAMES = sorted(p.stem for p in PROFILES.glob("*.env") if p.stem != "defaults")
+CLIENT_KEYS = {"PULSAR_ADMIN_URL", "PULSAR_SERVICE_URL", "BOOKIE_HTTP_URL", "ZOOKEEPER_HOSTS", "S3_ENDPOINT"}
+
+
+def ports(addresses: dict[str, str]) -> set[int]:
+    return {int(p) for v in addresses.values() for p in re.findall(r"127\.0\.0\.1:(\d+)", v)}
+
+
+def placed(name: str, tmp_path: Path, version: str) -> Profile:
+    """Profile ``name`` on Pulsar ``version``, its data under ``tmp_path`` (``env`` makes its run directory)."""
+    return Profile(name, {"PULSAR_VERSION": version, "STACK_DIR": str(tmp_path / name)}, prefix="LDW_TEST_")
+
+
+@pytest.mark.parametrize("version", ["4.0.8", "5.0.0-M1"])
+def test_every_profile_prints_its_addresses_and_no_two_share_a_port(tmp_path: Path, version: str) -> None:
+    seen: dict[int, str] = {}
+    for name in NAMES:
+        env = placed(name, tmp_path, version).addresses()
+        assert CLIENT_KEYS <= set(env), (name, env)
+        assert env["PROFILE"] == name and env["PULSAR_VERSION"] == version
+        assert env["KIND"] in ("standalone", "cluster") and env["AUTH"] in ("0", "1")
+        for port in ports(env):
+            assert port not in seen, f"{name} and {seen[port]} both use port {port} on {version}"
+            seen[port] = name
+    # Both lines side by side, but for the extension suite's instance, which the 5.0 subset takes after it.
+    line_4 = {p for n in NAMES if n != "extension" for p in ports(placed(n, tmp_path, "4.0.8").addresses())}
+    line_5 = {p for n in NAMES if n != "extension" for p in ports(placed(n, tmp_path, "5.0.0-M1").addresses())}
+    assert not line_4 & line_5
+
+
+def test_an_unknown_profile_is_refused_naming_the_known_ones() -> None:
+    r = Profile("nonesuch").run("env")
+    assert r.returncode == 2
+    assert f"unknown PROFILE=nonesuch ({'|'.join(NAMES)})" in r.stderr
+
+
+def test_the_environment_wins_over_a_profile_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LDW_TEST_WEB_PORT", "18999")
+    env = placed("extension", tmp_path, "4.0.8").addresses()
+    assert env["PULSAR_ADMIN_URL"] == "http://127.0.0.1:18999"
+    assert env["STACK_DIR"] == str(tmp_path / "extension")
+
+
+def overrides(name: str) -> dict[str, str]:
+    lines = (OVERRIDES / name).read_text().splitlines()
+    return dict(ln.split("=", 1) for ln in lines if ln.strip() and not ln.startswith("#"))
+
+
+def conf(path: Path) -> dict[str, str]:
+    return dict(ln.split("=", 1) for ln in path.read_text().splitlines() if "=" in ln and not ln.startswith("#"))
+
+
+def test_render_applies_every_override_expanded(tmp_path: Path) -> None:
+    """The extension suite's instance: config/standalone.conf with the standalone, bookie and extension
+    overrides (every ``${VAR}`` expanded), its profile's broker.conf lines, then the environment's."""
+    profile = placed("extension", tmp_path, "4.0.8")
+    r = profile.run("render", BROKER_EXTENSION_CONF="ledgerDeletionMaxWaitSeconds=7", BROKER_CONF="foo=bar")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rendered = conf(tmp_path / "extension" / "run" / "standalone.conf")
+    expected = {**overrides("standalone.conf"), **overrides("bookie-reclaim.conf"), **overrides("broker-extension.conf")}
+    for key in expected:
+        assert key in rendered and "${" not in rendered[key], (key, rendered.get(key))
+    assert rendered["webServicePort"] == "18080" and rendered["httpServerPort"] == "18000"
+    assert rendered["s3ManagedLedgerOffloadServiceEndpoint"] == "http://127.0.0.1:15000"
+    assert rendered["ledgerDeletionSendDelaySeconds"] == "1"
+    assert rendered["ledgerDeletionMarkKeyFile"] == str(tmp_path / "extension" / "broker-mark.key")
+    assert rendered["ledgerDeletionDeferBrokerDeletes"] == "false"
+    assert rendered["delayedDeliveryMinIndexCountPerBucket"] == "5"  # the profile's own line
+    assert rendered["ledgerDeletionMaxWaitSeconds"] == "7" and rendered["foo"] == "bar"
+
+
+def test_render_of_stock_brokers_sets_no_extension_key(tmp_path: Path) -> None:
+    r = placed("standalone", tmp_path, "4.0.8").run("render", BROKER_EXTENSION="0", TIERED_STORAGE="0")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rendered = conf(tmp_path / "standalone" / "run" / "standalone.conf")
+    assert not [k for k, v in rendered.items() if k.startswith("ledgerDeletion") or "org.ledgerdeletion" in v]
+    assert rendered["managedLedgerOffloadDriver"] == ""
