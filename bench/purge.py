@@ -22,7 +22,7 @@ rate. Rows ``purge-stock``, ``purge-extension``, ``purge-defer``, each with ``pr
 ``probe_idle_p99_ms``, ``publish_p99_ms``, ``drain_s``, ``ledgers``, ``lost`` (and p50/max, rates, the worker's
 outcomes); saved under ``bench/results/`` (``BENCH_RESULTS_DIR``).
 
-Knobs: ``BENCH_PURGE_MODES`` (stock,extension,defer), ``BENCH_PURGE_TOPICS`` (100), ``BENCH_PURGE_LEDGERS`` (200),
+Knobs: ``BENCH_PURGE_MODES`` (stock,extension,defer,defer-unpaced: the worker's pace off, its fastest), ``BENCH_PURGE_TOPICS`` (100), ``BENCH_PURGE_LEDGERS`` (200),
 ``BENCH_PURGE_RATE`` (20), ``BENCH_PURGE_IDLE_S`` (30), ``BENCH_PURGE_CEILING`` (5000), ``BENCH_PURGE_TIMEOUT_S``
 (1800), ``BENCH_PURGE_KEEP`` (1: leave the instance up).
 """
@@ -54,7 +54,9 @@ from testkit.topics import ml_ledger_ids
 from worker.formats.metadata_paths import hierarchical_ledger_path
 from worker.formats.topic_name import TopicName
 
-MODES = ("stock", "extension", "defer")
+# defer-unpaced: defer mode with the worker's pace off and its ceiling far above what it can reach, i.e. the
+# fastest this worker deletes on this machine: what bounds the rate any pace can reach here.
+MODES = ("stock", "extension", "defer", "defer-unpaced")
 PENDING = "persistent://pulsar/system/__ledger_deletion"
 ENTRIES_PER_LEDGER = 5  # config/standalone.conf: managedLedgerMaxEntriesPerLedger
 PURGE = {
@@ -110,7 +112,7 @@ INSTANCE = Profile("standalone", PURGE, prefix="LDW_BENCH_PURGE_")
 def mode_conf(mode: str) -> dict[str, str]:
     return {
         "BROKER_EXTENSION": "0" if mode == "stock" else "1",
-        "BROKER_EXTENSION_DEFER": "1" if mode == "defer" else "0",
+        "BROKER_EXTENSION_DEFER": "1" if mode.startswith("defer") else "0",
     }
 
 
@@ -318,7 +320,8 @@ async def one_mode(mode: str, k: Knobs, run_id: str) -> dict[str, Any]:
                     worker={
                         "min_ledger_age_s": 5,
                         "snapshot_ttl_s": 2,
-                        "deletes_per_second": k.ceiling,
+                        "deletes_per_second": k.ceiling if mode != "defer-unpaced" else 100_000,
+                        "pace": mode != "defer-unpaced",
                         "delete_burst": 200,
                         "max_inflight": 64,
                         "receive_batch": 256,
@@ -431,6 +434,12 @@ def report(rows: list[dict[str, Any]]) -> list[str]:
         lines.append(
             f"goal (defer): probe p99 <= 2x idle: {'met' if met_probe else 'missed'} ({fmt(defer['probe_ratio'])}x);"
             f" drain >= 0.5x raw: {'met' if met_rate else 'missed'} ({fmt(defer['vs_raw_rate'])}x)"
+        )
+    unpaced = next((r for r in rows if r["mode"] == "defer-unpaced"), None)
+    if unpaced is not None and raw:
+        lines.append(
+            f"the worker unpaced (defer-unpaced): {fmt(unpaced.get('drain_rate'))} ledgers/s,"
+            f" {fmt(unpaced.get('vs_raw_rate'))}x raw: the most any pace can reach on this machine"
         )
     return lines
 
