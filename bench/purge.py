@@ -22,9 +22,9 @@ rate. Rows ``purge-stock``, ``purge-extension``, ``purge-defer``, each with ``pr
 ``probe_idle_p99_ms``, ``publish_p99_ms``, ``drain_s``, ``ledgers``, ``lost`` (and p50/max, rates, the worker's
 outcomes); saved under ``bench/results/`` (``BENCH_RESULTS_DIR``).
 
-Knobs: ``BENCH_PURGE_MODES`` (stock,extension,defer,defer-unpaced: the worker's pace off, its fastest), ``BENCH_PURGE_TOPICS`` (100), ``BENCH_PURGE_LEDGERS`` (200),
-``BENCH_PURGE_RATE`` (20), ``BENCH_PURGE_IDLE_S`` (30), ``BENCH_PURGE_CEILING`` (5000), ``BENCH_PURGE_TIMEOUT_S``
-(1800), ``BENCH_PURGE_KEEP`` (1: leave the instance up).
+Knobs: ``BENCH_PURGE_MODES`` (stock,extension,defer,defer-unpaced: the worker's pace off, its fastest),
+``BENCH_PURGE_TOPICS`` (100), ``BENCH_PURGE_LEDGERS`` (200), ``BENCH_PURGE_RATE`` (20), ``BENCH_PURGE_IDLE_S`` (30),
+``BENCH_PURGE_CEILING`` (5000), ``BENCH_PURGE_TIMEOUT_S`` (1800), ``BENCH_PURGE_KEEP`` (1: leave the instance up).
 """
 
 from __future__ import annotations
