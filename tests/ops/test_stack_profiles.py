@@ -70,7 +70,7 @@ def test_render_applies_every_override_expanded(tmp_path: Path) -> None:
     r = profile.run("render", BROKER_EXTENSION_CONF="ledgerDeletionMaxWaitSeconds=7", BROKER_CONF="foo=bar")
     assert r.returncode == 0, r.stderr[-2000:]
     rendered = conf(tmp_path / "extension" / "run" / "standalone.conf")
-    expected = {**overrides("standalone.conf"), **overrides("bookie-reclaim.conf"), **overrides("broker-extension.conf")}
+    expected = [*overrides("standalone.conf"), *overrides("bookie-reclaim.conf"), *overrides("broker-extension.conf")]
     for key in expected:
         assert key in rendered and "${" not in rendered[key], (key, rendered.get(key))
     assert rendered["webServicePort"] == "18080" and rendered["httpServerPort"] == "18000"
