@@ -19,7 +19,8 @@ import pulsar
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from testkit.stack import REPO, Stack, pulsar_home, pulsar_java
+from testkit.java_programs import java_command
+from testkit.stack import REPO, Stack
 from worker.broker.client import PendingDeleteSchema
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 
@@ -223,16 +224,9 @@ class WorkerHarness:
         self.close_client()
 
 
-def _java(program: str, *args: str) -> list[str]:
-    """A Java program of tests/integration/java run on the jars (BookKeeper's client) and the Java of the
-    Pulsar the stack runs (``PULSAR_VERSION``'s: 5.x needs Java 21+)."""
-    home = pulsar_home()
-    return [pulsar_java(home), "-cp", f"{home}/lib/*", str(REPO / "tests" / "integration" / "java" / program), *args]
-
-
 def _create_ledger_cmd(stack: Stack, count: int, entries: int, custom: dict[str, str]) -> list[str]:
-    return _java(
-        "CreateLedger.java", stack.zookeeper_hosts, str(count), str(entries), *(f"{k}={v}" for k, v in custom.items())
+    return java_command(
+        "CreateLedger", stack.zookeeper_hosts, str(count), str(entries), *(f"{k}={v}" for k, v in custom.items())
     )
 
 
@@ -241,7 +235,7 @@ def recover_with_bookkeeper(
 ) -> dict[int, tuple[int, int]]:
     """BookKeeper's own recovery open of each ledger (RecoverLedger.java): ledger id -> (last entry id, length)."""
     env = {**os.environ, "DIGEST": digest, "PASSWORD": password}
-    cmd = _java("RecoverLedger.java", stack.zookeeper_hosts, *map(str, ledger_ids))
+    cmd = java_command("RecoverLedger", stack.zookeeper_hosts, *map(str, ledger_ids))
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     got = {}
     for line in out.stdout.splitlines():

@@ -15,7 +15,8 @@ import urllib.request
 import pytest
 
 from testkit.harness import create_ledgers
-from testkit.stack import REPO, broker_version, pulsar_home, pulsar_java
+from testkit.java_programs import java_command
+from testkit.stack import broker_version
 from testkit.topics import eventually
 from tests.conftest import Stack
 from tests.integration.conftest import WorkerFactory
@@ -53,17 +54,8 @@ def create_scalable_topic(stack: Stack, ns: str, name: str, segments: int) -> li
 
 
 def produce_scalable(stack: Stack, topic: str, count: int) -> None:
-    home = pulsar_home()
     r = subprocess.run(
-        [
-            pulsar_java(home),
-            "-cp",
-            f"{home}/lib/*",
-            str(REPO / "tests" / "integration" / "java" / "ProduceScalable.java"),
-            stack.service_url,
-            topic,
-            str(count),
-        ],
+        java_command("ProduceScalable", stack.service_url, topic, str(count)),
         capture_output=True,
         text=True,
         timeout=300,

@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 import pulsar
 import pytest
 
-from testkit.stack import broker_version
+from testkit.java_programs import compiled, java_command
+from testkit.stack import broker_version, pulsar_home, pulsar_java
 from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import STACK, Stack
 from tests.integration.helpers import quiet_logger
@@ -125,3 +126,17 @@ def test_up_refuses_a_broker_of_another_version(stack: Stack, tmp_path: Path) ->
     assert r.returncode != 0, r.stderr[-3000:]
     assert f"Pulsar {running} answers on port {port[stack.admin_url]}, not {other}" in r.stderr, r.stderr[-3000:]
     assert not (tmp_path / "run" / "pulsar.pid").exists()
+
+
+def test_the_java_programs_are_compiled_once_and_run_from_their_classes(stack: Stack) -> None:
+    """``tests/integration/java`` is compiled once per Pulsar line (a source launch compiles in every JVM)."""
+    home = pulsar_home()
+    java = pulsar_java(home)
+    classes = compiled(home, java)
+    made = {p.name: p.stat().st_mtime_ns for p in classes.glob("*.class")}
+    assert {"CreateLedger.class", "RecoverLedger.class", "ProduceScalable.class"} <= set(made)
+    compiled.cache_clear()
+    assert compiled(home, java) == classes
+    assert {p.name: p.stat().st_mtime_ns for p in classes.glob("*.class")} == made
+    command = java_command("CreateLedger", stack.zookeeper_hosts, "1", "2")
+    assert command[:2] == [java, "-cp"] and command[2].startswith(f"{classes}:") and command[3] == "CreateLedger"
