@@ -310,6 +310,8 @@ async def one_mode(mode: str, k: Knobs, run_id: str) -> dict[str, Any]:
             await asyncio.sleep(k.idle_s)
             idle1 = time.time()
             if mode != "stock":
+                # The worker's files go there; a clean clone has no bench/out yet.
+                (REPO / "bench" / "out").mkdir(parents=True, exist_ok=True)
                 queue = {"pending": PENDING, "retry": f"{PENDING}-RETRY", "dlq": f"{PENDING}-DLQ", "parallelism": 4}
                 worker = WorkerHarness(
                     stack,
