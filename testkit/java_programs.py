@@ -24,7 +24,7 @@ def java_command(program: str, *args: str) -> list[str]:
     """The command line that runs ``program`` (a class of ``tests/integration/java``) with ``args``."""
     home = pulsar_home()
     java = pulsar_java(home)
-    return [java, "-cp", f"{compiled(home, java)}:{home}/lib/*", program, *args]
+    return [java, "-cp", f"{compiled(home, java, program)}:{home}/lib/*", program, *args]
 
 
 def _javac(java: str) -> str:
@@ -36,27 +36,26 @@ def _javac(java: str) -> str:
 
 
 @functools.cache
-def compiled(home: Path, java: str) -> Path:
-    """The classes of every program of ``SOURCES``, compiled against ``home``'s jars by ``java``'s JDK; made
-    once per source, Pulsar and JDK, and shared by every process (a finished directory is never rewritten)."""
-    sources = sorted(SOURCES.glob("*.java"))
-    digest = hashlib.sha256()
-    for part in (str(home), java, *(p.read_text() for p in sources)):
-        digest.update(part.encode())
-    out = home.parent / "java-programs" / digest.hexdigest()[:16]
+def compiled(home: Path, java: str, program: str) -> Path:
+    """The classes of ``program`` (``SOURCES/<program>.java``), compiled against ``home``'s jars by ``java``'s
+    JDK; made once per source, Pulsar and JDK, and shared by every process (a finished directory is never
+    rewritten). One program at a time: each needs only its own line's API (ProduceScalable: Pulsar 5's)."""
+    source = SOURCES / f"{program}.java"
+    digest = hashlib.sha256(f"{home}\0{java}\0{source.read_text()}".encode()).hexdigest()[:16]
+    out = home.parent / "java-programs" / f"{program}-{digest}"
     if out.is_dir():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=out.parent))
     try:
         r = subprocess.run(
-            [_javac(java), "-nowarn", "-cp", f"{home}/lib/*", "-d", str(tmp), *map(str, sources)],
+            [_javac(java), "-nowarn", "-cp", f"{home}/lib/*", "-d", str(tmp), str(source)],
             capture_output=True,
             text=True,
             timeout=300,
         )
         if r.returncode != 0:
-            raise AssertionError(f"javac failed on {SOURCES}:\n{r.stderr[-3000:]}")
+            raise AssertionError(f"javac failed on {source}:\n{r.stderr[-3000:]}")
         try:
             tmp.rename(out)
         except OSError:
