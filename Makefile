@@ -141,7 +141,8 @@ check: lint unit
 # whole when it ends): the tests on the shared standalone stack, and the suites that start stacks of their own
 # (extension, auth, cluster; every profile has ports of its own) followed by the Pulsar 5.0 subset. Then the tests
 # marked `serial`: they restart the shared stack, which the second lane reads too. The chaos run is its own target.
-PYTEST := $(VENV)/bin/pytest -q -rfEs
+# --durations: every run prints its slowest tests, where the time goes.
+PYTEST := $(VENV)/bin/pytest -q -rfEs --durations=25 --durations-min=5
 TEST_MARKS := not chaos and not apache_chart
 test: lint system-packages-present helm broker-extension stack-up
 	@rc=0; start=$$SECONDS; \
