@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from testkit.stack import REPO, Stack, stack_from_env
+from testkit.stack import REPO, Profile, Stack, healthy, stack_of
 
 OUT = REPO / "bench" / "out"
 # Runs worth keeping are committed under bench/results/; a smoke run (the README-commands test) points this
@@ -40,27 +39,15 @@ class Knobs:
         return cls(n, c, owner_n, zk, bookie, zk_n)
 
 
-def _up(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=3) as r:
-            return bool(r.status == 200)
-    except OSError:
-        return False
-
-
 def stack(wait_s: float = 180.0) -> Stack:
     """The stack's addresses from ``stack.sh env``. ``make bench`` brings the stack up first; here the bench
     only waits for it to be healthy (a broker restarting answers unhealthy for a while). It never starts
     one itself: a start from another checkout while the shared stack restarts takes its ports with an
     empty stack of its own."""
-    s = stack_from_env()
+    shared = Profile(os.environ.get("PROFILE", "standalone"))
     deadline = time.monotonic() + wait_s
-    while not healthy(s):
+    while not healthy(shared.addresses()):
         if time.monotonic() > deadline:
             raise SystemExit(f"the local stack is not healthy after {wait_s:.0f}s (make stack-up starts it)")
         time.sleep(2)
-    return s
-
-
-def healthy(s: Stack) -> bool:
-    return _up(f"{s.admin_url}/admin/v2/brokers/health") and _up(f"{s.bookie_http_url}/heartbeat")
+    return stack_of(shared.addresses())
