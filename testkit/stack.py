@@ -42,13 +42,17 @@ def parse_env(out: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
 
+def key_values(path: Path) -> dict[str, str]:
+    """A ``KEY=VALUE`` file as the stack reads one (a profile, an override file, a rendered .conf): comments and
+    lines without ``=`` skipped."""
+    lines = path.read_text().splitlines()
+    return dict(ln.split("=", 1) for ln in lines if "=" in ln and not ln.lstrip().startswith("#"))
+
+
 def _profile_keys(name: str) -> set[str]:
     """The variables a profile's data files set (deploy/local/profiles/): what places an instance."""
-    keys: set[str] = set()
-    for f in (PROFILES / f"{name}.env", PROFILES / "pulsar5" / f"{name}.env"):
-        if f.exists():
-            keys |= {ln.split("=", 1)[0] for ln in f.read_text().splitlines() if "=" in ln and not ln.startswith("#")}
-    return keys
+    files = (PROFILES / f"{name}.env", PROFILES / "pulsar5" / f"{name}.env")
+    return {k for f in files if f.exists() for k in key_values(f)}
 
 
 @dataclass(frozen=True)
@@ -150,7 +154,7 @@ def running(profile: Profile, *, stop: bool = True) -> Iterator[dict[str, str]]:
     if not was_up:
         profile.up()
     try:
-        yield profile.addresses()
+        yield addresses  # an instance's addresses are its profile's: starting it changes none
     finally:
         kept = was_up or not stop or (profile.keep is not None and os.environ.get(profile.keep) == "1")
         if not kept:

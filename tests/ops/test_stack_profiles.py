@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.stack import PROFILES, Profile
+from testkit.stack import PROFILES, Profile, key_values
 
 OVERRIDES = PROFILES.parent / "overrides"
 NAMES = sorted(p.stem for p in PROFILES.glob("*.env") if p.stem != "defaults")
@@ -55,12 +55,7 @@ def test_the_environment_wins_over_a_profile_file(tmp_path: Path, monkeypatch: p
 
 
 def overrides(name: str) -> dict[str, str]:
-    lines = (OVERRIDES / name).read_text().splitlines()
-    return dict(ln.split("=", 1) for ln in lines if ln.strip() and not ln.startswith("#"))
-
-
-def conf(path: Path) -> dict[str, str]:
-    return dict(ln.split("=", 1) for ln in path.read_text().splitlines() if "=" in ln and not ln.startswith("#"))
+    return key_values(OVERRIDES / name)
 
 
 def test_render_applies_every_override_expanded(tmp_path: Path) -> None:
@@ -69,7 +64,7 @@ def test_render_applies_every_override_expanded(tmp_path: Path) -> None:
     profile = placed("extension", tmp_path, "4.0.8")
     r = profile.run("render", BROKER_EXTENSION_CONF="ledgerDeletionMaxWaitSeconds=7", BROKER_CONF="foo=bar")
     assert r.returncode == 0, r.stderr[-2000:]
-    rendered = conf(tmp_path / "extension" / "run" / "standalone.conf")
+    rendered = key_values(tmp_path / "extension" / "run" / "standalone.conf")
     expected = [*overrides("standalone.conf"), *overrides("bookie-reclaim.conf"), *overrides("broker-extension.conf")]
     for key in expected:
         assert key in rendered and "${" not in rendered[key], (key, rendered.get(key))
@@ -85,6 +80,6 @@ def test_render_applies_every_override_expanded(tmp_path: Path) -> None:
 def test_render_of_stock_brokers_sets_no_extension_key(tmp_path: Path) -> None:
     r = placed("standalone", tmp_path, "4.0.8").run("render", BROKER_EXTENSION="0", TIERED_STORAGE="0")
     assert r.returncode == 0, r.stderr[-2000:]
-    rendered = conf(tmp_path / "standalone" / "run" / "standalone.conf")
+    rendered = key_values(tmp_path / "standalone" / "run" / "standalone.conf")
     assert not [k for k, v in rendered.items() if k.startswith("ledgerDeletion") or "org.ledgerdeletion" in v]
     assert rendered["managedLedgerOffloadDriver"] == ""
