@@ -1,0 +1,122 @@
+"""`make system-packages` installs whenever any of the system commands is missing, and fails when they are still
+missing after the install; `.ci/run` stops there. Run with PATH narrowed to a directory of our own: the commands
+present are stand-in scripts, `apt-get` records how it was called (and installs or not, as the case says)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+MAKE = "/usr/bin/make"
+
+
+def system_commands() -> list[str]:
+    m = re.search(r"^SYSTEM_COMMANDS := (.+)$", (REPO / "Makefile").read_text(), re.M)
+    assert m, "SYSTEM_COMMANDS is not in the Makefile"
+    return m.group(1).split()
+
+
+COMMANDS = system_commands()
+
+
+def script(path: Path, body: str) -> None:
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+
+
+def machine(tmp_path: Path, present: list[str], apt_installs: bool, apt_fails: bool = False) -> Path:
+    """A PATH directory holding ``present`` and an ``apt-get`` that logs its arguments and, if ``apt_installs``,
+    makes every system command appear (as `apt-get install` of the packages would)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for c in present:
+        script(bindir / c, "exit 0")
+    install = "".join(f"printf '#!/bin/sh\\n' > {bindir}/{c}; /bin/chmod 755 {bindir}/{c}; " for c in COMMANDS)
+    script(
+        bindir / "apt-get",
+        f'echo "$*" >> {tmp_path}/apt.log\n'
+        + ("exit 100" if apt_fails else f'case "$1" in install) {install if apt_installs else ":"};; esac'),
+    )
+    return bindir
+
+
+def make(target: str, bindir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [MAKE, "--no-print-directory", "-C", str(REPO), target],
+        env={"PATH": str(bindir), "HOME": os.environ.get("HOME", "/root")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def apt_calls(tmp_path: Path) -> list[str]:
+    log = tmp_path / "apt.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+MISSING_CASES = [[c] for c in COMMANDS] + [COMMANDS[:2], COMMANDS]
+
+
+@pytest.mark.parametrize("missing", MISSING_CASES, ids=["+".join(m) for m in MISSING_CASES])
+def test_any_missing_command_installs_the_packages(tmp_path: Path, missing: list[str]) -> None:
+    bindir = machine(tmp_path, [c for c in COMMANDS if c not in missing], apt_installs=True)
+    r = make("system-packages", bindir)
+    assert r.returncode == 0, r.stderr
+    calls = apt_calls(tmp_path)
+    assert calls and calls[0].startswith("update"), calls
+    assert any(c.startswith("install") and "prometheus-pushgateway" in c for c in calls), calls
+    assert all((bindir / c).exists() for c in COMMANDS)
+
+
+@pytest.mark.parametrize("missing", MISSING_CASES, ids=["+".join(m) for m in MISSING_CASES])
+def test_a_command_still_missing_after_the_install_fails_the_target(tmp_path: Path, missing: list[str]) -> None:
+    bindir = machine(tmp_path, [c for c in COMMANDS if c not in missing], apt_installs=False)
+    r = make("system-packages", bindir)
+    assert r.returncode != 0
+    assert f"still missing after the install: {' '.join(missing)}" in r.stderr
+    assert apt_calls(tmp_path), "apt-get was never called"
+
+
+def test_a_failing_apt_get_fails_the_target(tmp_path: Path) -> None:
+    bindir = machine(tmp_path, COMMANDS[1:], apt_installs=False, apt_fails=True)
+    r = make("system-packages", bindir)
+    assert r.returncode != 0 and "apt-get failed" in r.stderr
+
+
+def test_nothing_is_installed_when_every_command_is_there(tmp_path: Path) -> None:
+    bindir = machine(tmp_path, COMMANDS, apt_installs=False)
+    r = make("system-packages", bindir)
+    assert r.returncode == 0, r.stderr
+    assert apt_calls(tmp_path) == []
+
+
+@pytest.mark.parametrize("missing", MISSING_CASES, ids=["+".join(m) for m in MISSING_CASES])
+def test_make_test_names_what_is_missing(tmp_path: Path, missing: list[str]) -> None:
+    bindir = machine(tmp_path, [c for c in COMMANDS if c not in missing], apt_installs=False)
+    r = make("system-packages-present", bindir)
+    assert r.returncode != 0
+    assert f"missing: {' '.join(missing)} (run `make system-packages`" in r.stderr
+
+
+def test_ci_stops_when_the_system_packages_cannot_be_installed(tmp_path: Path) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink("/usr/bin/dirname", bindir / "dirname")
+    script(bindir / "make", f'echo "$*" >> {tmp_path}/make.log\n[ "$1" = system-packages ] && exit 2\nexit 0')
+    r = subprocess.run(
+        ["/bin/bash", str(REPO / ".ci" / "run")],
+        env={"PATH": str(bindir), "CI": "true"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode != 0
+    assert "make system-packages failed" in r.stdout
+    calls = (tmp_path / "make.log").read_text().splitlines()
+    assert calls == ["system-packages"], calls
