@@ -12,6 +12,10 @@ on this instance (deploy/local/stack.sh sets both with the extension).
   schema deleted (Pulsar deletes its schema with it). A poller reads each schema ledger's BookKeeper metadata and
   the registry's locator every 50 ms: every ledger was queued, signed, before Pulsar deleted it (and before the
   locator went). The worker settles each; ``scan --dry-run`` finds no orphan.
+- A compaction that keeps failing (a ledger it must read deleted under it) queues the compacted ledger it would
+  replace once, not once per try.
+- Topics whose names encode (``a:b``, ``k=v w``, ``été``): their schema ledgers are queued under the topic's name
+  as Pulsar writes it, which the ledger's own metadata proves (its ``pulsar/schemaId`` is the encoded schema id).
 """
 
 from __future__ import annotations
@@ -25,20 +29,25 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from testkit.harness import WorkerHarness
-from testkit.topics import eventually
+from testkit.topics import eventually, ml_ledger_ids
 from tests.extension.conftest import ExtStack, worker_on_extension_queue
 from tests.extension.helpers import (
     SETTLED,
     assert_signed_by_the_broker,
+    broker_metric,
     compacted_ledgers_named,
     internal_stats,
     queued_for,
+    read_queue,
     rest,
     scan_orphans,
     wait_settled,
 )
-from tests.integration.helpers import compact, produce_keyed, topic_with_schema
+from tests.integration.helpers import admin_call, compact, produce_keyed, topic_with_schema
+from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
+from worker.core.verification import Verdict, verify_bookkeeper
+from worker.formats.ledger_metadata import LedgerMetadata
 from worker.formats.message import LedgerComponent
 from worker.formats.metadata_paths import hierarchical_ledger_path
 from worker.formats.topic_name import TopicName
@@ -223,3 +232,89 @@ async def test_schema_ledgers_are_queued_before_pulsar_deletes_them(
         print(f"{t}: schema ledgers {sorted(ids)}, settled {outcomes}")
         assert set(outcomes.values()) <= SETTLED
     assert scan_orphans(ext_stack, tmp_path, ns) == []
+
+
+async def test_a_schema_ledger_of_a_topic_whose_name_encodes_names_the_topic_as_pulsar_does(
+    ext_stack: ExtStack,
+    ext_admin: PulsarAdmin,
+    ext_bookie: BookieClient,
+    unique: str,
+    tmp_path: Path,
+    ext_harnesses: list[WorkerHarness],
+) -> None:
+    """The schema id carries the topic's local name URL-encoded (``a%3Ab``); the message names the topic as Pulsar
+    does (``a:b``), and the ledger's own metadata proves it is that topic's (the worker's identity rule, on the
+    metadata BookKeeper held before Pulsar deleted the ledger). Before the fix the message named ``a%3Ab``: the
+    worker rejected it as a forgery (``schema_mismatch``)."""
+    ns = f"public/ext-schema-names-{unique}"
+    await ext_admin.ensure_namespace(ns)
+    topics = [TopicName.parse(f"persistent://{ns}/{local}") for local in ("a:b", "k=v w", "été")]
+    held: dict[int, LedgerMetadata] = {}
+    for t in topics:
+        topic_with_schema(ext_stack.service_url, t)
+        assert t.schema_name != f"{ns}/{t.local_name}", "the name does not encode: nothing is tested"
+        for s in (await ext_admin.internal_stats(t))["schemaLedgers"]:
+            md = await ext_bookie.get_metadata(int(s["ledgerId"]))
+            assert md is not None and md.custom_metadata.get("pulsar/schemaId") == t.schema_name, md
+            held[md.ledger_id] = md
+        await ext_admin.delete_topic(t)  # Pulsar deletes its schema with it
+    w = worker_on_extension_queue(ext_stack, tmp_path, "schema-names")
+    ext_harnesses.append(w)
+    w.start()
+    for t in topics:
+        queued = queued_for(ext_stack.service_url, str(t))
+        infos = [info for info, _ in queued.values() if info.ledger_component is LedgerComponent.SCHEMA_STORAGE]
+        names = sorted({i.topic_name for i, _ in read_queue(ext_stack.service_url)})
+        assert infos, f"no schema ledger queued under {str(t)!r}; the queue names {names}"
+        for info in infos:
+            assert info.topic_name == str(t) and info.schema_id == t.schema_name, info
+            v = verify_bookkeeper(info, held[info.ledger_id], now_ms=int(time.time() * 1000), min_age_ms=0)
+            assert v.verdict is Verdict.MATCH, (info, v)
+        outcomes = await wait_settled(w, str(t), {("LEDGER", i.ledger_id) for i in infos})
+        assert set(outcomes.values()) <= SETTLED, outcomes
+    assert w.metric("ledger_deletion_rejected_total", reason="schema_mismatch") == 0
+    assert scan_orphans(ext_stack, tmp_path, ns) == []
+
+
+async def test_a_compaction_that_keeps_failing_queues_its_compacted_ledger_once(
+    ext_stack: ExtStack, ext_admin: PulsarAdmin, ext_bookie: BookieClient, unique: str
+) -> None:
+    """A compaction that fails leaves the topic the compacted ledger it had, and the broker tries it again: that
+    ledger is queued by the first try, not by each one (before the fix every try queued another copy, and each
+    copy reached the DLQ after its attempts). The failure is real: a closed ledger the compaction must read is
+    deleted from BookKeeper under the topic, so every try fails reading it."""
+    ns = f"public/ext-compact-once-{unique}"
+    await ext_admin.ensure_namespace(ns)
+    await ext_admin.set_retention(ns, -1, -1)
+    keyed = TopicName.parse(f"persistent://{ns}/keyed")
+    produce_keyed(ext_stack.service_url, keyed, 12)
+    await compact(ext_stack, keyed)
+    [current] = compacted_ledgers_named(internal_stats(ext_stack, keyed))
+    compacted_up_to = max(ml_ledger_ids(await ext_admin.internal_stats(keyed)))
+    produce_keyed(ext_stack.service_url, keyed, 12)
+    *closed, _ = [lid for lid in ml_ledger_ids(await ext_admin.internal_stats(keyed)) if lid > compacted_up_to]
+    assert closed, "no closed ledger written after the first compaction"
+    await ext_bookie.delete_ledger(closed[0])
+    skipped = broker_metric(ext_stack, "ledger_deletion_broker_compacted_requeues_skipped_total")
+    for _ in range(2):
+        assert await compaction_outcome(ext_stack, keyed) == "ERROR"
+    assert compacted_ledgers_named(internal_stats(ext_stack, keyed)) == {current}
+    copies = [
+        info
+        for info, _ in read_queue(ext_stack.service_url)
+        if info.topic_name == str(keyed) and info.ledger_id == current
+    ]
+    assert len(copies) == 1, f"compacted ledger {current} queued {len(copies)} times"
+    assert copies[0].ledger_component is LedgerComponent.COMPACTED_LEDGER
+    assert broker_metric(ext_stack, "ledger_deletion_broker_compacted_requeues_skipped_total") - skipped == 1
+
+
+async def compaction_outcome(stack: ExtStack, topic: TopicName) -> str:
+    """Start a compaction of ``topic`` and wait for its outcome: ``SUCCESS`` or ``ERROR``."""
+    admin_call(stack, "PUT", topic, "compaction")
+
+    async def done() -> str | None:
+        status = admin_call(stack, "GET", topic, "compaction")["status"]
+        return None if status == "RUNNING" else str(status)
+
+    return str(await eventually(done, timeout=120, interval=1, what="compaction"))

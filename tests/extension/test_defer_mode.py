@@ -7,16 +7,23 @@ worker runs until the end):
 1. defer mode off (the session's broker): a topic's trims; the broker deletes what it drops, as always;
 2. restarted with ``ledgerDeletionDeferBrokerDeletes=true`` (flipped on while 1's deletions are queued): another
    topic's trims and cursor-ledger switches, and a third topic's second compaction; each dropped ledger is on the
-   queue before the metadata forgets it, and its BookKeeper metadata is still there after the broker's delete
-   (which the extension skipped);
+   queue before the metadata forgets it; a dropped data or compacted ledger's BookKeeper metadata is still there
+   after the broker's delete (which the extension skipped), a dropped cursor ledger is gone (the broker deletes
+   those as stock: Pulsar drops them open);
 3. restarted with defer mode off again (flipped off while 2's deletions are queued, done by no one yet);
-4. a worker drains the queue: 1's ledgers are ``already_gone``, 2's ``deleted`` (by the worker); every ledger the
-   topics still list exists, the topics still produce and consume, and ``scan --dry-run`` finds no orphan.
+4. a worker drains the queue: 1's ledgers and 2's cursor ledgers are ``already_gone``, 2's data ledgers ``deleted``
+   (by the worker); every ledger the topics still list exists, the topics still produce and consume, and
+   ``scan --dry-run`` finds no orphan.
+
+And defer mode with a worker that cannot recover open ledgers (``bookkeeper.recover_open_ledgers: false``): a
+subscription's cursor switches ledgers and is then unsubscribed; every cursor ledger it dropped is gone after the
+drain and none is dead-lettered, as with defer mode off.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pulsar
@@ -32,6 +39,7 @@ from tests.extension.helpers import (
     compacted_ledgers_named,
     internal_stats,
     queued_for,
+    rest,
     scan_orphans,
     wait_settled,
 )
@@ -39,7 +47,7 @@ from tests.integration.helpers import compact, produce_keyed, quiet_logger
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
 from worker.errors import BackendError
-from worker.formats.message import LedgerComponent
+from worker.formats.message import LedgerComponent, decode
 from worker.formats.topic_name import TopicName
 
 DEFER = "ledgerDeletionDeferBrokerDeletes=true"
@@ -60,9 +68,11 @@ async def trim_until(admin: PulsarAdmin, t: TopicName, at_most: int) -> None:
     await eventually(trimmed, timeout=90, interval=1, what=f"{t} trimmed to {at_most} ledger(s)")
 
 
-def produce_and_acknowledge(stack: ExtStack, topic: str, n: int) -> None:
+def produce_and_acknowledge(stack: ExtStack, topic: str, n: int, pause_s: float = 0.0) -> None:
     """``n`` messages, each acknowledged on its own: the subscription's cursor persists its position in a ledger
-    of its own, switched every 5 entries here (config/standalone.conf), so it drops cursor ledgers."""
+    of its own, switched every 5 entries here (config/standalone.conf), so it drops cursor ledgers. The broker
+    persists a position at most once a second (``managedLedgerDefaultMarkDeleteRateLimit``): ``pause_s`` after
+    each acknowledgement makes each one an entry."""
     client = pulsar.Client(stack.service_url, logger=quiet_logger())
     try:
         consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
@@ -70,6 +80,7 @@ def produce_and_acknowledge(stack: ExtStack, topic: str, n: int) -> None:
         for i in range(n):
             producer.send(f"m{i}".encode())
             consumer.acknowledge(consumer.receive(timeout_millis=10000))
+            time.sleep(pause_s)
         producer.close()
         consumer.close()
     finally:
@@ -125,10 +136,14 @@ async def test_defer_mode_switched_on_and_off_while_deletions_are_queued(
     dropped = sorted(watch.gone_at_ms)
     components = {info.ledger_component for info, _ in queued.values()}
     assert components == {LedgerComponent.MANAGED_LEDGER, LedgerComponent.MANAGED_CURSOR}, components
-    # The broker's deletes ran and were left to the worker: each dropped ledger is still in BookKeeper.
+    cursor_ledgers = sorted(lid for lid in dropped if lid in watch.cursor_seen)
+    data_ledgers = sorted(lid for lid in dropped if lid not in watch.cursor_seen)
+    assert cursor_ledgers and data_ledgers, (cursor_ledgers, data_ledgers)
+    # The broker's deletes of its data ledgers ran and were left to the worker: each is still in BookKeeper. Its
+    # cursor ledgers (dropped open) the broker deleted itself, as a stock broker does.
     await asyncio.sleep(2)
     still_there = [lid for lid in dropped if await ext_bookie.get_metadata(lid) is not None]
-    assert still_there == dropped, f"deleted by the broker in defer mode: {sorted(set(dropped) - set(still_there))}"
+    assert still_there == data_ledgers, f"in BookKeeper after the broker's deletes: {still_there}"
     # A compaction in defer mode: the compacted ledger it replaces is queued first and left to the worker.
     keyed = TopicName.parse(f"persistent://{ns}/keyed")
     produce_keyed(ext_stack.service_url, keyed, 12)
@@ -156,7 +171,8 @@ async def test_defer_mode_switched_on_and_off_while_deletions_are_queued(
     outcomes = await wait_settled(w, deferred, keys_deferred)
     print(f"defer mode off: {before}: {outcomes_before}; on: {deferred}: dropped {dropped}, settled {outcomes}")
     assert {outcomes_before[k] for k in keys_before} == {"already_gone"}
-    assert {outcomes[k] for k in keys_deferred} == {"deleted"}, "defer mode: the worker deletes them itself"
+    assert {outcomes[("LEDGER", lid)] for lid in data_ledgers} == {"deleted"}, "defer mode: the worker deletes them"
+    assert {outcomes[("LEDGER", lid)] for lid in cursor_ledgers} == {"already_gone"}, "the broker deleted them"
     compaction_outcome = await wait_settled(w, str(keyed), {("LEDGER", compacted)})
     assert compaction_outcome[("LEDGER", compacted)] == "deleted"
     assert all([await ext_bookie.get_metadata(lid) is None for lid in [*dropped, compacted]])
@@ -170,3 +186,47 @@ async def test_defer_mode_switched_on_and_off_while_deletions_are_queued(
         assert all([await ext_bookie.get_metadata(lid) is not None for lid in live]), (t, live)
     produce_and_acknowledge(ext_stack, deferred, 6)
     assert scan_orphans(ext_stack, tmp_path, ns) == []
+
+
+async def test_defer_mode_leaves_no_cursor_ledger_to_a_worker_that_cannot_recover_open_ledgers(
+    ext_stack: ExtStack,
+    ext_admin: PulsarAdmin,
+    ext_bookie: BookieClient,
+    unique: str,
+    tmp_path: Path,
+    ext_harnesses: list[WorkerHarness],
+) -> None:
+    ns = f"public/ext-defer-cursors-{unique}"
+    await ext_admin.ensure_namespace(ns)
+    topic = f"persistent://{ns}/acked"
+    t = TopicName.parse(topic)
+    restart_broker(DEFER)
+    try:
+        with MetadataWatch(ext_stack.zookeeper_hosts, topic) as watch:
+            # 16 positions persisted, a cursor ledger switched every 5 entries; then the subscription deleted.
+            produce_and_acknowledge(ext_stack, topic, 16, pause_s=1.1)
+            rest(ext_stack, "DELETE", f"/admin/v2/{t.rest_path}/subscription/s")
+
+            async def unsubscribed() -> bool:
+                return bool(watch.cursor_seen) and set(watch.cursor_seen) <= set(watch.gone_at_ms)
+
+            await eventually(unsubscribed, timeout=30, what="every cursor ledger of s dropped")
+        cursor_ledgers = sorted(watch.cursor_seen)
+        assert len(cursor_ledgers) >= 3, f"the cursor switched ledgers too few times: {cursor_ledgers}"
+        queued = queued_for(ext_stack.service_url, topic)
+        keys = {("LEDGER", lid) for lid in cursor_ledgers}
+        assert keys <= set(queued), f"queued: {sorted(queued)}; cursor ledgers dropped: {cursor_ledgers}"
+
+        # A worker that cannot recover (fence and close) an open ledger drains the queue, defer mode still on.
+        w = worker_on_extension_queue(
+            ext_stack, tmp_path, "defer-no-recovery", bookkeeper={"recover_open_ledgers": False}
+        )
+        ext_harnesses.append(w)
+        w.start()
+        outcomes = await wait_settled(w, topic, keys)
+        print(f"defer mode, recovery off: cursor ledgers {cursor_ledgers}, settled {outcomes}")
+        assert all([await ext_bookie.get_metadata(lid) is None for lid in cursor_ledgers]), "left in BookKeeper"
+        dead = [m for m in w.read_dlq() if decode(m.data()).topic_name == topic]
+        assert dead == [], f"dead-lettered: {[(decode(m.data()).ledger_id, m.properties()) for m in dead]}"
+    finally:
+        restart_broker()

@@ -1,6 +1,9 @@
 package org.ledgerdeletion.broker;
 
+import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.OptionalLong;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Supplier;
@@ -22,17 +25,38 @@ import org.slf4j.LoggerFactory;
  * In defer mode the old ledger is {@linkplain DeferredDeletes#hold held} while the compaction runs: the broker's
  * delete of it (after the compactor subscription's acknowledgement, or the subscription's removal once the
  * compaction ends) is skipped if the compaction committed and done by the broker if it failed.
+ *
+ * <p>Queued once: a compaction that keeps failing is tried again by the broker (about once a minute), and a
+ * compaction of a topic with nothing new commits without replacing anything; each time the topic's compacted ledger
+ * is the same. Its first copy stays on the queue (the worker keeps it while the topic names the ledger, the nightly
+ * replay after that) until the ledger is gone, so those tries queue nothing more: the last compacted ledger queued
+ * for each topic is remembered, for at most {@link #REMEMBERED} topics (one forgotten is queued again: a duplicate,
+ * settled as the first copy is). A compaction that replaces it leaves the topic a new compacted ledger, queued by
+ * the next compaction as usual.
  */
 final class CompactedLedgers {
     private static final Logger log = LoggerFactory.getLogger(CompactedLedgers.class);
+    /** How many topics' last queued compacted ledger this broker remembers (least recently queued forgotten). */
+    static final int REMEMBERED = 10_000;
 
     private final Marker marker;
     private final DeferredDeletes deferred;
+    private final Map<String, Long> queued;
 
     /** {@code deferred}: defer mode's registry, or null. */
     CompactedLedgers(Marker marker, DeferredDeletes deferred) {
+        this(marker, deferred, REMEMBERED);
+    }
+
+    CompactedLedgers(Marker marker, DeferredDeletes deferred, int remembered) {
         this.marker = marker;
         this.deferred = deferred;
+        this.queued = Collections.synchronizedMap(new LinkedHashMap<>(16, 0.75f, true) {
+            @Override
+            protected boolean removeEldestEntry(Map.Entry<String, Long> eldest) {
+                return size() > remembered;
+            }
+        });
     }
 
     /**
@@ -51,11 +75,21 @@ final class CompactedLedgers {
             if (id.isEmpty()) {
                 return run(compaction);
             }
-            PendingDeletion d = PendingDeletion.compactedLedger(topic, id.getAsLong());
-            Metrics.WRITES_HELD.inc();
-            log.info("[ledger-deletion] [{}] compaction replaces compacted ledger {}: marking first", topic,
-                    id.getAsLong());
-            return mark(List.of(d)).handle((v, e) -> e).thenCompose(e -> {
+            long ledger = id.getAsLong();
+            CompletableFuture<Void> marked;
+            if (Long.valueOf(ledger).equals(queued.get(topic))) {
+                Metrics.COMPACTED_REQUEUES_SKIPPED.inc();
+                log.info("[ledger-deletion] [{}] compaction tried again with compacted ledger {}: already queued",
+                        topic, ledger);
+                marked = CompletableFuture.completedFuture(null);
+            } else {
+                Metrics.WRITES_HELD.inc();
+                log.info("[ledger-deletion] [{}] compaction replaces compacted ledger {}: marking first", topic,
+                        ledger);
+                marked = mark(List.of(PendingDeletion.compactedLedger(topic, ledger)))
+                        .thenRun(() -> queued.put(topic, ledger));
+            }
+            return marked.handle((v, e) -> e).thenCompose(e -> {
                 if (e != null) {
                     Metrics.WRITES_FAILED.inc();
                     log.warn("[ledger-deletion] [{}] compaction not run: compacted ledger {} could not be queued ({});"

@@ -364,9 +364,16 @@ final class MarkingMetaStore implements InvocationHandler {
 
     /**
      * Defer mode, after a write that succeeded: its queued BookKeeper copies that the broker deletes through the
-     * storage's clients (its ledgers, its cursors' ledgers, the compacted ledger a {@code __compaction} cursor's
-     * removal drops) are left to the worker. Bucket ledgers are deleted through another client, and before the
-     * write that drops them, so they are not recorded.
+     * storage's clients and that the worker can always delete (its closed ledgers, the compacted ledger a
+     * {@code __compaction} cursor's removal drops) are left to the worker. Not recorded, so the broker deletes them
+     * as a stock broker does (each is still queued, which covers a delete that fails):
+     * <ul>
+     *   <li>cursor ledgers: Pulsar deletes a cursor's old ledger without closing it (at a ledger switch, at a
+     *       close, at an unsubscribe), so only a worker able to recover open ledgers (fence them on the bookies)
+     *       could delete it, and they come one per switch or unload, not in the bursts defer mode is for;</li>
+     *   <li>bucket ledgers: deleted through another client, and before the write that drops them;</li>
+     *   <li>schema ledgers: deleted by the schema storage, not through this store.</li>
+     * </ul>
      */
     private void defer(List<PendingDeletion> queued) {
         if (deferred == null || queued == null || queued.isEmpty()) {
@@ -374,8 +381,8 @@ final class MarkingMetaStore implements InvocationHandler {
         }
         List<Long> ids = queued.stream()
                 .filter(d -> d.ledgerType() == LedgerType.LEDGER
-                        && d.component() != LedgerComponent.DELAYED_INDEX_BUCKET
-                        && d.component() != LedgerComponent.SCHEMA_STORAGE)
+                        && (d.component() == LedgerComponent.MANAGED_LEDGER
+                        || d.component() == LedgerComponent.COMPACTED_LEDGER))
                 .map(PendingDeletion::ledgerId).toList();
         if (!ids.isEmpty()) {
             int n = deferred.record(ids);

@@ -26,6 +26,9 @@ final class Metrics {
     static final Counter UNMARKED = register(Counter.build("ledger_deletion_broker_unmarked",
             "Ledger copies dropped by a cursor write, a cursor removal or a topic removal that went ahead without"
                     + " their pending deletion (not durable in time): left to scan").labelNames("ledger_type"));
+    static final Counter COMPACTED_REQUEUES_SKIPPED = register(Counter.build(
+            "ledger_deletion_broker_compacted_requeues_skipped",
+            "Compactions tried again with a compacted ledger this broker had already queued: nothing queued again"));
 
     static final Counter DEFERRED = register(Counter.build("ledger_deletion_broker_deferred",
             "Broker deletes of BookKeeper ledgers skipped in defer mode: the worker deletes them"));

@@ -3,6 +3,7 @@ package org.ledgerdeletion.broker;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Supplier;
+import org.apache.pulsar.common.util.Codec;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -33,8 +34,11 @@ public final class SchemaLedgers {
      */
     public <T> CompletableFuture<T> delete(String schemaId, CompletableFuture<List<Long>> ledgers,
                                            Supplier<CompletableFuture<T>> deletion) {
-        String topic = "persistent://" + schemaId;
-        if (schemaId == null || config.excludedTopic(topic)) {
+        if (schemaId == null) {
+            return run(deletion);
+        }
+        String topic = topicOf(schemaId);
+        if (config.excludedTopic(topic)) {
             return run(deletion);
         }
         CompletableFuture<Void> marked = ledgers.handle((ids, readError) -> {
@@ -61,6 +65,16 @@ public final class SchemaLedgers {
             });
         }).thenCompose(f -> f);
         return marked.thenCompose(v -> run(deletion));
+    }
+
+    /**
+     * The topic a schema id names, as Pulsar names it: the id ({@code TopicName.getSchemaName()}:
+     * {@code tenant/ns/<local name>}) carries the local name URL-encoded ({@code a%3Ab} for {@code a:b}), which
+     * the topic's own name does not. The worker checks the message's topic against the ledger's schema id.
+     */
+    static String topicOf(String schemaId) {
+        int slash = schemaId.lastIndexOf('/');
+        return "persistent://" + schemaId.substring(0, slash + 1) + Codec.decode(schemaId.substring(slash + 1));
     }
 
     private CompletableFuture<Void> mark(List<PendingDeletion> drops) {

@@ -71,6 +71,46 @@ class CompactedLedgersTest {
     }
 
     @Test
+    void aCompactionThatKeepsFailingQueuesItsCompactedLedgerOnce() throws Exception {
+        outcome = CompletableFuture.failedFuture(new IllegalStateException("compaction failed"));
+        CompactedLedgers ledgers = new CompactedLedgers(marker, null, 2);
+        double skipped = Metrics.COMPACTED_REQUEUES_SKIPPED.get();
+        for (int i = 0; i < 5; i++) {
+            var f = ledgers.compact(TOPIC, current(11), this::compaction);
+            assertThrows(ExecutionException.class, () -> f.get(5, TimeUnit.SECONDS));
+        }
+        assertEquals(List.of(PendingDeletion.compactedLedger(TOPIC, 11)), marker.marked());
+        assertEquals(5, compactions.get(), "every try still runs");
+        assertEquals(skipped + 4, Metrics.COMPACTED_REQUEUES_SKIPPED.get());
+        // It commits at last; the next compaction replaces another ledger, queued as usual.
+        outcome = CompletableFuture.completedFuture(null);
+        ledgers.compact(TOPIC, current(11), this::compaction).get(5, TimeUnit.SECONDS);
+        ledgers.compact(TOPIC, current(12), this::compaction).get(5, TimeUnit.SECONDS);
+        assertEquals(List.of(PendingDeletion.compactedLedger(TOPIC, 11), PendingDeletion.compactedLedger(TOPIC, 12)),
+                marker.marked());
+        // Bounded: past two topics the least recent is forgotten, and queued again if it is tried again.
+        outcome = CompletableFuture.failedFuture(new IllegalStateException("compaction failed"));
+        for (String t : List.of(TOPIC, TOPIC + "-b", TOPIC + "-c", TOPIC)) {
+            var f = ledgers.compact(t, current(20), this::compaction);
+            assertThrows(ExecutionException.class, () -> f.get(5, TimeUnit.SECONDS));
+        }
+        assertEquals(List.of(TOPIC, TOPIC + "-b", TOPIC + "-c", TOPIC), marker.marked().subList(2, 6).stream()
+                .map(PendingDeletion::topicName).toList());
+    }
+
+    @Test
+    void aMarkThatFailedIsTriedAgainByTheNextCompaction() {
+        marker.failing();
+        CompactedLedgers ledgers = new CompactedLedgers(marker, null);
+        for (int i = 0; i < 2; i++) {
+            var f = ledgers.compact(TOPIC, current(11), this::compaction);
+            assertThrows(ExecutionException.class, () -> f.get(5, TimeUnit.SECONDS));
+        }
+        assertEquals(0, compactions.get());
+        assertEquals(2, marker.calls.size());
+    }
+
+    @Test
     void deferModeSkipsTheOldLedgersDeleteOnlyIfTheCompactionCommitted() throws Exception {
         DeferredDeletes registry = new DeferredDeletes(10);
         CompletableFuture<Void> running = new CompletableFuture<>();

@@ -41,6 +41,19 @@ class SchemaLedgersTest {
     }
 
     @Test
+    void theMessageNamesTheTopicAsPulsarDoesNotItsEncodedSchemaId() throws Exception {
+        // getSchemaName() encodes the local name (URLEncoder): the topic keeps it as it is.
+        schemas.delete("public/default/a%3Ab", ledgers(5L), this::deletion).get(5, TimeUnit.SECONDS);
+        schemas.delete("public/default/k%3Dv+w", ledgers(6L), this::deletion).get(5, TimeUnit.SECONDS);
+        schemas.delete("public/default/%C3%A9t%C3%A9", ledgers(7L), this::deletion).get(5, TimeUnit.SECONDS);
+        assertEquals(List.of(
+                PendingDeletion.schemaLedger("persistent://public/default/a:b", "public/default/a%3Ab", 5),
+                PendingDeletion.schemaLedger("persistent://public/default/k=v w", "public/default/k%3Dv+w", 6),
+                PendingDeletion.schemaLedger("persistent://public/default/\u00e9t\u00e9",
+                        "public/default/%C3%A9t%C3%A9", 7)), marker.marked());
+    }
+
+    @Test
     void aDeletionWhoseMarksFailGoesAheadCounted() throws Exception {
         marker.failing();
         double unmarked = Metrics.UNMARKED.labels("LEDGER").get();
