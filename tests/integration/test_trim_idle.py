@@ -245,7 +245,7 @@ async def test_trim_idle_finds_exactly_the_idle_topics_past_retention_and_trims_
     assert stored(stack.zookeeper_hosts, t["backlog"]).ledger_ids == backlog_ledgers
 
 
-async def apply(h: WorkerHarness, ns: str, state: Path, report: Path) -> dict[str, Any]:
+async def apply(h: WorkerHarness, ns: str, state: Path, report: Path, *more: str) -> dict[str, Any]:
     r = await asyncio.to_thread(
         cli,
         h.config_path,
@@ -259,6 +259,7 @@ async def apply(h: WorkerHarness, ns: str, state: Path, report: Path) -> dict[st
         "5",
         "--report",
         str(report),
+        *more,
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     print(r.stdout)
@@ -266,3 +267,131 @@ async def apply(h: WorkerHarness, ns: str, state: Path, report: Path) -> dict[st
     out: dict[str, Any] = json.loads(await asyncio.to_thread(report.read_text))
     assert out["bytes_before"] >= out["bytes_after"]
     return out
+
+
+# The namespace's message TTL in the test below: far shorter than the wait for the brokers' lists, so every
+# entry written before it is older than the TTL when the dry run reads the topics.
+TTL_S = 10
+
+
+def partly_acknowledged(service_url: str, topic: str, subscription: str, n: int, acknowledged: int) -> None:
+    """A subscription made before any message, then ``n`` messages of which it acknowledges the first
+    ``acknowledged`` (cumulatively: its mark-delete position moves to the last one)."""
+    client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    try:
+        client.subscribe(topic, subscription).close()
+        produce(service_url, topic, n, payload=SMALL)
+        consumer = client.subscribe(topic, subscription)
+        last = None
+        for _ in range(acknowledged):
+            last = consumer.receive(timeout_millis=10_000)
+        if last is not None:
+            consumer.acknowledge_cumulative(last)
+        consumer.close()
+    finally:
+        client.close()
+
+
+async def backlog(admin: PulsarAdmin, topic: TopicName, subscription: str) -> int:
+    """The subscription's backlog as its broker counts it (the topic is loaded: ``stats`` loads nothing new)."""
+    return int((await admin.stats(topic))["subscriptions"][subscription]["msgBacklog"])
+
+
+async def test_trim_idle_holds_back_a_topic_whose_message_ttl_would_expire_its_backlog(
+    stack: Stack, unique: str, admin: PulsarAdmin, tmp_path: Path, make_worker: WorkerFactory
+) -> None:
+    """Loading a topic turns its message TTL on: within ``messageExpiryCheckIntervalInMinutes`` the broker
+    acknowledges, on every subscription, the entries older than the TTL, and its next trim drops them. A namespace
+    with a 10 s TTL and retention 0, three idle topics of 30 entries with one subscription each: ``held`` (15
+    acknowledged, 15 not: all older than the TTL), ``acked`` (30 acknowledged), ``own-ttl`` (as ``held``, with its
+    own TTL of 0 over the namespace's). Each has acknowledged ledgers past retention. The dry run must report the
+    effective TTL of each and the 15 entries a load of ``held`` would expire; ``--apply`` must trim ``acked`` and
+    ``own-ttl`` and leave ``held`` unloaded and untouched; ``--apply --allow-ttl-expiry`` trims it, and the
+    broker's own expiry (the same monitor, run at once) then takes exactly the 15 entries reported."""
+    ns = await fresh_namespace(admin, f"ldw-ttl-{unique}")
+    t = {name: TopicName.parse(f"persistent://{ns}/{name}-{unique}") for name in ("held", "acked", "own-ttl")}
+    sub = f"sub-{unique}"
+    for name, acknowledged in (("held", 15), ("acked", 30), ("own-ttl", 15)):
+        await asyncio.to_thread(partly_acknowledged, stack.service_url, str(t[name]), sub, 30, acknowledged)
+    await admin._call(
+        "POST", f"/admin/{t['own-ttl'].admin_path}/messageTTL", params={"messageTTL": "0"}, follow_redirect=True
+    )
+    for topic in t.values():
+        await admin.unload(topic)
+    await admin.set_retention(ns, 0, 0)
+    await admin.set_namespace_policy(ns, "messageTTL", TTL_S)
+    unloaded_at = time.monotonic()
+    period = await stats_period_s(admin)
+    await asyncio.sleep(max(0.0, period + 5 - (time.monotonic() - unloaded_at)))
+    held = str(t["held"])
+    held_before = stored(stack.zookeeper_hosts, t["held"])
+    before = await footprint(admin, stack.zookeeper_hosts, ns)
+    assert not {str(x) for x in t.values()} & before.loaded, before.loaded
+
+    h = worker_config(make_worker, f"ttl-{unique}")
+    dry_report = tmp_path / "dry.json"
+    r = await asyncio.to_thread(cli, h.config_path, "trim-idle", "-n", ns, "--report", str(dry_report))
+    assert r.returncode == 0, r.stderr[-3000:]
+    print(r.stdout)
+    dry = json.loads(dry_report.read_text())
+    found = {d["topic"]: d for d in dry["topics"]}
+    # Each has acknowledged ledgers past retention 0.
+    assert set(found) == {str(x) for x in t.values()}, found.keys()
+    for d in found.values():
+        assert d["topic_policy_unread"] is None, d
+        assert d["past_retention"], d
+    d = found[held]
+    assert d["message_ttl"] == {"seconds": TTL_S, "from": "namespace"}, d
+    assert d["ttl_expiry"]["entries"] == d["ttl_expiry"]["entries_at_most"] == 15, d["ttl_expiry"]
+    assert d["ttl_expiry"]["subscriptions"][sub]["entries"] == 15, d["ttl_expiry"]
+    assert d["ttl_expiry"]["uncounted_ledgers"] == [], d["ttl_expiry"]
+    assert d["ttl_risk"] and "15" in d["ttl_risk"], d
+    d = found[str(t["acked"])]
+    assert d["message_ttl"] == {"seconds": TTL_S, "from": "namespace"}, d
+    assert d["ttl_expiry"]["entries_at_most"] == 0 and d["ttl_risk"] is None, d
+    d = found[str(t["own-ttl"])]
+    assert d["message_ttl"] == {"seconds": 0, "from": "topic"}, d
+    assert d["ttl_expiry"]["entries_at_most"] == 0 and d["ttl_risk"] is None, d
+    assert dry["ttl_risk"] == [{"topic": held, "why": found[held]["ttl_risk"]}], dry["ttl_risk"]
+    assert "--allow-ttl-expiry" in r.stdout
+
+    # --apply trims the two whose load expires nothing and holds the other back: not trimmed, not loaded (its
+    # managed-ledger and cursor znodes unchanged, as they are only while no broker opens the topic).
+    state = tmp_path / "trim.state"
+    first = await apply(h, ns, state, tmp_path / "apply-1.json")
+    assert {x["topic"] for x in first["trimmed"]} == {str(t["acked"]), str(t["own-ttl"])}, first["trimmed"]
+    assert first["held_by_ttl"] == [{"topic": held, "why": found[held]["ttl_risk"]}], first["held_by_ttl"]
+    assert first["allow_ttl_expiry"] is False
+    assert {json.loads(line)["topic"] for line in state.read_text().splitlines()} == {
+        str(t["acked"]),
+        str(t["own-ttl"]),
+    }
+    held_path = f"/managed-ledgers/{t['held'].managed_ledger_name}"
+    held_znodes = {p: v for p, v in before.znodes.items() if p == held_path or p.startswith(held_path + "/")}
+    after = await footprint(admin, stack.zookeeper_hosts, ns)
+    assert len(held_znodes) == 2, held_znodes  # the managed ledger and its one cursor
+    assert all(after.znodes.get(p) == v for p, v in held_znodes.items()), (held_znodes, after.znodes)
+    assert stored(stack.zookeeper_hosts, t["held"]).ledger_ids == held_before.ledger_ids
+    # The trims loaded the two others: their broker applies the TTL the dry run reported, and own-ttl keeps its
+    # backlog.
+    assert await admin.topic_policy(t["acked"], "messageTTL", applied=True) == TTL_S
+    assert await admin.topic_policy(t["own-ttl"], "messageTTL", applied=True) == 0
+    assert await backlog(admin, t["own-ttl"], sub) == 15
+
+    # Asked explicitly, --apply trims it too.
+    second = await apply(h, ns, state, tmp_path / "apply-2.json", "--allow-ttl-expiry")
+    assert [x["topic"] for x in second["trimmed"]] == [held] and second["held_by_ttl"] == [], second
+    assert second["allow_ttl_expiry"] is True
+    assert await admin.topic_policy(t["held"], "messageTTL", applied=True) == TTL_S
+    assert await backlog(admin, t["held"], sub) == 15
+    # What the dry run said a load expires is what the broker's expiry takes: its monitor for the subscription,
+    # run now with the topic's TTL instead of at the next periodic check.
+    await admin._call(
+        "POST", f"/admin/{t['held'].admin_path}/subscription/{sub}/expireMessages/{TTL_S}", follow_redirect=True
+    )
+    for _ in range(60):
+        left = await backlog(admin, t["held"], sub)
+        if left == 0:
+            break
+        await asyncio.sleep(1)
+    assert left == 0, left

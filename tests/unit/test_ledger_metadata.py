@@ -161,8 +161,16 @@ def test_parses_custom_metadata_state_and_length() -> None:
         "pulsar/managed-ledger": "public/default/persistent/t",
     }
     assert md.state == "CLOSED" and md.length == 4096
+    # An empty closed ledger: lastEntryId -1 (a negative int64 varint).
+    assert md.last_entry_id == -1
     # No stored ctime: the znode's creation time stands in, as BookKeeper's own ledger manager does.
     assert md.ctime_ms == 1_700_000_000_000
+
+
+def test_a_closed_ledgers_last_entry_is_read() -> None:
+    body = STORED_BODY.replace(encode_field(4, -1), encode_field(4, 41))
+    assert parse_serialized_metadata(7, stored(body)).last_entry_id == 41
+    assert parse_serialized_metadata(7, stored(body.replace(encode_field(4, 41), b""))).last_entry_id is None
 
 
 def test_stored_ctime_wins_over_the_znode_time() -> None:

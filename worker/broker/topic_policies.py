@@ -1,4 +1,5 @@
-"""Topic-level retention policies, read the way the brokers read them: from the namespace's ``__change_events``.
+"""Topic-level retention and message TTL policies, read the way the brokers read them: from the namespace's
+``__change_events``.
 
 Pulsar keeps a topic's own policies (``pulsar-admin topicPolicies set-retention``) not in the metadata store but
 as events on a system topic of its namespace, ``persistent://<tenant>/<ns>/__change_events``: each an Avro
@@ -8,7 +9,10 @@ null value) removes them. The last event of a topic wins. The writer schema of e
 registry's version the message names (``GET /admin/v2/schemas/.../__change_events/schema/{version}``).
 
 The admin API's topic-policy reads are no way round it: each one checks the topic's ownership first, a lookup,
-and a lookup of a bundle nobody owns assigns it to a broker, which then loads the bundle's topics. Reading
+and a lookup of a bundle nobody owns assigns it to a broker, which then loads the bundle's topics. (On 4.0.8
+``GET .../messageTTL?applied=true`` is ``PersistentTopics.getMessageTTL``: ``preValidation`` checks the topic
+exists and its ownership, ``validateTopicOwnershipAsync``, then reads the policies cache the owner fills from
+``__change_events``; the namespace's and the broker's values only when the topic sets none.) Reading
 ``__change_events`` with a Reader is a lookup of its own bundle too, so it is read only while a broker lists it
 as loaded (``worker.broker.loaded_topics``: its bundle is owned, the lookup assigns nothing). Otherwise the
 namespace's topic policies are not read and the caller says so: every topic of a namespace that has
@@ -44,22 +48,42 @@ READ_TIMEOUT_MS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
+class OwnPolicies:
+    """The policies a topic sets for itself that ``trim-idle`` needs (None: not set)."""
+
+    retention: Retention | None = None
+    message_ttl_s: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class NamespaceTopicPolicies:
-    """The retention each topic of a namespace sets for itself (its base name -> its policy), or why they
+    """The policies each topic of a namespace sets for itself (its base name -> its policies), or why they
     could not be read (``unread``)."""
 
-    local: Mapping[str, Retention] = field(default_factory=dict)
-    global_: Mapping[str, Retention] = field(default_factory=dict)
+    local: Mapping[str, OwnPolicies] = field(default_factory=dict)
+    global_: Mapping[str, OwnPolicies] = field(default_factory=dict)
     unread: str | None = None
+
+    def _own(self, topic: TopicName) -> tuple[OwnPolicies | None, OwnPolicies | None]:
+        base = str(topic.partitioned_base)
+        return self.local.get(base), self.global_.get(base)
 
     def retention(self, topic: TopicName) -> Retention | None:
         """The topic's own retention: its local policy, else its global one (the broker's order)."""
-        base = str(topic.partitioned_base)
-        return self.local.get(base) or self.global_.get(base)
+        local, global_ = self._own(topic)
+        return (local.retention if local else None) or (global_.retention if global_ else None)
+
+    def message_ttl(self, topic: TopicName) -> int | None:
+        """The topic's own message TTL in seconds: its local policy, else its global one, field by field as the
+        broker's ``PolicyHierarchyValue`` does (a 0 set is a value: it wins over the namespace's TTL)."""
+        local, global_ = self._own(topic)
+        if local is not None and local.message_ttl_s is not None:
+            return local.message_ttl_s
+        return global_.message_ttl_s if global_ is not None else None
 
 
 class TopicPolicies:
-    """Reads each namespace's topic-level retention policies once."""
+    """Reads each namespace's topic-level policies once."""
 
     def __init__(self, admin: PulsarAdmin, loaded: LoadedTopics, client: pulsar.Client) -> None:
         self.admin = admin
@@ -90,8 +114,8 @@ class TopicPolicies:
     async def _read_events(self, events: TopicName) -> NamespaceTopicPolicies:
         raw = await asyncio.to_thread(_read_all, self.client, str(events))
         schemas: dict[int, Any] = {}
-        local: dict[str, Retention] = {}
-        global_: dict[str, Retention] = {}
+        local: dict[str, OwnPolicies] = {}
+        global_: dict[str, OwnPolicies] = {}
         for key, version, data in raw:
             if not data:  # a tombstone: the topic's policies removed
                 for d in (local, global_):
@@ -111,8 +135,9 @@ class TopicPolicies:
         return fastavro.parse_schema(json.loads(d["data"]))
 
 
-def _apply(event: Mapping[str, Any], local: dict[str, Retention], global_: dict[str, Retention]) -> None:
-    """One ``PulsarEvent`` onto the topics' policies (the last event of a topic wins)."""
+def _apply(event: Mapping[str, Any], local: dict[str, OwnPolicies], global_: dict[str, OwnPolicies]) -> None:
+    """One ``PulsarEvent`` onto the topics' policies (the last event of a topic wins: each carries the topic's
+    whole ``TopicPolicies``)."""
     if event.get("eventType") != "TOPIC_POLICY":
         return
     tp = event.get("topicPoliciesEvent") or {}
@@ -126,11 +151,15 @@ def _apply(event: Mapping[str, Any], local: dict[str, Retention], global_: dict[
     if event.get("actionType") == "DELETE" or not policies:
         target.pop(topic, None)
         return
-    retention = Retention.from_policy(policies.get("retentionPolicies"))
-    if retention is None:
+    ttl = policies.get("messageTTLInSeconds")
+    own = OwnPolicies(
+        Retention.from_policy(policies.get("retentionPolicies")),
+        ttl if isinstance(ttl, int) and not isinstance(ttl, bool) else None,
+    )
+    if own == OwnPolicies():
         target.pop(topic, None)
     else:
-        target[topic] = retention
+        target[topic] = own
 
 
 def _read_all(client: pulsar.Client, topic: str) -> list[tuple[str, int, bytes]]:

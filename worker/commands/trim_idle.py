@@ -7,6 +7,11 @@ broker's own trim rule on the effective retention: the topic's policy, else its 
 default) and, with ``--apply``, asks the broker to trim each topic (the admin API's ``trim``), at a bounded rate,
 recording each topic done in a state file so that a rerun skips it.
 
+A trim loads the topic, and a loaded topic's message TTL (its own, else its namespace's, else the broker
+default) acknowledges every unacknowledged entry older than the TTL within minutes; the next trim then drops
+them. The dry run reports each topic's effective TTL and the backlog a load would expire; ``--apply`` holds back
+every topic whose load may expire some, unless ``--allow-ttl-expiry``.
+
 Output: for a person, a table sized to the terminal and a summary; ``--output json`` (``--json``) prints only the
 JSON report instead, ``--report FILE`` also writes it to FILE. Exit code 1 if a trim failed.
 """
@@ -51,6 +56,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
         "a rerun with the same file skips them (required with --apply)",
     )
     p.add_argument(
+        "--allow-ttl-expiry",
+        action="store_true",
+        help="with --apply: also trim the topics whose load would let their message TTL expire unacknowledged "
+        "backlog (default: they are held back, untouched)",
+    )
+    p.add_argument(
         "--rate", type=float, default=1.0, help="with --apply: topics trimmed per second at most (default 1)"
     )
     p.add_argument(
@@ -64,6 +75,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
         metavar="MINUTES,MB",
         help="the brokers' defaultRetentionTimeInMinutes,defaultRetentionSizeInMB (-1 infinite: write "
         "--default-retention=-1,-1); default: read from the broker's runtime configuration (a superuser's read)",
+    )
+    p.add_argument(
+        "--default-ttl",
+        metavar="SECONDS",
+        type=int,
+        help="the brokers' ttlDurationDefaultInSeconds (0: no TTL); default: read from the broker's runtime "
+        "configuration (a superuser's read)",
     )
     add_output_options(p)
     p.set_defaults(handler=handle)
@@ -90,6 +108,10 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
             return refuse(f"--namespace: expected tenant/namespace (or tenant/cluster/namespace), got {ns!r}")
     if args.apply and not args.state:
         return refuse("--apply needs --state FILE (the topics done, so that a rerun skips them)")
+    if args.allow_ttl_expiry and not args.apply:
+        return refuse("--allow-ttl-expiry goes with --apply (a dry run trims nothing)")
+    if args.default_ttl is not None and args.default_ttl < 0:
+        return refuse(f"--default-ttl: seconds, 0 for none, got {args.default_ttl}")
     if not args.rate > 0 or not 1 <= args.concurrency <= 64:
         return refuse("--rate must be > 0 and --concurrency between 1 and 64")
     default: tuple[int, int] | None = None
@@ -120,6 +142,8 @@ FOUND_COLUMNS = (
     Column("PAST RETENTION", align="right"),
     Column("OF", align="right"),
     Column("RETENTION", shrink="end", min_width=12),
+    # Left out before RETENTION on a narrow terminal: the summary still says which topics --apply holds back.
+    Column("TTL EXPIRY", shrink="end", min_width=12, optional=True),
     Column("KEPT BECAUSE", shrink="end", min_width=16, optional=True),
 )
 TRIMMED_COLUMNS = (
@@ -129,6 +153,15 @@ TRIMMED_COLUMNS = (
     Column("AFTER", align="right"),
     Column("RESULT", shrink="end", min_width=12),
 )
+
+
+def ttl_cell(t: Any) -> str:
+    """The backlog entries a load expires and the TTL: ``15 (10 s, namespace)``, ``10-15``, ``15+?``,
+    ``0 (none, broker)``; ``? (topic TTL unread)`` when a TTL the topic may set itself could expire some."""
+    if t.ttl_risk is not None and not t.expiry.at_risk:
+        return "? (topic TTL unread)"
+    unread = ", topic TTL unread" if t.topic_policy_unread else ""
+    return f"{t.expiry.count()} ({t.ttl}{unread})"
 
 
 def found_rows(topics: list[Any]) -> list[tuple[str, ...]]:
@@ -142,6 +175,7 @@ def found_rows(topics: list[Any]) -> list[tuple[str, ...]]:
                 human_bytes(t.past.size),
                 human_bytes(t.size),
                 f"{t.retention.retention} ({source})",
+                ttl_cell(t),
                 t.past.kept_because,
             )
         )
@@ -170,15 +204,21 @@ async def _run(args: argparse.Namespace, settings: Settings, default: tuple[int,
                 s,
                 namespaces=args.namespace,
                 broker_default=Retention(*default) if default is not None else None,
+                broker_default_ttl=args.default_ttl,
                 progress=progress.update,
             )
         except BackendError as e:
-            hint = " (give it with --default-retention MINUTES,MB)" if "default retention" in str(e) else ""
+            hint = ""
+            if "default retention" in str(e):
+                hint = " (give it with --default-retention MINUTES,MB)"
+            elif "default message TTL" in str(e):
+                hint = " (give it with --default-ttl SECONDS)"
             print(f"ledger-deletion-worker trim-idle: {e}{hint}", file=sys.stderr)
             return 1
         metadata = PulsarMetadata(zk.session)
         out: dict[str, Any] = found.to_dict()
         out["dry_run"] = not args.apply
+        risky = found.ttl_risk
         if found.past:
             output.table(FOUND_COLUMNS, found_rows(found.past))
         output.line(
@@ -187,8 +227,30 @@ async def _run(args: argparse.Namespace, settings: Settings, default: tuple[int,
             f"{len(found.within)}, loaded {len(found.loaded)}: their brokers trim them, skipped {len(found.skipped)})"
             + ("" if args.apply else "; dry run: nothing trimmed")
         )
+        if risky:
+            counted = [t for t in risky if t.expiry.at_risk]
+            what = []
+            if counted:
+                n = sum(t.expiry.at_most for t in counted)
+                more = " and uncounted ones" if any(t.expiry.uncounted for t in counted) else ""
+                what.append(f"{len(counted)} would lose up to {n} unacknowledged entries{more} to their message TTL")
+            if len(counted) < len(risky):
+                what.append(
+                    f"{len(risky) - len(counted)} hold unacknowledged entries and a message TTL of their own not read"
+                )
+            output.line(
+                f"once a trim loads them, {' and '.join(what)}: "
+                + (
+                    "--allow-ttl-expiry trims them anyway"
+                    if args.allow_ttl_expiry
+                    else "--apply holds them back unless --allow-ttl-expiry"
+                )
+            )
         for ns, why in sorted(found.unread_policies.items()):
-            output.line(f"topic-level retention of {ns} not read ({why}): its topics are judged by their namespace's")
+            output.line(
+                f"topic-level retention and message TTL of {ns} not read ({why}): its topics are judged by their "
+                "namespace's, and --apply holds back those with unacknowledged backlog"
+            )
         for sk in found.skipped:
             output.line(f"skipped {sk['topic']}: {sk['why']}")
         rc = 0
@@ -201,17 +263,25 @@ async def _run(args: argparse.Namespace, settings: Settings, default: tuple[int,
                 done += 1
                 progress.update("trim", done, len(found.past))
 
-            trimmed, already = await apply_trims(
-                admin, metadata, found.past, state, rate=args.rate, concurrency=args.concurrency, on_done=on_done
+            trimmed, already, held_back = await apply_trims(
+                admin,
+                metadata,
+                found.past,
+                state,
+                rate=args.rate,
+                concurrency=args.concurrency,
+                allow_ttl_expiry=args.allow_ttl_expiry,
+                on_done=on_done,
             )
             failed = [t for t in trimmed if t.error]
+            at_risk = {str(t.topic) for t in risky}
             rows = [
                 (
                     table_topic(t.topic),
                     str(len(t.dropped)),
                     human_bytes(t.bytes_before),
                     human_bytes(t.bytes_after),
-                    t.error or "trimmed",
+                    t.error or ("trimmed, its TTL may expire backlog" if t.topic in at_risk else "trimmed"),
                 )
                 for t in trimmed
             ]
@@ -220,13 +290,19 @@ async def _run(args: argparse.Namespace, settings: Settings, default: tuple[int,
                 output.table(TRIMMED_COLUMNS, rows)
             before = sum(t.bytes_before for t in trimmed)
             after = sum(t.bytes_after for t in trimmed)
+            for h in held_back:
+                output.line(f"held back {h.topic}: {h.ttl_risk}; --allow-ttl-expiry trims it anyway")
             output.line(
                 f"\ntrimmed {len(trimmed) - len(failed)} of {len(found.past)} topics ({len(failed)} failed, "
-                f"{len(already)} already done per {args.state}): {sum(len(t.dropped) for t in trimmed)} ledgers "
+                f"{len(already)} already done per {args.state}, {len(held_back)} held back"
+                + (" lest their message TTL expire backlog" if held_back else "")
+                + f"): {sum(len(t.dropped) for t in trimmed)} ledgers "
                 f"dropped, {human_bytes(before)} ({before} bytes) before, {human_bytes(after)} ({after} bytes) after"
             )
             out["trimmed"] = [t.to_dict() for t in trimmed]
             out["already_done"] = already
+            out["held_by_ttl"] = [{"topic": str(h.topic), "why": h.ttl_risk} for h in held_back]
+            out["allow_ttl_expiry"] = args.allow_ttl_expiry
             out["bytes_before"] = before
             out["bytes_after"] = after
             rc = 1 if failed else 0

@@ -33,13 +33,16 @@ class NoAnchor(WrongMetadataStore):
 
 class RecordStat(Protocol):
     """What the worker reads of a stored record's bookkeeping: its version (the compare-and-set token of a
-    versioned delete) and its creation time (epoch ms)."""
+    versioned delete), its creation time and the time of its last write (epoch ms)."""
 
     @property
     def version(self) -> int: ...
 
     @property
     def ctime(self) -> int: ...
+
+    @property
+    def mtime(self) -> int: ...
 
 
 # A stored record: its bytes and their stat.

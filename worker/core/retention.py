@@ -15,7 +15,8 @@ The rule is Pulsar's ``ManagedLedgerImpl.internalTrimLedgers`` (4.0), read behav
 - **Only below the slowest cursor**: with no durable cursor every closed ledger may go; otherwise only the
   ledgers before the slowest cursor's mark-delete ledger, and that ledger too when the mark-delete position
   is its last entry (``entries == markDeleteEntryId + 1``). A ledger with an entry some cursor has not
-  acknowledged is never trimmed, whatever the retention.
+  acknowledged is never trimmed, whatever the retention (but loading the topic turns its message TTL on, which
+  acknowledges the old backlog itself: ``worker.core.ttl_expiry``).
 - **Oldest first, stopping at the first kept one**: the ledgers are walked from the oldest; one goes when
   it has expired (``retentionTime >= 0`` and ``now - ledger.timestamp > retentionTime``) **or** the topic
   stays at or over its size quota without it (``retentionSize >= 0`` and ``totalSize - sizeToDelete >=

@@ -20,6 +20,8 @@ class LedgerMetadata:
     length: int
     state: str
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    # The last entry once the ledger is CLOSED (-1: empty); None when the metadata does not say.
+    last_entry_id: int | None = None
 
 
 def _decode_custom(raw: dict[str, str]) -> dict[str, str]:
@@ -57,8 +59,8 @@ _STATES = {1: "OPEN", 2: "IN_RECOVERY", 3: "CLOSED"}
 def parse_serialized_metadata(ledger_id: int, data: bytes, znode_ctime_ms: int | None = None) -> LedgerMetadata:
     """BookKeeper's stored form of ledger metadata (LedgerMetadataSerDe, format 3): the line
     ``BookieMetadataFormatVersion\t3`` then a varint-delimited ``LedgerMetadataFormat``
-    (bookkeeper-proto DataFormats.proto: length=3, state=5, ctime=10, customMetadata=11 {key=1, value=2}).
-    Older text formats (1, 2) are refused.
+    (bookkeeper-proto DataFormats.proto: length=3, lastEntryId=4, state=5, ctime=10, customMetadata=11
+    {key=1, value=2}). Older text formats (1, 2) are refused.
 
     BookKeeper stores ``ctime`` only when its client is configured to; otherwise the ledger manager
     reports the metadata znode's creation time, and so does this function (``znode_ctime_ms``)."""
@@ -73,9 +75,12 @@ def parse_serialized_metadata(ledger_id: int, data: bytes, znode_ctime_ms: int |
         raise MetadataFormatError("truncated ledger metadata")
     custom: dict[str, str] = {}
     length, state, ctime = 0, "", None
+    last_entry_id: int | None = None
     for f in fields(body):
         if f.number == 3:
             length = as_int(f)
+        elif f.number == 4:
+            last_entry_id = as_int(f)
         elif f.number == 5:
             state = _STATES.get(as_int(f), str(as_int(f)))
         elif f.number == 10:
@@ -97,4 +102,5 @@ def parse_serialized_metadata(ledger_id: int, data: bytes, znode_ctime_ms: int |
         ctime_ms=ctime if ctime is not None and ctime > 0 else znode_ctime_ms,
         length=length,
         state=state,
+        last_entry_id=last_entry_id,
     )

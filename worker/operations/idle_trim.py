@@ -7,13 +7,18 @@ asked, or every one); a topic some broker lists as loaded is left to that broker
 (``worker.backends.pulsar_metadata``: its ledgers and its cursors' mark-delete positions) and run through the
 broker's own trim rule (``worker.core.retention``) with its effective retention: its topic-level policy
 (``worker.broker.topic_policies``, when its namespace's ``__change_events`` can be read without loading
-anything), else its namespace's (the ``/admin/policies/<namespace>`` znode), else the broker default.
+anything), else its namespace's (the ``/admin/policies/<namespace>`` znode), else the broker default. Its
+effective message TTL is read the same way (topic, namespace, broker default): a trim loads the topic, and a
+loaded topic's TTL acknowledges its old backlog (``worker.core.ttl_expiry``, with BookKeeper's records of the
+topic's first and last ledgers), so each topic found gets what a load would expire, and why ``--apply`` holds
+it back (``ttl_risk``).
 
 Trimming (``--apply``) is Pulsar's admin ``trim`` (``POST /admin/v2/persistent/{tenant}/{namespace}/{topic}/trim``),
 which loads the topic on its owner and runs the managed ledger's own trim: the broker, not this command,
 decides what goes, and its deletions take the broker's path (with the broker extension, queued on the
 pending-deletions topic first). At most ``rate`` topics a second, ``concurrency`` at a time; each topic done
-is appended to a state file, which a rerun reads to skip them.
+is appended to a state file, which a rerun reads to skip them. A topic whose load may let its TTL expire
+unacknowledged backlog is held back unless ``allow_ttl_expiry``.
 """
 
 from __future__ import annotations
@@ -33,10 +38,22 @@ from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound, open_admin
 from worker.broker.client import blocking_client
 from worker.broker.loaded_topics import LoadedTopics
 from worker.broker.topic_policies import NamespaceTopicPolicies, TopicPolicies
+from worker.core.metadata_stores import BookKeeperMetadataStore
 from worker.core.retention import EffectiveRetention, PastRetention, Retention, effective_retention, past_retention
+from worker.core.ttl_expiry import (
+    COMPACTION_CURSOR,
+    LedgerRecord,
+    MessageTtl,
+    TtlExpiry,
+    any_ttl_expiry,
+    effective_ttl,
+    ttl_expiry,
+)
 from worker.daemon.rate_limit import TokenBucket
 from worker.errors import BackendError
-from worker.formats.metadata_paths import MANAGED_LEDGERS_ROOT
+from worker.formats.ledger_metadata import parse_serialized_metadata
+from worker.formats.metadata_paths import MANAGED_LEDGERS_ROOT, UnsupportedLedgerLayout
+from worker.formats.protobuf_wire import MetadataFormatError
 from worker.formats.topic_name import InvalidTopicName, TopicName
 from worker.logs import get_logger
 from worker.settings import Settings
@@ -57,6 +74,12 @@ class IdleTopic:
     ledgers: int
     size: int
     past: PastRetention
+    # Its effective message TTL, and what a load would let it expire (computed for a topic with ledgers past
+    # retention: the ones --apply loads).
+    ttl: MessageTtl = field(default_factory=lambda: MessageTtl(0, "broker"))
+    expiry: TtlExpiry = field(default_factory=lambda: TtlExpiry(MessageTtl(0, "broker")))
+    # Why --apply holds it back (a load may expire unacknowledged backlog), None when it does not.
+    ttl_risk: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +95,9 @@ class IdleTopic:
             ],
             "past_retention_bytes": self.past.size,
             "kept_because": self.past.kept_because,
+            "message_ttl": self.ttl.to_dict(),
+            "ttl_expiry": self.expiry.to_dict(),
+            "ttl_risk": self.ttl_risk,
         }
 
 
@@ -80,6 +106,7 @@ class FindReport:
     """What the dry run found: the idle topics with ledgers past retention, and the counts of the others."""
 
     broker_default: Retention
+    broker_default_ttl: int = 0
     past: list[IdleTopic] = field(default_factory=list)
     read: int = 0  # idle topics read from the metadata store
     loaded: list[str] = field(default_factory=list)  # topics a broker has loaded: its own trims cover them
@@ -95,9 +122,15 @@ class FindReport:
     def size(self) -> int:
         return sum(t.past.size for t in self.past)
 
+    @property
+    def ttl_risk(self) -> list[IdleTopic]:
+        """The topics found whose load may let their message TTL expire unacknowledged backlog."""
+        return [t for t in self.past if t.ttl_risk is not None]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "broker_default_retention": self.broker_default.to_dict(),
+            "broker_default_message_ttl_seconds": self.broker_default_ttl,
             "topics": [t.to_dict() for t in self.past],
             "past_retention_topics": len(self.past),
             "past_retention_ledgers": self.ledgers,
@@ -115,6 +148,7 @@ class FindReport:
             "loaded": sorted(self.loaded),
             "skipped": self.skipped,
             "topic_policies_unread": self.unread_policies,
+            "ttl_risk": [{"topic": str(t.topic), "why": t.ttl_risk} for t in self.ttl_risk],
         }
 
 
@@ -126,6 +160,8 @@ class IdleTrimFinder:
         topic_policies: TopicPolicies | None,
         *,
         broker_default: Retention,
+        broker_default_ttl: int = 0,
+        ledgers: BookKeeperMetadataStore | None = None,
         namespaces: Sequence[str] = (),
         concurrency: int = 16,
         now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
@@ -135,14 +171,17 @@ class IdleTrimFinder:
         self.loaded = loaded
         self.topic_policies = topic_policies
         self.broker_default = broker_default
+        self.broker_default_ttl = broker_default_ttl
+        # BookKeeper's store, for the records of a topic's first and last ledgers (None: not known).
+        self.ledgers = ledgers
         self.namespaces = list(namespaces)
         self.concurrency = concurrency
         self.now_ms = now_ms
         self.progress = progress or (lambda phase, done, total: None)
-        self._namespace_retention: dict[str, asyncio.Task[Retention | None]] = {}
+        self._namespace_policies: dict[str, asyncio.Task[dict[str, Any]]] = {}
 
     async def find(self) -> FindReport:
-        report = FindReport(self.broker_default)
+        report = FindReport(self.broker_default, self.broker_default_ttl)
         topics = [t async for t in self.topics()]
         todo = iter(topics)
         done = 0
@@ -179,7 +218,8 @@ class IdleTrimFinder:
             report.within.append(idle)
 
     async def judge(self, stored: StoredTopic, report: FindReport | None = None) -> IdleTopic:
-        """The topic's effective retention and its ledgers past it (``worker.core.retention``)."""
+        """The topic's effective retention and its ledgers past it (``worker.core.retention``); for a topic with
+        some, its effective message TTL and what a load would let it expire (``worker.core.ttl_expiry``)."""
         topic = stored.topic
         ns = topic.namespace_name
         own: NamespaceTopicPolicies | None = None
@@ -191,17 +231,90 @@ class IdleTrimFinder:
         retention = effective_retention(
             own.retention(topic) if own is not None else None, await self.namespace_retention(ns), self.broker_default
         )
+        ttl = effective_ttl(
+            own.message_ttl(topic) if own is not None else None, await self.namespace_ttl(ns), self.broker_default_ttl
+        )
         ml = stored.managed_ledger
-        past = past_retention(ml, stored.cursors, retention.retention, self.now_ms())
-        return IdleTopic(topic, retention, unread, len(ml.ledgers), sum(ld.size or 0 for ld in ml.ledgers), past)
+        now = self.now_ms()
+        past = past_retention(ml, stored.cursors, retention.retention, now)
+        expiry, risk = TtlExpiry(ttl), None
+        if past.ledgers:  # what --apply loads
+            expiry, risk = await self._ttl_risk(stored, ttl, unread, now)
+        return IdleTopic(
+            topic, retention, unread, len(ml.ledgers), sum(ld.size or 0 for ld in ml.ledgers), past, ttl, expiry, risk
+        )
+
+    async def _ttl_risk(
+        self, stored: StoredTopic, ttl: MessageTtl, unread: str | None, now_ms: int
+    ) -> tuple[TtlExpiry, str | None]:
+        """What a load lets the topic's TTL expire, and why --apply holds the topic back (None: it does not).
+        With its own policies unread, its own TTL could be any: a topic with unacknowledged entries is held back
+        too."""
+        ml = stored.managed_ledger
+        if not any(name != COMPACTION_CURSOR for name in stored.cursors) or not (ttl.active or unread is not None):
+            return TtlExpiry(ttl), None
+        records = await self.ledger_records(stored)
+        expiry = ttl_expiry(ml, stored.cursors, ttl, now_ms, records)
+        if expiry.at_risk:
+            return expiry, (
+                f"a load would expire {expiry.describe()} (message TTL {ttl.seconds} s, from the {ttl.source})"
+            )
+        if unread is not None:
+            any_ttl = any_ttl_expiry(ml, stored.cursors, now_ms, records)
+            if any_ttl.at_risk:
+                return expiry, (
+                    f"its own message TTL is unread ({unread}); one set there could expire up to {any_ttl.describe()}"
+                )
+        return expiry, None
+
+    async def ledger_records(self, stored: StoredTopic) -> dict[int, LedgerRecord]:
+        """BookKeeper's records of the topic's first and last ledgers: the last one's entries and close time,
+        which its managed-ledger znode leaves blank until a load, and the first one's creation time. A ledger
+        whose record is missing or unreadable is left out (not known: ``worker.core.ttl_expiry`` then counts
+        its entries as possibly expiring)."""
+        ledgers = sorted(ld.ledger_id for ld in stored.managed_ledger.ledgers)
+        if self.ledgers is None or not ledgers:
+            return {}
+        ids = sorted({ledgers[0], ledgers[-1]})
+        out: dict[int, LedgerRecord] = {}
+        try:
+            answers = await self.ledgers.read_ledgers_metadata(ids)
+        except (BackendError, UnsupportedLedgerLayout) as e:
+            log.warning("ledger metadata not read", topic=str(stored.topic), error=str(e))
+            return out
+        for lid, got in zip(ids, answers, strict=True):
+            if got is None or isinstance(got, BaseException):
+                continue
+            data, stat = got
+            try:
+                md = parse_serialized_metadata(lid, data, stat.ctime)
+            except MetadataFormatError:
+                continue
+            closed = md.state == "CLOSED" and md.last_entry_id is not None
+            out[lid] = LedgerRecord(
+                md.last_entry_id + 1 if closed and md.last_entry_id is not None else None,
+                md.ctime_ms,
+                stat.mtime if closed else None,
+            )
+        return out
 
     async def namespace_retention(self, namespace: str) -> Retention | None:
         """The namespace's ``retention_policies`` from its policies znode (None: unset, the broker default)."""
-        if namespace not in self._namespace_retention:
-            self._namespace_retention[namespace] = asyncio.ensure_future(self._read_namespace_retention(namespace))
-        return await self._namespace_retention[namespace]
+        policies = await self.namespace_policies(namespace)
+        return Retention.from_policy(policies.get("retention_policies"))
 
-    async def _read_namespace_retention(self, namespace: str) -> Retention | None:
+    async def namespace_ttl(self, namespace: str) -> int | None:
+        """The namespace's ``message_ttl_in_seconds`` from its policies znode (None: unset, the broker default)."""
+        ttl = (await self.namespace_policies(namespace)).get("message_ttl_in_seconds")
+        return ttl if isinstance(ttl, int) and not isinstance(ttl, bool) else None
+
+    async def namespace_policies(self, namespace: str) -> dict[str, Any]:
+        """The namespace's policies znode (``/admin/policies/<namespace>``), read once."""
+        if namespace not in self._namespace_policies:
+            self._namespace_policies[namespace] = asyncio.ensure_future(self._read_namespace_policies(namespace))
+        return await self._namespace_policies[namespace]
+
+    async def _read_namespace_policies(self, namespace: str) -> dict[str, Any]:
         got = await self.metadata.store.get(f"{POLICIES_ROOT}/{namespace}")
         if got is None:
             raise BackendError("zookeeper", f"namespace {namespace} has no policies znode")
@@ -209,7 +322,7 @@ class IdleTrimFinder:
             policies = json.loads(got[0] or b"{}")
         except ValueError as e:
             raise BackendError("zookeeper", f"policies of {namespace}: {e}") from e
-        return Retention.from_policy(policies.get("retention_policies") if isinstance(policies, dict) else None)
+        return policies if isinstance(policies, dict) else {}
 
     async def topics(self) -> AsyncIterator[TopicName]:
         """Every persistent topic with a managed-ledger znode in the namespaces (all of them when none were
@@ -301,15 +414,22 @@ async def apply_trims(
     *,
     rate: float,
     concurrency: int,
+    allow_ttl_expiry: bool = False,
     on_done: Callable[[Trimmed], None] | None = None,
-) -> tuple[list[Trimmed], list[str]]:
+) -> tuple[list[Trimmed], list[str], list[IdleTopic]]:
     """Ask the broker to trim each topic not in ``state``: at most ``rate`` a second, ``concurrency`` at a
-    time. Returns what each trim did (the topic's ledgers and bytes in its znode before and after) and the
-    topics skipped as already done."""
+    time. A topic whose load may let its message TTL expire unacknowledged backlog (``ttl_risk``) is held back,
+    neither trimmed nor recorded, unless ``allow_ttl_expiry``. Returns what each trim did (the topic's ledgers
+    and bytes in its znode before and after), the topics skipped as already done and the topics held back."""
     bucket = TokenBucket(rate, 1)
     out: list[Trimmed] = []
     skipped = [str(t.topic) for t in topics if str(t.topic) in state.done]
-    todo = iter([t for t in topics if str(t.topic) not in state.done])
+    held: list[IdleTopic] = []
+    ready: list[IdleTopic] = []
+    for t in topics:
+        if str(t.topic) not in state.done:
+            (held if t.ttl_risk is not None and not allow_ttl_expiry else ready).append(t)
+    todo = iter(ready)
 
     async def trimmer() -> None:
         for idle in todo:
@@ -345,7 +465,7 @@ async def apply_trims(
 
     await asyncio.gather(*(trimmer() for _ in range(concurrency)))
     out.sort(key=lambda t: t.topic)
-    return out, skipped
+    return out, skipped, held
 
 
 def _ids(s: StoredTopic | None) -> tuple[int, ...]:
@@ -356,14 +476,30 @@ def _bytes(s: StoredTopic | None) -> int:
     return 0 if s is None else sum(ld.size or 0 for ld in s.managed_ledger.ledgers)
 
 
-async def broker_default_retention(admin: PulsarAdmin) -> Retention:
-    """The brokers' ``defaultRetentionTimeInMinutes`` / ``defaultRetentionSizeInMB``, from a broker's runtime
-    configuration (a superuser's read). Raises BackendError when it cannot be read."""
+async def broker_defaults(
+    admin: PulsarAdmin, retention: Retention | None = None, ttl: int | None = None
+) -> tuple[Retention, int]:
+    """The brokers' ``defaultRetentionTimeInMinutes`` / ``defaultRetentionSizeInMB`` and
+    ``ttlDurationDefaultInSeconds``, each from a broker's runtime configuration (a superuser's read) unless
+    given. Raises BackendError naming the one that cannot be read."""
+    if retention is not None and ttl is not None:
+        return retention, ttl
     try:
         conf = await admin.broker_runtime_config()
-        return Retention(int(conf["defaultRetentionTimeInMinutes"]), int(conf["defaultRetentionSizeInMB"]))
-    except (BackendError, KeyError, TypeError, ValueError) as e:
-        raise BackendError("admin", f"the brokers' default retention is not readable ({e})") from e
+    except BackendError as e:
+        what = "default retention" if retention is None else "default message TTL"
+        raise BackendError("admin", f"the brokers' {what} is not readable ({e})") from e
+    if retention is None:
+        try:
+            retention = Retention(int(conf["defaultRetentionTimeInMinutes"]), int(conf["defaultRetentionSizeInMB"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise BackendError("admin", f"the brokers' default retention is not readable ({e!r})") from e
+    if ttl is None:
+        try:
+            ttl = int(conf["ttlDurationDefaultInSeconds"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise BackendError("admin", f"the brokers' default message TTL is not readable ({e!r})") from e
+    return retention, ttl
 
 
 async def find_idle_past_retention(
@@ -371,6 +507,7 @@ async def find_idle_past_retention(
     *,
     namespaces: Sequence[str] = (),
     broker_default: Retention | None = None,
+    broker_default_ttl: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> FindReport:
     """The dry run from the settings: its own admin session, metadata-store and client connections (the
@@ -378,7 +515,7 @@ async def find_idle_past_retention(
     async with open_admin(settings.pulsar) as admin, optional_zookeeper(settings.zookeeper) as zk:
         if zk is None:
             raise BackendError("zookeeper", "zookeeper.hosts is not set: idle topics are read from Pulsar's store")
-        default = broker_default if broker_default is not None else await broker_default_retention(admin)
+        default, default_ttl = await broker_defaults(admin, broker_default, broker_default_ttl)
         metadata = PulsarMetadata(zk.session)
         # The lists are read once for the whole run: a topic a broker loads meanwhile is that broker's to trim.
         loaded = LoadedTopics(admin, metadata, ttl_s=3600)
@@ -389,6 +526,8 @@ async def find_idle_past_retention(
                 loaded,
                 TopicPolicies(admin, loaded, client),
                 broker_default=default,
+                broker_default_ttl=default_ttl,
+                ledgers=zk.bookkeeper,
                 namespaces=namespaces,
                 progress=progress,
             )
