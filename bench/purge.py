@@ -20,7 +20,8 @@ The stock row's rate (ledgers / drain_s) is the raw metadata delete rate of the 
 as it can, nothing paced. The goal for defer mode: probe p99 <= 2x its idle p99 while draining at >= 0.5x that
 rate. Rows ``purge-stock``, ``purge-extension``, ``purge-defer``, each with ``probe_p99_ms``,
 ``probe_idle_p99_ms``, ``publish_p99_ms``, ``drain_s``, ``ledgers``, ``lost`` (and p50/max, rates, the worker's
-outcomes); saved under ``bench/results/`` (``BENCH_RESULTS_DIR``).
+outcomes, its pace's least and most, halvings and log lines about them); saved under ``bench/results/``
+(``BENCH_RESULTS_DIR``).
 
 Knobs: ``BENCH_PURGE_MODES`` (stock,extension,defer,defer-unpaced: the worker's pace off, its fastest),
 ``BENCH_PURGE_TOPICS`` (100), ``BENCH_PURGE_LEDGERS`` (200), ``BENCH_PURGE_RATE`` (20), ``BENCH_PURGE_IDLE_S`` (30),
@@ -361,6 +362,7 @@ async def one_mode(mode: str, k: Knobs, run_id: str) -> dict[str, Any]:
             probe.stop()
             if worker is not None:
                 row["worker"] = worker_outcomes(worker)
+                row["pace_decreases"], row["pace_log_lines"] = pace_steps(worker)
                 worker.close()
         # Nothing lost: every ledger a topic of the run still lists exists.
         still = {t: ml_ledger_ids(await admin.internal_stats(t)) for t in topics}
@@ -390,6 +392,17 @@ def pace_rate(w: WorkerHarness) -> float | None:
         if line.startswith("ledger_deletion_pace_deletes_per_second "):
             return float(line.split()[1])
     return None
+
+
+def pace_steps(w: WorkerHarness) -> tuple[int | None, int]:
+    """The pace's halvings over the run (``ledger_deletion_pace_decreases_total``) and the log lines it wrote about
+    them: one when it slowed, one when it recovered, not one per halving."""
+    try:
+        decreases: int | None = int(w.metric("ledger_deletion_pace_decreases_total"))
+    except OSError:
+        decreases = None
+    lines = sum(1 for e in w.log_events() if "delete pace" in str(e.get("event", "")))
+    return decreases, lines
 
 
 def worker_outcomes(w: WorkerHarness) -> dict[str, int]:

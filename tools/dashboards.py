@@ -276,9 +276,9 @@ def build() -> dash_b.Dashboard:
                 (_rate("ledger_deletion_pace_decreases_total"), "halvings/s"),
             ],
             description=(
-                "The worker's delete rate follows BookKeeper's metadata store: it halves whenever the p90 of its own"
-                " calls to the store is over worker.pace_latency_factor x the store's idle p90, and creeps back"
-                " up to worker.deletes_per_second while it is not."
+                "The worker's delete rate follows BookKeeper's metadata store while it deletes: it halves whenever"
+                " the p90 of its own calls to the store is over worker.pace_latency_factor x the store's idle p90,"
+                " and creeps back up to worker.deletes_per_second while it is not. With nothing to delete it holds."
             ),
         )
     )

@@ -94,7 +94,7 @@ class Metrics:
         )
         self.pace_decreases = Counter(
             f"{p}pace_decreases",
-            "Times the pace halved the delete rate: the metadata store answered slowly",
+            "Times the pace halved the delete rate: the metadata store answered slowly while this worker was deleting",
             registry=r,
         )
         self.metadata_calls = Histogram(

@@ -521,9 +521,9 @@ class WorkerSettings(_Section):
     pace: bool = Field(
         True,
         description=(
-            "The delete rate follows BookKeeper's metadata store: halved whenever an interval's p90 latency of this "
-            "worker's calls to it is over pace_latency_factor x its idle level, grown back while not. false: a fixed "
-            "deletes_per_second."
+            "The delete rate follows BookKeeper's metadata store while the worker deletes: halved whenever an "
+            "interval's p90 latency of this worker's calls to it is over pace_latency_factor x its idle level, grown "
+            "back while not; held while nothing is being deleted. false: a fixed deletes_per_second."
         ),
     )
     pace_floor_per_second: float = Field(

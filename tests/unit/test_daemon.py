@@ -202,3 +202,86 @@ async def test_a_sweep_that_raises_hands_its_whole_batch_to_the_full_path() -> N
     assert pipeline.started == ["m0", "m1", "m2"]
     assert metrics.failed.labels(stage="sweep")._value.get() == 1
     assert not d._in_hand and d._busy == 0 and metrics.inflight._value.get() == 0
+
+
+class ScriptedStore:
+    """BookKeeper's metadata store as the pace sees it: each interval's call latencies, from a script."""
+
+    def __init__(self, intervals: list[dict[str, list[float]]]) -> None:
+        self.intervals = intervals
+        self.done = asyncio.Event()
+
+    async def probe(self) -> None:
+        return None
+
+    def drain_latency(self) -> dict[str, list[float]]:
+        if not self.intervals:
+            self.done.set()
+            return {}
+        return self.intervals.pop(0)
+
+
+class LogRecorder:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, event: str, **kw: Any) -> None:
+        self.lines.append(event)
+
+
+CALM = {"read": [0.002] * 10}
+SLOW = {"read": [0.05] * 10}  # 25x the idle level
+
+
+async def _run_pace(
+    monkeypatch: Any, intervals: list[dict[str, list[float]]], *, deleting: bool
+) -> tuple[Metrics, list[str]]:
+    from worker.daemon import daemon as daemon_module
+    from worker.daemon.rate_limit import TokenBucket
+
+    logged = LogRecorder()
+    monkeypatch.setattr(daemon_module, "log", logged)
+    metrics = Metrics()
+    settings = Settings.model_validate({"worker": {"pace_interval_s": 0.005, "deletes_per_second": 100}})
+    store = ScriptedStore(intervals)
+
+    @dataclass
+    class Decider:
+        limiter: TokenBucket
+        bookkeeper: ScriptedStore
+
+    decider = Decider(TokenBucket(100, 1), store)
+
+    async def deletes() -> None:  # a backlog: always a delete waiting for its token
+        while True:
+            await decider.limiter.acquire()
+
+    tasks = [asyncio.create_task(Daemon(settings, metrics)._pace(decider))]  # type: ignore[arg-type]
+    if deleting:
+        tasks.append(asyncio.create_task(deletes()))
+    await asyncio.wait_for(store.done.wait(), timeout=30)
+    for t in tasks:
+        t.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await t
+    return metrics, [line for line in logged.lines if "pace" in line or "rate" in line]
+
+
+async def test_an_idle_worker_holds_its_pace_counts_nothing_and_logs_nothing(monkeypatch: Any) -> None:
+    # Defect: with nothing queued, a store warming up (latency ratio 2 to 3) halved the pace eight times in
+    # 40 s, each with a "metadata store slow" line an operator reads as an alarm.
+    metrics, lines = await _run_pace(monkeypatch, [CALM] * 8 + [SLOW] * 8, deleting=False)
+    assert metrics.pace_decreases._value.get() == 0
+    assert metrics.pace_rate._value.get() == 10  # where it started: a tenth of the ceiling
+    assert metrics.pace_latency_ratio._value.get() == 25  # the store was slow, and measured so
+    assert lines == []
+
+
+async def test_a_paced_backlog_logs_one_line_when_slowed_and_one_when_recovered(monkeypatch: Any) -> None:
+    metrics, lines = await _run_pace(monkeypatch, [CALM] * 20 + [SLOW] * 4 + [CALM] * 25, deleting=True)
+    assert metrics.pace_decreases._value.get() == 4  # every halving counted
+    assert metrics.pace_rate._value.get() == 100
+    assert lines == [
+        "metadata store slow: delete pace slowed",
+        "metadata store recovered: delete pace back at its ceiling",
+    ]

@@ -121,3 +121,20 @@ async def test_concurrent_acquirers_are_served_one_token_each(monkeypatch: pytes
     assert sorted(order) == list(range(5))
     # 1 burst + 4 more at 10/s: 0.4 simulated seconds, not less (no token handed out twice).
     assert clock.t == pytest.approx(1000.4)
+
+
+async def test_it_counts_the_tokens_taken_and_the_callers_waiting() -> None:
+    # What the pace reads to know whether anything is being paced (worker.core.pace).
+    clock = FakeClock()
+    b = TokenBucket(rate=10.0, burst=2, clock=clock)
+    assert (b.taken, b.waiting) == (0, 0)
+    await b.acquire()
+    await b.acquire()
+    assert b.try_acquire() > 0  # a refused token is not taken
+    assert (b.taken, b.waiting) == (2, 0)
+    waiter = asyncio.create_task(b.acquire())  # the clock stands still: it waits
+    await asyncio.sleep(0.01)
+    assert (b.taken, b.waiting) == (2, 1)
+    clock.advance(0.1)
+    await asyncio.wait_for(waiter, timeout=5)
+    assert (b.taken, b.waiting) == (3, 0)

@@ -19,6 +19,14 @@ each control interval, against the store's idle level.
   first interval has no evidence yet.
 - A kind with fewer than ``min_samples`` calls in an interval says nothing about it; an interval in which no
   kind has enough holds the rate.
+- **Only while deleting**: a step counts only when deletes were issued in its interval or are waiting for a
+  token at its end. A worker with nothing to delete holds its rate (no halving, no growth), however the store
+  answers: a latency that no delete of this worker adds to, and no delete of this worker waits on, is no
+  reason to move, and an idle worker halving on a store warming up reads as an alarm. Its interval still
+  feeds the idle level (that is the store idle) and ``last_ratio``.
+- **State changes**: the pace is *slowed* from a halving that leaves it below the ceiling until it is back at
+  the ceiling (*recovered*); ``last_change`` names the interval that crossed either way, once per crossing,
+  not once per step (the counters carry every step).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +62,11 @@ def p90(latencies: Sequence[float]) -> float:
     return quantile(latencies, 0.9)
 
 
+class PaceChange(Enum):
+    SLOWED = "slowed"  # a halving took the pace below its ceiling
+    RECOVERED = "recovered"  # back at the ceiling after being slowed
+
+
 @dataclass
 class Pace:
     rules: PaceRules
@@ -60,6 +74,10 @@ class Pace:
     decreases: int = 0
     # The last interval's worst ratio of a kind's p90 to its idle level (None: no kind had enough calls).
     last_ratio: float | None = None
+    # Below the ceiling because of a halving (not merely still climbing from the start), until back at it.
+    slowed: bool = False
+    # The state change the last interval made, if any: what is worth a log line.
+    last_change: PaceChange | None = None
     _p90s: dict[str, deque[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -73,9 +91,11 @@ class Pace:
             return None
         return max(self.rules.min_baseline_s, quantile(seen, self.rules.baseline_quantile))
 
-    def update(self, latencies: Mapping[str, Sequence[float]]) -> float:
-        """The rate after one interval, given each kind's call latencies (seconds) in it."""
+    def update(self, latencies: Mapping[str, Sequence[float]], *, deletes: int) -> float:
+        """The rate after one interval, given each kind's call latencies (seconds) in it and ``deletes``: the
+        deletes issued in the interval plus those waiting for a token at its end. With none, the rate holds."""
         r = self.rules
+        self.last_change = None
         ratios: list[float] = []
         for kind, lats in latencies.items():
             if len(lats) < r.min_samples:
@@ -90,9 +110,17 @@ class Pace:
             self.last_ratio = None
             return self.rate
         self.last_ratio = max(ratios)
+        if deletes <= 0:
+            return self.rate  # nothing is being paced: nothing to slow down or speed up
         if self.last_ratio > r.latency_factor:
             self.rate = max(r.floor, self.rate * r.decrease)
             self.decreases += 1
+            if not self.slowed and self.rate < r.ceiling:
+                self.slowed = True
+                self.last_change = PaceChange.SLOWED
         else:
             self.rate = min(r.ceiling, self.rate + r.increase_fraction * r.ceiling)
+            if self.slowed and self.rate >= r.ceiling:
+                self.slowed = False
+                self.last_change = PaceChange.RECOVERED
         return self.rate

@@ -35,7 +35,7 @@ from worker.broker.preflight import (
     refused_as,
 )
 from worker.broker.topology import TopologyNotPermitted, ensure_topology
-from worker.core.pace import Pace, PaceRules
+from worker.core.pace import Pace, PaceChange, PaceRules
 from worker.daemon import http_server
 from worker.daemon.bookie_gc import open_bookie_gc
 from worker.daemon.decider import Decider, open_decider
@@ -329,15 +329,18 @@ class Daemon:
 
     async def _pace(self, decider: Decider) -> None:
         """Every ``pace_interval_s``: the latency of this worker's calls to BookKeeper's metadata store sets
-        the storage delete rate (``worker.core.pace``), within ``deletes_per_second``."""
+        the storage delete rate (``worker.core.pace``), within ``deletes_per_second``, while there are deletes
+        to pace; it holds while there are none. One log line when it slows, one when it recovers."""
         w = self.settings.worker
         self.metrics.pace_rate.set(w.deletes_per_second)
         floor = min(w.pace_floor_per_second, w.deletes_per_second)
         pace = Pace(PaceRules(w.deletes_per_second, floor, w.pace_latency_factor))
+        limiter = decider.limiter
         if w.pace:
-            decider.limiter.set_rate(pace.rate)
+            limiter.set_rate(pace.rate)
             self.metrics.pace_rate.set(pace.rate)
         store = decider.bookkeeper
+        taken = limiter.taken
         while True:
             # A few probe reads an interval, so that the store's answer is known even when this worker makes
             # few calls of its own (a low rate must not hold itself low for lack of evidence).
@@ -353,19 +356,25 @@ class Daemon:
                     observe(s)
             if not w.pace:
                 continue
+            # The deletes this interval paced: those that took a token in it, and those still waiting for one.
+            deletes = limiter.taken - taken + limiter.waiting
+            taken = limiter.taken
             before = pace.decreases
-            rate = pace.update(samples)
-            decider.limiter.set_rate(rate)
+            rate = pace.update(samples, deletes=deletes)
+            limiter.set_rate(rate)
             self.metrics.pace_rate.set(rate)
             if pace.last_ratio is not None:
                 self.metrics.pace_latency_ratio.set(pace.last_ratio)
             if pace.decreases > before:
-                self.metrics.pace_decreases.inc()
+                self.metrics.pace_decreases.inc(pace.decreases - before)
+            if pace.last_change is PaceChange.SLOWED:
                 log.info(
-                    "metadata store slow: delete rate halved",
+                    "metadata store slow: delete pace slowed",
                     deletes_per_second=round(rate, 1),
                     latency_ratio=round(pace.last_ratio or 0.0, 2),
                 )
+            elif pace.last_change is PaceChange.RECOVERED:
+                log.info("metadata store recovered: delete pace back at its ceiling", deletes_per_second=round(rate, 1))
 
     async def _poll_topic_stats(self, admin: PulsarAdmin) -> None:
         t = self.settings.topics

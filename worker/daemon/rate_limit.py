@@ -21,6 +21,10 @@ class TokenBucket:
         self._tokens = float(burst)
         self._last = clock()
         self._lock = asyncio.Lock()
+        # What the pace reads to know whether there is anything to pace (``worker.core.pace``): tokens taken
+        # since the start, and callers of ``acquire`` not yet served.
+        self.taken = 0
+        self.waiting = 0
 
     def _refill(self) -> None:
         now = self._clock()
@@ -39,11 +43,16 @@ class TokenBucket:
         self._refill()
         if self._tokens >= 1.0:
             self._tokens -= 1.0
+            self.taken += 1
             return 0.0
         return (1.0 - self._tokens) / self.rate
 
     async def acquire(self) -> None:
-        # The lock makes waiters queue in order instead of all waking for the same token.
-        async with self._lock:
-            while (wait := self.try_acquire()) > 0:  # noqa: ASYNC110 - waiting on time, not on an event
-                await asyncio.sleep(wait)
+        self.waiting += 1
+        try:
+            # The lock makes waiters queue in order instead of all waking for the same token.
+            async with self._lock:
+                while (wait := self.try_acquire()) > 0:  # noqa: ASYNC110 - waiting on time, not on an event
+                    await asyncio.sleep(wait)
+        finally:
+            self.waiting -= 1
