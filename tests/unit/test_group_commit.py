@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import threading
 
-import _pulsar
-import pulsar.asyncio as pulsar_asyncio
 import pytest
 
 from worker.backends.group_commit import GroupCommit
@@ -146,12 +144,3 @@ async def test_answers_from_other_threads_reach_the_loop_in_order_in_one_wakeup(
     t.join()
     await asyncio.wait_for(done.wait(), 5)
     assert got == list(range(100))
-
-
-def test_the_pulsar_client_internals_the_daemon_consumer_uses_are_there() -> None:
-    # worker.broker.burst_wake_consumer uses these (pulsar-client is pinned to a minor version for them).
-    for name in ("receive_async", "acknowledge_async", "batch_receive"):
-        assert hasattr(_pulsar.Consumer, name)
-    assert hasattr(_pulsar.Result, "Ok")
-    assert hasattr(pulsar_asyncio, "PulsarException")
-    assert "_consumer" in pulsar_asyncio.Consumer.__init__.__code__.co_names

@@ -1,15 +1,21 @@
-"""The Pulsar binary-protocol client, built one way for the daemon, phase 1 and the operator commands."""
+"""The Pulsar binary-protocol client, built one way for the daemon, phase 1 and the operator commands.
+
+Only pulsar-client's public API: its blocking ``pulsar.Client``, whose producers answer ``send_async`` on the
+client's threads (handed to the event loop in bursts, :class:`~worker.backends.loop_handoff.LoopHandoff`), and
+whose consumers the daemon drives from a thread per batch (:mod:`worker.broker.burst_wake_consumer`). Blocking
+calls that wait on the network (create, flush, close) run in a thread.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
-import _pulsar
 import pulsar
-import pulsar.asyncio as pulsar_asyncio
-from pulsar.schema import Schema
+from pulsar.schema import AvroSchema
 
+from worker.backends.loop_handoff import LoopHandoff
 from worker.formats.message import AVRO_SCHEMA, PendingDeleteLedgerInfo, decode, encode
 from worker.settings import PulsarSettings
 
@@ -28,37 +34,88 @@ def _options(p: PulsarSettings) -> dict[str, Any]:
     }
 
 
-def async_client(p: PulsarSettings) -> pulsar_asyncio.Client:
-    return pulsar_asyncio.Client(p.service_url, **_options(p))
-
-
 def blocking_client(p: PulsarSettings) -> pulsar.Client:
     return pulsar.Client(p.service_url, **_options(p))
 
 
-async def close_client(client: pulsar_asyncio.Client) -> None:
-    """Close a ``pulsar.asyncio`` client so that the process may exit right after.
-
-    ``pulsar.asyncio.Client.close()`` resolves from a C++ callback while the client's threads are still
-    stopping; a process that exits at that moment aborts ("terminate called without an active
-    exception", or a segfault), which short-lived processes under load do often. The blocking close of
-    the underlying client returns only once they are done.
-    """
-    await asyncio.to_thread(client._client.close)
+async def close_client(client: pulsar.Client) -> None:
+    """Close ``client``; returns once its threads have stopped, so that the process may exit right after."""
+    await asyncio.to_thread(client.close)
 
 
-class PendingDeleteSchema(Schema):  # type: ignore[misc]
+class CallFailed(pulsar.PulsarException):  # type: ignore[misc]
+    """A call pulsar-client answered with a result other than ``Ok`` (``result``)."""
+
+    def __init__(self, result: pulsar.Result, what: str) -> None:
+        super().__init__(f"{what}: {result}")
+        self.result = result
+
+
+class Producer:
+    """A producer of ``client`` awaited from asyncio: ``send`` completes once the broker has the message."""
+
+    def __init__(self, producer: pulsar.Producer) -> None:
+        self.producer = producer
+        self._handoff: LoopHandoff | None = None
+
+    @classmethod
+    async def create(cls, client: pulsar.Client, topic: str, **options: Any) -> Producer:
+        return cls(await asyncio.to_thread(client.create_producer, topic, **options))
+
+    def _loop_handoff(self) -> LoopHandoff:
+        loop = asyncio.get_running_loop()
+        if self._handoff is None or self._handoff.loop is not loop:
+            self._handoff = LoopHandoff(loop)
+        return self._handoff
+
+    async def send(
+        self, content: Any, properties: dict[str, str] | None = None, *, deliver_after: timedelta | None = None
+    ) -> str:
+        """Publish ``content``; returns the message id, as text, once the broker has it."""
+        handoff = self._loop_handoff()
+        fut: asyncio.Future[str] = handoff.loop.create_future()
+
+        def answered(answer: tuple[pulsar.Result, Any]) -> None:  # on the loop
+            result, msg_id = answer
+            if fut.done():
+                return
+            if result == pulsar.Result.Ok:
+                fut.set_result(str(msg_id))
+            else:
+                fut.set_exception(CallFailed(result, f"send to {self.producer.topic()}"))
+
+        self.producer.send_async(
+            content,
+            lambda result, msg_id: handoff.call(answered, (result, msg_id)),
+            properties=properties,
+            deliver_after=deliver_after,
+        )
+        return await fut
+
+    async def flush(self) -> None:
+        await asyncio.to_thread(self.producer.flush)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.producer.close)
+
+
+class PendingDeleteSchema(AvroSchema):  # type: ignore[misc]
     """Registers the Avro schema on the topic; values are :class:`PendingDeleteLedgerInfo`."""
 
     def __init__(self) -> None:
-        super().__init__(PendingDeleteLedgerInfo, _pulsar.SchemaType.AVRO, AVRO_SCHEMA, "AVRO")
+        super().__init__(None, schema_definition=AVRO_SCHEMA)
 
     def encode(self, obj: PendingDeleteLedgerInfo) -> bytes:
-        self._validate_object_type(obj)
+        if not isinstance(obj, PendingDeleteLedgerInfo):
+            raise TypeError(f"expected a PendingDeleteLedgerInfo, got {type(obj).__name__}")
         return encode(obj)
 
     def decode(self, data: bytes) -> PendingDeleteLedgerInfo:
         return decode(data)
+
+    def decode_message(self, msg: Any) -> PendingDeleteLedgerInfo:
+        # The message's schema version never matters: every version of this schema decodes the same.
+        return decode(msg.data())
 
     def __str__(self) -> str:
         return "PendingDeleteSchema"

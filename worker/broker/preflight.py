@@ -18,11 +18,11 @@ from collections.abc import Iterator, Sequence
 
 import aiohttp
 import pulsar
-import pulsar.asyncio as pulsar_asyncio
 
 from worker.backends.bookie_http import BookieClient, BookieNotInCluster
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin
+from worker.broker.client import CallFailed
 from worker.broker.topology import read_queue_policies
 from worker.core.metadata_stores import BookKeeperMetadataStore, NoAnchor, PulsarMetadataStore, WrongMetadataStore
 from worker.core.queue_policies import dropping, unknown
@@ -75,10 +75,10 @@ def _authorization_reason(message: str) -> str | None:
 
 
 def _result(e: Exception) -> object:
-    # pulsar.asyncio wraps every failure in PulsarException(result); the blocking client raises a class
-    # per result. Both say the same thing.
-    if isinstance(e, pulsar_asyncio.PulsarException):
-        return e.error()
+    # An answer given to a callback carries its result; the blocking calls raise a class per result. Both say
+    # the same thing.
+    if isinstance(e, CallFailed):
+        return e.result
     if isinstance(e, pulsar.AuthenticationError):
         return pulsar.Result.AuthenticationError
     if isinstance(e, pulsar.AuthorizationError):

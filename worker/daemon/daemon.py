@@ -25,7 +25,7 @@ from worker.backends.prefetched_ledgers import prefetched
 from worker.backends.single_flight_reads import dispatched_at
 from worker.broker.admin import PulsarAdmin
 from worker.broker.burst_wake_consumer import BurstWakeConsumer
-from worker.broker.client import async_client, close_client
+from worker.broker.client import Producer, blocking_client, close_client
 from worker.broker.preflight import (
     check_admin,
     check_pulsar_store,
@@ -109,27 +109,26 @@ class Daemon:
             # Only now does the pending topic surely have its managed ledger: prove zookeeper.hosts holds it.
             await check_pulsar_store(decider.pulsar, TopicName.parse(s.topics.pending))
 
-            client = async_client(s.pulsar)
+            client = blocking_client(s.pulsar)
             stack.push_async_callback(close_client, client)
             with refused_as(s.pulsar, f"produce to {s.topics.retry}"):
-                retry_producer = await client.create_producer(s.topics.retry, batching_enabled=False)
+                retry_producer = await Producer.create(client, s.topics.retry, batching_enabled=False)
             stack.push_async_callback(retry_producer.close)
             with refused_as(s.pulsar, f"produce to {s.topics.dlq}"):
-                dlq_producer = await client.create_producer(s.topics.dlq, batching_enabled=False)
+                dlq_producer = await Producer.create(client, s.topics.dlq, batching_enabled=False)
             stack.push_async_callback(dlq_producer.close)
             batch = batch_size(s.worker.max_inflight, s.worker.receive_batch)
             with refused_as(s.pulsar, f"consume {s.topics.pending} and {s.topics.retry}"):
-                consumer = BurstWakeConsumer(
-                    await client.subscribe(
-                        [s.topics.pending, s.topics.retry],
-                        s.topics.subscription,
-                        consumer_type=pulsar.ConsumerType.Shared,
-                        # A bounded prefetch (one batch): what sits in our queue is invisible to the other
-                        # replicas, and Pulsar's default of 1,000 would hide eight batches.
-                        receiver_queue_size=batch,
-                        negative_ack_redelivery_delay_ms=int(s.worker.backoff_initial_s * 1000) or 1000,
-                        batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(batch, -1, s.worker.batch_wait_ms),
-                    )
+                consumer = await BurstWakeConsumer.subscribe(
+                    client,
+                    [s.topics.pending, s.topics.retry],
+                    s.topics.subscription,
+                    consumer_type=pulsar.ConsumerType.Shared,
+                    # A bounded prefetch (one batch): what sits in our queue is invisible to the other
+                    # replicas, and Pulsar's default of 1,000 would hide eight batches.
+                    receiver_queue_size=batch,
+                    negative_ack_redelivery_delay_ms=int(s.worker.backoff_initial_s * 1000) or 1000,
+                    batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(batch, -1, s.worker.batch_wait_ms),
                 )
             # BookKeeper's store anchored to Pulsar's: the pending partitions this consumer keeps loaded each
             # have a current ledger, which must be in that store, naming its topic.

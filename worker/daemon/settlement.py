@@ -32,7 +32,9 @@ class AsyncConsumer(Protocol):
 
 
 class AsyncProducer(Protocol):
-    async def send(self, content: Any, properties: dict[str, str] | None = ..., **kw: Any) -> Any: ...
+    async def send(
+        self, content: Any, properties: dict[str, str] | None = ..., *, deliver_after: timedelta | None = ...
+    ) -> Any: ...
 
 
 class DeadLetterRefused(Exception):

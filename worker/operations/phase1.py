@@ -29,11 +29,10 @@ from types import TracebackType
 from typing import Any
 
 import pulsar
-import pulsar.asyncio as pulsar_asyncio
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
 from worker.broker.admin import PulsarAdmin, open_admin
-from worker.broker.client import PendingDeleteSchema, async_client, close_client
+from worker.broker.client import PendingDeleteSchema, Producer, blocking_client, close_client
 from worker.broker.topology import ensure_topology
 from worker.formats.message import PendingDeleteLedgerInfo
 from worker.logs import get_logger
@@ -129,7 +128,7 @@ class PendingDeleteSender:
         self,
         settings: Settings,
         *,
-        client: pulsar_asyncio.Client | None = None,
+        client: pulsar.Client | None = None,
         admin: PulsarAdmin | None = None,
         metrics: Metrics | None = None,
         source: str = "phase1",
@@ -146,7 +145,7 @@ class PendingDeleteSender:
         self._admin = admin
         self._sent = metrics.sent if metrics is not None else sent_counter()
         self.source = source
-        self._producer: pulsar_asyncio.Producer | None = None
+        self._producer: Producer | None = None
         self._start_lock = asyncio.Lock()
 
     @property
@@ -160,8 +159,9 @@ class PendingDeleteSender:
                 return
             await self._ensure_topology()
             if self._client is None:
-                self._client = async_client(self.settings.pulsar)
-            self._producer = await self._client.create_producer(
+                self._client = blocking_client(self.settings.pulsar)
+            self._producer = await Producer.create(
+                self._client,
                 self.settings.topics.pending,
                 schema=PendingDeleteSchema(),
                 # One message per entry: a batch would make one failure fail several ledgers, and
@@ -198,7 +198,7 @@ class PendingDeleteSender:
     ) -> None:
         await self.close()
 
-    async def send_pending_delete(self, info: PendingDeleteLedgerInfo) -> pulsar.MessageId:
+    async def send_pending_delete(self, info: PendingDeleteLedgerInfo) -> str:
         """Queue one pending deletion; returns once it is durable on the pending topic. Raises SendFailed."""
         if self._producer is None:
             await self.start()
@@ -244,7 +244,7 @@ class PendingDeleteSender:
         messages in order), so a list of any length costs neither a coroutine per ledger nor a full
         producer queue.
         """
-        outcomes: list[pulsar.MessageId | SendFailed | None] = [None] * len(infos)
+        outcomes: list[str | SendFailed | None] = [None] * len(infos)
         todo = iter(enumerate(infos))
 
         async def drain() -> None:
@@ -281,14 +281,14 @@ class PendingDeleteSender:
         log.info("pending deletion batch done", **done.summary())
         return done
 
-    async def _send_one(self, info: PendingDeleteLedgerInfo) -> pulsar.MessageId | SendFailed:
+    async def _send_one(self, info: PendingDeleteLedgerInfo) -> str | SendFailed:
         try:
             return await self.send_pending_delete(info)
         except SendFailed as e:
             return e
 
 
-async def send_pending_delete(settings: Settings, info: PendingDeleteLedgerInfo) -> pulsar.MessageId:
+async def send_pending_delete(settings: Settings, info: PendingDeleteLedgerInfo) -> str:
     """One-shot convenience (opens and closes a producer): for scripts and operators, not hot paths."""
     async with PendingDeleteSender(settings, source="send") as sender:
         return await sender.send_pending_delete(info)
