@@ -125,6 +125,15 @@ def idle_only(fp: Footprint, zk_hosts: str, idle: set[str]) -> Footprint:
     return Footprint(fp.ledgers & ledgers_of(zk_hosts, idle), znodes, fp.bundle_owners, fp.loaded & idle)
 
 
+async def dry_run(h: WorkerHarness, ns: str, tmp_path: Path) -> tuple[dict[str, Any], str]:
+    """``trim-idle -n ns`` without ``--apply``: its JSON report and what it printed."""
+    report = tmp_path / "dry.json"
+    r = await asyncio.to_thread(cli, h.config_path, "trim-idle", "-n", ns, "--report", str(report))
+    assert r.returncode == 0, r.stderr[-3000:]
+    print(r.stdout)
+    return dict(json.loads(report.read_text())), r.stdout
+
+
 async def test_trim_idle_finds_exactly_the_idle_topics_past_retention_and_trims_them(
     stack: Stack, unique: str, admin: PulsarAdmin, tmp_path: Path, make_worker: WorkerFactory
 ) -> None:
@@ -167,11 +176,7 @@ async def test_trim_idle_finds_exactly_the_idle_topics_past_retention_and_trims_
     assert not {str(t[n]) for n in IDLE} & before.loaded
     started = time.monotonic()
 
-    dry_report = tmp_path / "dry.json"
-    r = await asyncio.to_thread(cli, h.config_path, "trim-idle", "-n", ns, "--report", str(dry_report))
-    assert r.returncode == 0, r.stderr[-3000:]
-    print(r.stdout)
-    dry = json.loads(dry_report.read_text())
+    dry, printed = await dry_run(h, ns, tmp_path)
     found = {d["topic"]: d for d in dry["topics"]}
     assert set(found) == {str(t[n]) for n in PAST}, found.keys()
     for name in PAST:
@@ -187,7 +192,7 @@ async def test_trim_idle_finds_exactly_the_idle_topics_past_retention_and_trims_
     assert f"cursor sub-{unique} has not acknowledged" in within[str(t["backlog"])]["kept_because"]
     assert within[str(t["override"])]["retention_from"] == "topic"
     assert dry["loaded"] == [str(t["loaded"])]
-    assert "dry run: nothing trimmed" in r.stdout
+    assert "dry run: nothing trimmed" in printed
 
     # The nightly audit reports the same total (it runs the same dry run on its driver), loading nothing either.
     r = await asyncio.to_thread(
@@ -329,11 +334,7 @@ async def test_trim_idle_holds_back_a_topic_whose_message_ttl_would_expire_its_b
     assert not {str(x) for x in t.values()} & before.loaded, before.loaded
 
     h = worker_config(make_worker, f"ttl-{unique}")
-    dry_report = tmp_path / "dry.json"
-    r = await asyncio.to_thread(cli, h.config_path, "trim-idle", "-n", ns, "--report", str(dry_report))
-    assert r.returncode == 0, r.stderr[-3000:]
-    print(r.stdout)
-    dry = json.loads(dry_report.read_text())
+    dry, printed = await dry_run(h, ns, tmp_path)
     found = {d["topic"]: d for d in dry["topics"]}
     # Each has acknowledged ledgers past retention 0.
     assert set(found) == {str(x) for x in t.values()}, found.keys()
@@ -353,7 +354,7 @@ async def test_trim_idle_holds_back_a_topic_whose_message_ttl_would_expire_its_b
     assert d["message_ttl"] == {"seconds": 0, "from": "topic"}, d
     assert d["ttl_expiry"]["entries_at_most"] == 0 and d["ttl_risk"] is None, d
     assert dry["ttl_risk"] == [{"topic": held, "why": found[held]["ttl_risk"]}], dry["ttl_risk"]
-    assert "--allow-ttl-expiry" in r.stdout
+    assert "--allow-ttl-expiry" in printed
 
     # --apply trims the two whose load expires nothing and holds the other back: not trimmed, not loaded (its
     # managed-ledger and cursor znodes unchanged, as they are only while no broker opens the topic).

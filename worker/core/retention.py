@@ -42,6 +42,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from worker.core.policy_hierarchy import applied
 from worker.formats.managed_ledger_metadata import LedgerInfo, ManagedCursorInfo, ManagedLedgerInfo
 
 MEGABYTE = 1024 * 1024
@@ -88,11 +89,7 @@ def effective_retention(
     topic: Retention | None, namespace: Retention | None, broker_default: Retention
 ) -> EffectiveRetention:
     """The retention the broker applies to a topic: its own, else its namespace's, else the broker default."""
-    if topic is not None:
-        return EffectiveRetention(topic, "topic")
-    if namespace is not None:
-        return EffectiveRetention(namespace, "namespace")
-    return EffectiveRetention(broker_default, "broker")
+    return EffectiveRetention(*applied(topic, namespace, broker_default))
 
 
 @dataclass(frozen=True, slots=True)

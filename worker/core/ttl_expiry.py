@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from worker.core.policy_hierarchy import applied
 from worker.formats.managed_ledger_metadata import ManagedCursorInfo, ManagedLedgerInfo
 
 # PersistentTopic.isCompactionSubscription: the compactor's cursor is never expired.
@@ -75,11 +76,7 @@ class MessageTtl:
 def effective_ttl(topic: int | None, namespace: int | None, broker_default: int) -> MessageTtl:
     """The TTL the broker applies: the topic's own (its local policy, else its global one: the caller's), else
     its namespace's, else the broker default. Any value set wins, 0 included."""
-    if topic is not None:
-        return MessageTtl(topic, "topic")
-    if namespace is not None:
-        return MessageTtl(namespace, "namespace")
-    return MessageTtl(broker_default, "broker")
+    return MessageTtl(*applied(topic, namespace, broker_default))
 
 
 @dataclass(frozen=True, slots=True)
