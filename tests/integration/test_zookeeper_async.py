@@ -12,9 +12,9 @@ from kazoo.exceptions import NoNodeError
 from testkit.harness import create_ledgers, pulsar_ml_metadata
 from tests.conftest import Stack
 from worker.backends.bookkeeper_store import MULTI_READ_MAX, LedgerMetadataChanged
-from worker.backends.prefetched_ledgers import prefetched
 from worker.backends.zookeeper import ZooKeeper
 from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
+from worker.core.dispatch import Dispatch
 from worker.errors import BackendError
 
 pytestmark = pytest.mark.integration
@@ -160,15 +160,14 @@ async def test_a_batch_read_answers_in_order_and_a_prefetched_znode_is_given_onc
             for lid in ids
         ]
 
-        reads = {ids[0]: present[0]}
-        token = prefetched.set(reads)  # type: ignore[arg-type]
-        try:
-            before = zk.bookkeeper._metadata_reads.batches
-            assert await zk.bookkeeper.read_ledger_metadata(ids[0]) is present[0]  # the batch's read, not a new one
-            assert zk.bookkeeper._metadata_reads.batches == before and reads == {}
-            # Deleted since: the next reader sees it gone, not the batch's read.
-            await zk.bookkeeper.delete_ledger_metadata(ids[0])
-            assert await zk.bookkeeper.read_ledger_metadata(ids[0]) is None
-            assert zk.bookkeeper._metadata_reads.batches == before + 1
-        finally:
-            prefetched.reset(token)
+        # A message's inspection takes its batch's read (the daemon's Dispatch), once.
+        dispatch = Dispatch(0.0, {ids[0]: present[0]})  # type: ignore[dict-item]
+        store = ZooKeeperLedgerStore(zk.bookkeeper)
+        before = zk.bookkeeper._metadata_reads.batches
+        got = await store.read(ids[0], dispatch.take(ids[0]))  # the batch's read, not a new one
+        assert got is not None and got[1] == present[0][1].version  # type: ignore[index]
+        assert zk.bookkeeper._metadata_reads.batches == before and dispatch.reads == {}
+        # Deleted since: the next reader sees it gone, not the batch's read.
+        await zk.bookkeeper.delete_ledger_metadata(ids[0])
+        assert await store.read(ids[0], dispatch.take(ids[0])) is None
+        assert zk.bookkeeper._metadata_reads.batches == before + 1

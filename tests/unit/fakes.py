@@ -63,7 +63,7 @@ class FakeSnapshots:
         self.store = store
         self.calls: list[tuple[str, bool]] = []
 
-    async def get(self, topic: TopicName, ledger_id: int | None = None, *, fresh: bool = False) -> Any:
+    async def get(self, topic: TopicName, ledger_id: int | None = None, *, fresh: bool = False, **_: object) -> Any:
         self.calls.append((str(topic), fresh))
         got = self.live.get(str(topic))
         if isinstance(got, Exception):
@@ -93,7 +93,7 @@ class FakeStore:
         self.record_reads.append((str(topic), ledger_id, cursor))
         return ledger_id in self.recorded
 
-    async def managed_ledger_exists(self, ml_name: str) -> bool:
+    async def managed_ledger_exists(self, ml_name: str, *, since: float | None = None) -> bool:
         return ml_name in self.managed_ledgers
 
     async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:

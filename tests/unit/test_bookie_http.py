@@ -47,7 +47,7 @@ class _Store:
     def __init__(self, found: bool, fail: bool = False) -> None:
         self.found, self.fail = found, fail
 
-    async def read(self, ledger_id: int) -> tuple[LedgerMetadata, object] | None:
+    async def read(self, ledger_id: int, prefetched: object = None) -> tuple[LedgerMetadata, object] | None:
         if self.fail:
             raise BackendError("bookie", "down")
         md = LedgerMetadata(ledger_id=ledger_id, custom_metadata={}, ctime_ms=None, length=0, state="CLOSED")

@@ -19,6 +19,7 @@ class Env:
 
     message: str
     record: Any = None
+    dispatch: Any = None  # set by the daemon when it dispatches the message
 
 
 class Reads:

@@ -382,7 +382,7 @@ class _Snapshots:
         self.reads = 0
 
     async def get(
-        self, topic: TopicName, ledger_id: int | None = None, *, vouches: object = None
+        self, topic: TopicName, ledger_id: int | None = None, *, vouches: object = None, since: object = None
     ) -> LiveSet | TopicGone:
         self.reads += 1
         return self.snap if self.reads == 1 else _reepoch(self.snap, self.current)
@@ -404,7 +404,7 @@ class _Copy:
         self.fact = fact
         self.deleted: list[int] = []
 
-    async def inspect(self, info: PendingDeleteLedgerInfo) -> StoredLedger | Missing:
+    async def inspect(self, info: PendingDeleteLedgerInfo, dispatch: object = None) -> StoredLedger | Missing:
         return self.fact
 
     async def delete(self, info: PendingDeleteLedgerInfo, stored: object) -> bool:
@@ -474,7 +474,7 @@ async def test_dry_run_decides_and_deletes_nothing() -> None:
 
 async def test_an_unforeseen_exception_is_a_transient_outcome_with_its_stage() -> None:
     class Broken(_Copy):
-        async def inspect(self, info: PendingDeleteLedgerInfo) -> StoredLedger | Missing:
+        async def inspect(self, info: PendingDeleteLedgerInfo, dispatch: object = None) -> StoredLedger | Missing:
             raise AttributeError("'str' object has no attribute 'get'")
 
     snapshots = _Snapshots(TopicGone(T, 0))
@@ -493,7 +493,7 @@ class _VouchingSnapshots(_Snapshots):
         self.answers: list[bool] = []
 
     async def get(
-        self, topic: TopicName, ledger_id: int | None = None, *, vouches: object = None
+        self, topic: TopicName, ledger_id: int | None = None, *, vouches: object = None, since: object = None
     ) -> LiveSet | TopicGone:
         assert callable(vouches)
         self.answers.append(await vouches(self.read_started_ms))
@@ -524,7 +524,7 @@ async def test_a_snapshot_vouches_for_a_newer_ledger_only_once_the_ledger_was_ol
 
 async def test_an_inspection_that_failed_vouches_for_nothing_and_is_the_failure_reported() -> None:
     class Broken(_Copy):
-        async def inspect(self, info: PendingDeleteLedgerInfo) -> StoredLedger | Missing:
+        async def inspect(self, info: PendingDeleteLedgerInfo, dispatch: object = None) -> StoredLedger | Missing:
             raise BackendError("zookeeper", "connection lost")
 
     snapshots = _VouchingSnapshots(live({1}), NOW)

@@ -10,7 +10,7 @@ import pytest
 
 from worker.backends.group_commit import GroupCommit
 from worker.backends.loop_handoff import LoopHandoff
-from worker.backends.single_flight_reads import SingleFlightReads, dispatched_at
+from worker.backends.single_flight_reads import SingleFlightReads
 
 
 async def test_requests_made_while_a_batch_is_in_flight_go_out_together_in_the_next() -> None:
@@ -87,19 +87,12 @@ async def test_a_read_is_shared_only_with_messages_received_before_it_started() 
 
     fresh: SingleFlightReads[int] = SingleFlightReads()
     loop = asyncio.get_running_loop()
-    token = dispatched_at.set(loop.time())
-    try:
-        # One batch, one instant: three askers, one read.
-        assert await asyncio.gather(*(fresh.read("k", load) for _ in range(3))) == [1, 1, 1]
-        assert reads == 1 and fresh.shared == 2
-    finally:
-        dispatched_at.reset(token)
+    # One batch, one instant: three askers, one read.
+    since = loop.time()
+    assert await asyncio.gather(*(fresh.read("k", load, since) for _ in range(3))) == [1, 1, 1]
+    assert reads == 1 and fresh.shared == 2
     # A message received after that read started must not get it: it reads again.
-    token = dispatched_at.set(loop.time())
-    try:
-        assert await fresh.read("k", load) == 2
-    finally:
-        dispatched_at.reset(token)
+    assert await fresh.read("k", load, loop.time()) == 2
     # Outside the daemon (no instant) every read is its own.
     assert await fresh.read("k", load) == 3
 
@@ -115,13 +108,10 @@ async def test_a_failed_read_is_never_given_to_a_later_asker() -> None:
         return calls
 
     fresh: SingleFlightReads[int] = SingleFlightReads()
-    token = dispatched_at.set(asyncio.get_running_loop().time() - 1)
-    try:
-        with pytest.raises(OSError):
-            await fresh.read("k", load)
-        assert await fresh.read("k", load) == 2
-    finally:
-        dispatched_at.reset(token)
+    since = asyncio.get_running_loop().time() - 1
+    with pytest.raises(OSError):
+        await fresh.read("k", load, since)
+    assert await fresh.read("k", load, since) == 2
 
 
 async def test_answers_from_other_threads_reach_the_loop_in_order_in_one_wakeup() -> None:

@@ -68,7 +68,7 @@ class Decider:
     def storage_proven(self) -> bool:
         return True
 
-    async def decide_info(self, info: PendingDeleteLedgerInfo) -> Result:
+    async def decide_info(self, info: PendingDeleteLedgerInfo, dispatch: object = None) -> Result:
         self.seen.append(info)
         if isinstance(self.result, BaseException):
             raise self.result

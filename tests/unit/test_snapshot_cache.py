@@ -121,7 +121,7 @@ class FakeMetadataStore:
         self.managed_ledgers = managed_ledgers or set()
         self.asked: list[str] = []
 
-    async def managed_ledger_exists(self, ml_name: str) -> bool:
+    async def managed_ledger_exists(self, ml_name: str, *, since: float | None = None) -> bool:
         self.asked.append(ml_name)
         return ml_name in self.managed_ledgers
 
@@ -579,30 +579,23 @@ async def test_a_bump_during_the_read_makes_its_snapshot_stale_and_uncached() ->
 async def test_concurrent_reads_of_one_topic_share_one_fetch(ids: tuple[int, ...]) -> None:
     """Newer ids too, in the daemon: its messages of one batch were all received before the batch's instant,
     and a read that started after it is as fresh as each message's own re-read would be."""
-    from worker.backends.single_flight_reads import dispatched_at
-
     cache, reader = gated()
     reader.set(T, (stats([1, 2, 3]), A))
-    token = dispatched_at.set(asyncio.get_running_loop().time())
-    try:
-        calls = [asyncio.ensure_future(cache.get(T, i)) for i in ids * 5]
-        await reader.started()
-        for _ in range(5):
-            await asyncio.sleep(0)
-        reader.gate.set()
-        snaps = await asyncio.gather(*calls)
-        assert reader.count(T) == 1
-        assert all(s is snaps[0] for s in snaps)
-        assert await cache.get(T, 10) is snaps[0]  # the cached read started after this batch too
-        assert reader.count(T) == 1
-    finally:
-        dispatched_at.reset(token)
+    since = asyncio.get_running_loop().time()
+    calls = [asyncio.ensure_future(cache.get(T, i, since=since)) for i in ids * 5]
+    await reader.started()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    reader.gate.set()
+    snaps = await asyncio.gather(*calls)
+    assert reader.count(T) == 1
+    assert all(s is snaps[0] for s in snaps)
+    assert await cache.get(T, 10, since=since) is snaps[0]  # the cached read started after this batch too
+    assert reader.count(T) == 1
 
 
 @pytest.mark.parametrize("in_a_batch", [False, True], ids=["outside-the-daemon", "batch-received-meanwhile"])
 async def test_a_joined_read_that_does_not_cover_the_ledger_is_read_again(in_a_batch: bool) -> None:
-    from worker.backends.single_flight_reads import dispatched_at
-
     cache, reader = gated()
     reader.set(T, (stats([1, 2]), A))
     first = asyncio.ensure_future(cache.get(T, 2))
@@ -610,25 +603,21 @@ async def test_a_joined_read_that_does_not_cover_the_ledger_is_read_again(in_a_b
     await asyncio.sleep(0.01)
     # The daemon's next batch arrives while that read is in flight: the read started before it, so it
     # cannot answer for a newer id of that batch either.
-    token = dispatched_at.set(asyncio.get_running_loop().time()) if in_a_batch else None
-    try:
-        newer = asyncio.ensure_future(cache.get(T, 9))  # created after the shared read started
-        for _ in range(5):
-            await asyncio.sleep(0)
-        reader.set(T, (stats([1, 2, 9]), A))
-        reader.gate.set()
-        await first
-        assert (await newer).covers(9)
-        assert reader.count(T) == 2
-        again = await cache.get(T, 10)
-        if in_a_batch:
-            # The read made for 9 started after the batch was received: it answers for 10 too.
-            assert again is await newer and reader.count(T) == 2
-        else:
-            assert reader.count(T) == 3  # every newer id re-reads its topic
-    finally:
-        if token is not None:
-            dispatched_at.reset(token)
+    since = asyncio.get_running_loop().time() if in_a_batch else None
+    newer = asyncio.ensure_future(cache.get(T, 9, since=since))  # created after the shared read started
+    for _ in range(5):
+        await asyncio.sleep(0)
+    reader.set(T, (stats([1, 2, 9]), A))
+    reader.gate.set()
+    await first
+    assert (await newer).covers(9)
+    assert reader.count(T) == 2
+    again = await cache.get(T, 10, since=since)
+    if in_a_batch:
+        # The read made for 9 started after the batch was received: it answers for 10 too.
+        assert again is await newer and reader.count(T) == 2
+    else:
+        assert reader.count(T) == 3  # every newer id re-reads its topic
 
 
 async def test_per_topic_state_is_bounded_and_eviction_never_revives_an_old_epoch() -> None:

@@ -38,7 +38,10 @@ class LedgerStore(Protocol):
     metadata and a token that ``delete`` uses to delete exactly what was verified (a znode version),
     or None when the ledger does not exist."""
 
-    async def read(self, ledger_id: int) -> tuple[LedgerMetadata, object] | None: ...
+    async def read(self, ledger_id: int, prefetched: Any = None) -> tuple[LedgerMetadata, object] | None:
+        """``prefetched``: the ledger's metadata znode as the daemon's batch read it (``worker.core.dispatch``),
+        for a store that reads that znode; another store reads for itself."""
+        ...
 
     async def delete(self, ledger_id: int, token: object) -> bool: ...
 
@@ -52,9 +55,9 @@ class CountedLedgerStore:
         self.inner = inner
         self._on_request = on_request
 
-    async def read(self, ledger_id: int) -> tuple[LedgerMetadata, object] | None:
+    async def read(self, ledger_id: int, prefetched: Any = None) -> tuple[LedgerMetadata, object] | None:
         try:
-            found = await self.inner.read(ledger_id)
+            found = await self.inner.read(ledger_id, prefetched)
         except Exception:
             self._on_request("read", "error")
             raise
@@ -335,7 +338,7 @@ class BookieLedgerStore:
     def __init__(self, bookie: BookieClient) -> None:
         self.bookie = bookie
 
-    async def read(self, ledger_id: int) -> tuple[LedgerMetadata, object] | None:
+    async def read(self, ledger_id: int, prefetched: Any = None) -> tuple[LedgerMetadata, object] | None:
         md = await self.bookie.get_metadata(ledger_id)
         return None if md is None else (md, None)
 

@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 from kazoo.exceptions import BadVersionError, NoNodeError
 
-from worker.backends import prefetched_ledgers
 from worker.backends.group_commit import GroupCommit
 from worker.backends.zookeeper_session import Znode, ZooKeeperSession
 from worker.core.metadata_stores import WrongMetadataStore
@@ -78,12 +77,7 @@ class ZooKeeperBookKeeperStore:
 
     async def read_ledger_metadata(self, ledger_id: int) -> Znode | None:
         """Reads asked while another is in flight go out together in the next multiRead (a group commit of
-        reads): each is still made after it was asked, so it is as fresh as a read of its own. In the
-        daemon, a message whose batch already read the znode gets that read, once
-        (``worker.backends.prefetched_ledgers``)."""
-        got = prefetched_ledgers.take(ledger_id)
-        if got is not None:
-            return got
+        reads): each is still made after it was asked, so it is as fresh as a read of its own."""
         return await self._metadata_reads.submit(await self.ledger_path(ledger_id))
 
     async def read_ledger_record(self, ledger_id: int) -> Znode | None:

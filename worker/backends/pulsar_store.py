@@ -64,11 +64,11 @@ class ZooKeeperPulsarStore:
             "zookeeper.bookkeeper_hosts or zookeeper.metadata_service_uri"
         )
 
-    async def managed_ledger_exists(self, ml_name: str) -> bool:
+    async def managed_ledger_exists(self, ml_name: str, *, since: float | None = None) -> bool:
         """Shared by the messages of one batch that ask for the same topic (``single_flight_reads``): a drained
         gone topic's proof is one read per batch, not one per message."""
         path = f"{MANAGED_LEDGERS_ROOT}/{ml_name}"
-        return await self._fresh_exists.read(path, lambda: self.session.exists_confirmed(path)) is not None
+        return await self._fresh_exists.read(path, lambda: self.session.exists_confirmed(path), since) is not None
 
     async def read_managed_ledger(self, topic: TopicName) -> ManagedLedgerInfo | None:
         """The one reader of a topic's managed-ledger record (decisions, ``purge-topic``, the offload audit);

@@ -1,28 +1,23 @@
 """Reads shared by the messages of one batch, never older than what each message needs.
 
 The worker receives messages in batches and dispatches them as room frees; every message dispatched
-together was received before their instant (:data:`dispatched_at`, taken at the dispatch). A read of the
-metadata store that *started* at or after that instant is as fresh as a read each message would have made
-for itself at the same moment, so concurrent identical reads (the same gone topic's managed-ledger znode,
-asked by every message of the batch) are made once and shared. A read that started before a message's
-instant is never given to it: that message reads again.
+together was received before their instant (``worker.core.dispatch``, taken at the dispatch and passed with
+the message). A read of the metadata store that *started* at or after that instant is as fresh as a read each
+message would have made for itself at the same moment, so concurrent identical reads (the same gone topic's
+managed-ledger znode, asked by every message of the batch) are made once and shared. A read that started before
+a message's instant is never given to it: that message reads again.
 
-Outside the daemon (scan, replay, purge, tests) nothing sets :data:`dispatched_at`, and every read is its own.
+Outside the daemon (scan, replay, purge, tests) there is no such instant, and every read is its own.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
-
-# The instant (event-loop clock, ``loop.time()``) the current message was dispatched, after it was received;
-# set by the daemon for each message it handles.
-dispatched_at: contextvars.ContextVar[float | None] = contextvars.ContextVar("dispatched_at", default=None)
 
 
 class SingleFlightReads(Generic[V]):
@@ -33,9 +28,10 @@ class SingleFlightReads(Generic[V]):
         self._reads: OrderedDict[Hashable, tuple[float, asyncio.Future[V]]] = OrderedDict()
         self.shared = 0  # reads answered by another message's read (for the bench and tests)
 
-    async def read(self, key: Hashable, load: Callable[[], Awaitable[V]]) -> V:
+    async def read(self, key: Hashable, load: Callable[[], Awaitable[V]], since: float | None = None) -> V:
+        """``load()``'s answer for ``key``; one that started at or after ``since`` (the asking message's dispatch)
+        is shared, with ``since`` None none is."""
         loop = asyncio.get_running_loop()
-        since = dispatched_at.get()
         hit = self._reads.get(key)
         if since is not None and hit is not None and hit[0] >= since:
             self.shared += 1

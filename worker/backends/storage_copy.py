@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from worker.backends.bookie_http import LedgerStore
+from worker.core.dispatch import Dispatch
 from worker.core.stored import Missing, Stored, StoredLedger, StoredObjects
 from worker.formats.message import LedgerType, PendingDeleteLedgerInfo
 
@@ -19,7 +20,9 @@ class StorageCopy(Protocol):
     #: The pipeline stage a failure of this storage is counted under (``failed_total{stage}``).
     stage: str
 
-    async def inspect(self, info: PendingDeleteLedgerInfo) -> Stored: ...
+    async def inspect(self, info: PendingDeleteLedgerInfo, dispatch: Dispatch | None = None) -> Stored:
+        """``dispatch``: the daemon's (``worker.core.dispatch``), whose batch may have read the copy already."""
+        ...
 
     async def delete(self, info: PendingDeleteLedgerInfo, stored: Stored) -> bool:
         """Delete what ``inspect`` found; True if this call removed it, False if it was already gone."""
@@ -33,8 +36,8 @@ class BookKeeperCopy:
         self.ledgers = ledgers
         self.stage = stage
 
-    async def inspect(self, info: PendingDeleteLedgerInfo) -> Stored:
-        got = await self.ledgers.read(info.ledger_id)
+    async def inspect(self, info: PendingDeleteLedgerInfo, dispatch: Dispatch | None = None) -> Stored:
+        got = await self.ledgers.read(info.ledger_id, None if dispatch is None else dispatch.take(info.ledger_id))
         if got is None:
             return Missing()
         md, token = got
@@ -60,7 +63,7 @@ class OffloadedCopy:
     def __init__(self, tiered: TieredCopies) -> None:
         self.tiered = tiered
 
-    async def inspect(self, info: PendingDeleteLedgerInfo) -> Stored:
+    async def inspect(self, info: PendingDeleteLedgerInfo, dispatch: Dispatch | None = None) -> Stored:
         return await self.tiered.inspect(info)
 
     async def delete(self, info: PendingDeleteLedgerInfo, stored: Stored) -> bool:

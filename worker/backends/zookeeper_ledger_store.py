@@ -5,6 +5,7 @@ changed since it was inspected is not deleted. The bookies' garbage collector re
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from worker.backends.group_commit import GroupCommit
 from worker.core.metadata_stores import BookKeeperMetadataStore
@@ -31,8 +32,8 @@ class ZooKeeperLedgerStore:
         self.store = store
         self.deletes: GroupCommit[tuple[int, int], bool] = GroupCommit(self._commit, max_batch=max_batch)
 
-    async def read(self, ledger_id: int) -> tuple[LedgerMetadata, object] | None:
-        got = await self.store.read_ledger_metadata(ledger_id)
+    async def read(self, ledger_id: int, prefetched: Any = None) -> tuple[LedgerMetadata, object] | None:
+        got = prefetched if prefetched is not None else await self.store.read_ledger_metadata(ledger_id)
         if got is None:
             return None
         data, stat = got

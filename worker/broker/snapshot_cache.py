@@ -27,7 +27,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from worker.backends.pulsar_metadata import PulsarMetadata
-from worker.backends.single_flight_reads import dispatched_at
 from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import NotOwner, PulsarAdmin
 from worker.broker.live_state_reader import LiveStateReader, SegmentUnsettled
@@ -64,7 +63,7 @@ class _TopicState:
     last_seen: str | None = None
     snapshot: Snapshot | None = None
     fetched_at: float = 0.0
-    # When the snapshot's read started (the event loop's clock, as ``single_flight_reads.dispatched_at``; and the
+    # When the snapshot's read started (the event loop's clock, as ``worker.core.dispatch.Dispatch.at``; and the
     # wall clock in ms, as ledger creation times).
     read_started: float = 0.0
     read_started_ms: int = 0
@@ -197,12 +196,12 @@ class SnapshotCache:
             st = self._state(str(topic))
         st.last_seen = state
 
-    async def _load(self, topic: TopicName) -> Snapshot:
+    async def _load(self, topic: TopicName, since: float | None) -> Snapshot:
         # The epoch is taken BEFORE the read (PIP-269's lesson): a bump while the read is in flight
         # (a 307 or an owner change seen by another decision) makes this snapshot stale, not current.
         before = self.epoch(topic)
         try:
-            snap = await self._read(topic)
+            snap = await self._read(topic, since)
         except GoneUnconfirmed:
             # The admin API lost a topic the metadata store still has (unloading, moving, failing to
             # load, re-created): whatever was decided on the previous observation is re-taken.
@@ -229,18 +228,18 @@ class SnapshotCache:
         while len(self._not_found) > self.max_topics:
             self._not_found.popitem(last=False)
 
-    async def _confirm_gone(self, topic: TopicName) -> TopicGone:
+    async def _confirm_gone(self, topic: TopicName, since: float | None) -> TopicGone:
         try:
-            await confirm_gone(topic, self.metadata_store)
+            await confirm_gone(topic, self.metadata_store, since=since)
         except GoneUnconfirmed:
             self._not_found.pop(str(topic), None)  # something is there: ask the admin API again
             raise
         return TopicGone(topic, -1)
 
-    async def _read(self, topic: TopicName) -> Snapshot:
+    async def _read(self, topic: TopicName, since: float | None) -> Snapshot:
         key = str(topic)
         if self._admin_said_not_found(key):
-            return await self._confirm_gone(topic)
+            return await self._confirm_gone(topic, since)
         self._not_found.pop(key, None)
         # The topic's own managed ledger first: most topics are not partitioned, and a partitioned topic's
         # base name has none, so `partitions` is asked only then (docs/benchmarks.md, admin calls per 1,000
@@ -255,17 +254,17 @@ class SnapshotCache:
             leaf = topic.partition_index is not None or topic.is_segment
             partitions = 0 if leaf else await self.reader.partitions(topic)
             if partitions > 0:
-                return await self._union_of_partitions(topic, partitions)
-            gone = await self._confirm_gone(topic)
+                return await self._union_of_partitions(topic, partitions, since)
+            gone = await self._confirm_gone(topic, since)
             self._remember_not_found(key)
             return gone
         return dataclasses.replace(got, fetched_at=self.clock())
 
-    async def _union_of_partitions(self, topic: TopicName, partitions: int) -> Snapshot:
+    async def _union_of_partitions(self, topic: TopicName, partitions: int, since: float | None) -> Snapshot:
         parts: list[LiveSet] = []
         for i in range(partitions):
             try:
-                p = await self._load(topic.partition(i))
+                p = await self._load(topic.partition(i), since)
             except NotOwner:
                 # The base-name snapshot was built from this partition's owner: invalidate it too.
                 self.bump(topic, "307 on a partition")
@@ -277,22 +276,22 @@ class SnapshotCache:
         return LiveSet.union(topic, parts, -1, self.clock())
 
     async def _load_and_store(
-        self, topic: TopicName, started: float | None = None, started_ms: int | None = None
+        self, topic: TopicName, started: float | None = None, started_ms: int | None = None, since: float | None = None
     ) -> Snapshot:
         if started is None or started_ms is None:
             started, started_ms = asyncio.get_running_loop().time(), self.wall_clock_ms()
-        snap = await self._load(topic)
+        snap = await self._load(topic, since)
         if self.is_current(snap):
             # A stale read (epoch moved while it was in flight) is handed to its callers but never cached.
             self._store(topic, snap, started, started_ms)
         return snap
 
-    def _started_after_receipt(self, read_started: float) -> bool:
+    @staticmethod
+    def _started_after_receipt(read_started: float, since: float | None) -> bool:
         """Whether a read is as fresh as the current message's own re-read would be: it started after the
         message's batch was received, so after the message's ledger existed (the message names it). A
         snapshot that does not list such a ledger then answers for it as a read of its own would. (A forged
         message may name an id not created yet; whatever ledger gets it later is too young to delete.)"""
-        since = dispatched_at.get()
         return since is not None and read_started >= since
 
     async def get(
@@ -302,6 +301,7 @@ class SnapshotCache:
         *,
         fresh: bool = False,
         vouches: Callable[[int], Awaitable[bool]] | None = None,
+        since: float | None = None,
     ) -> Snapshot:
         """A snapshot that can decide about ``ledger_id`` (refetched when stale for it).
 
@@ -309,24 +309,26 @@ class SnapshotCache:
         own after a TTL expiry; ``fresh`` callers need a read that starts after their call and never join.
         ``vouches(read_started_ms)``: whether a read that started then, and does not list the ledger, may
         still decide about it (the decider answers from the ledger's creation time and the minimum age).
+        ``since``: when the asking message was dispatched (``worker.core.dispatch``): reads started at or after
+        it are shared with it; None shares none.
         """
         key = str(topic)
         if fresh:
-            return await self._load_and_store(topic)
+            return await self._load_and_store(topic, since=since)
         snap = self._cached(topic)
         if isinstance(snap, LiveSet):
             st = self._states[key]
             if (
                 ledger_id is None
                 or snap.covers(ledger_id)
-                or self._started_after_receipt(st.read_started)
+                or self._started_after_receipt(st.read_started, since)
                 or await _vouched(vouches, st.read_started_ms)
             ):
                 return snap
         # A cached TopicGone is not reused: "gone" must be re-read, it is what licenses the direct route.
         if self._admin_said_not_found(key):
             # Only the metadata store is asked, by this message itself (never a read another began).
-            return await self._load_and_store(topic)
+            return await self._load_and_store(topic, since=since)
         running = self._inflight.get(key)
         if running is not None:
             started, started_ms, shared = running
@@ -335,13 +337,13 @@ class SnapshotCache:
                 not isinstance(snap, LiveSet)
                 or ledger_id is None
                 or snap.covers(ledger_id)
-                or self._started_after_receipt(started)
+                or self._started_after_receipt(started, since)
                 or await _vouched(vouches, started_ms)
             ):
                 return snap
             # The shared read may have started before this ledger existed (stale-id rule): read again.
         started, started_ms = asyncio.get_running_loop().time(), self.wall_clock_ms()
-        task = asyncio.ensure_future(self._load_and_store(topic, started, started_ms))
+        task = asyncio.ensure_future(self._load_and_store(topic, started, started_ms, since))
         entry = (started, started_ms, task)
         self._inflight[key] = entry
         task.add_done_callback(lambda t: self._inflight.pop(key, None) if self._inflight.get(key) is entry else None)

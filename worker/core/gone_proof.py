@@ -26,17 +26,17 @@ class GoneUnconfirmed(BackendError):
 class ManagedLedgerRecords(Protocol):
     """Pulsar's metadata store's half of the proof (``worker.core.metadata_stores.PulsarMetadataStore``)."""
 
-    async def managed_ledger_exists(self, ml_name: str) -> bool: ...
+    async def managed_ledger_exists(self, ml_name: str, *, since: float | None = None) -> bool: ...
 
 
-async def confirm_gone(topic: TopicName, store: ManagedLedgerRecords | None) -> None:
+async def confirm_gone(topic: TopicName, store: ManagedLedgerRecords | None, *, since: float | None = None) -> None:
     """After the admin API said "not found": the topic is gone only if ``store`` has no managed ledger for it.
-    Raises :class:`GoneUnconfirmed`."""
+    ``since``: the asking message's dispatch (``worker.core.dispatch``). Raises :class:`GoneUnconfirmed`."""
     if store is None:
         raise GoneUnconfirmed(
             topic, "not found by the admin API, but no metadata store is configured to confirm it (zookeeper.hosts)"
         )
-    if await store.managed_ledger_exists(topic.managed_ledger_name):
+    if await store.managed_ledger_exists(topic.managed_ledger_name, since=since):
         raise GoneUnconfirmed(
             topic, "not found by the admin API, but its managed ledger still exists in the metadata store"
         )

@@ -85,8 +85,9 @@ class PulsarMetadataStore(Protocol):
         topic itself), or, with ``pending`` None, the managed-ledgers root. Raises :class:`WrongMetadataStore`."""
         ...
 
-    async def managed_ledger_exists(self, ml_name: str) -> bool:
-        """Whether the managed ledger has a record; an absence is the store leader's answer."""
+    async def managed_ledger_exists(self, ml_name: str, *, since: float | None = None) -> bool:
+        """Whether the managed ledger has a record; an absence is the store leader's answer. ``since``: a
+        concurrent read of the same record started at or after it may answer (``worker.core.dispatch``)."""
         ...
 
     async def read_managed_ledger(self, topic: TopicName) -> ManagedLedgerInfo | None:

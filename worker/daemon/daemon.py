@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import signal
 import time
 from collections.abc import Callable
@@ -21,8 +22,6 @@ from typing import Any
 
 import pulsar
 
-from worker.backends.prefetched_ledgers import prefetched
-from worker.backends.single_flight_reads import dispatched_at
 from worker.broker.admin import PulsarAdmin
 from worker.broker.burst_wake_consumer import BurstWakeConsumer
 from worker.broker.client import Producer, blocking_client, close_client
@@ -35,6 +34,7 @@ from worker.broker.preflight import (
     refused_as,
 )
 from worker.broker.topology import TopologyNotPermitted, ensure_topology
+from worker.core.dispatch import Dispatch
 from worker.core.pace import Pace, PaceChange, PaceRules
 from worker.daemon import http_server
 from worker.daemon.bookie_gc import open_bookie_gc
@@ -265,21 +265,19 @@ class Daemon:
                 left, reads = envs, {}
             finally:
                 self.metrics.inflight.dec(len(batch))
-            prefetched.set(reads)  # copied into each message's task below
             waiting = collections.deque(left)
             while waiting:
                 await self._until(lambda: self._busy < limit)
                 if self.stopping.is_set():
                     break  # undispatched, unacknowledged: handed to another consumer when this one closes
-                token = dispatched_at.set(loop.time())
-                try:
-                    for _ in range(min(limit - self._busy, len(waiting))):
-                        task = asyncio.create_task(self._process(consumer, pipeline, waiting.popleft()))
-                        self._busy += 1
-                        task.add_done_callback(lambda _: self._release(1))
-                        tasks.append(task)
-                finally:
-                    dispatched_at.reset(token)
+                # Every message dispatched now was received before this instant; they share the sweep's reads.
+                dispatch = Dispatch(loop.time(), reads)
+                for _ in range(min(limit - self._busy, len(waiting))):
+                    env = dataclasses.replace(waiting.popleft(), dispatch=dispatch)
+                    task = asyncio.create_task(self._process(consumer, pipeline, env))
+                    self._busy += 1
+                    task.add_done_callback(lambda _: self._release(1))
+                    tasks.append(task)
             self._in_hand = False  # the next batch may be swept while these settle
             self._room.set()
             await asyncio.gather(*tasks, return_exceptions=True)

@@ -36,6 +36,7 @@ from worker.broker.preflight import (
 from worker.broker.snapshot_cache import SnapshotCache, snapshot_cache
 from worker.core.bucket_in_use import CursorRecord, cursor_znode_name
 from worker.core.decision import Facts, Outcome, Result, Route, Rules, decide
+from worker.core.dispatch import Dispatch, since
 from worker.core.ledger_age import ledger_age
 from worker.core.live_set import LiveSet, ledger_hold
 from worker.core.metadata_stores import BookKeeperMetadataStore, PulsarMetadataStore
@@ -136,24 +137,25 @@ class Decider:
             return None, Result(Outcome.INVALID, reason=str(e), stage="decode")
         return info, await self.decide_info(info)
 
-    async def decide_info(self, info: PendingDeleteLedgerInfo) -> Result:
-        """Steps 2-5 for a decoded message. Never raises (but for cancellation): failures are TRANSIENT."""
+    async def decide_info(self, info: PendingDeleteLedgerInfo, dispatch: Dispatch | None = None) -> Result:
+        """Steps 2-5 for a decoded message. Never raises (but for cancellation): failures are TRANSIENT.
+        ``dispatch``: the daemon's, when it dispatched the message (``worker.core.dispatch``)."""
         try:
             # Duplicates of one ledger are decided one after the other, so exactly one deletes it and
             # the others find it already gone.
             await self._turns.take(info.dedupe_key)
             try:
-                return await self._decide(info)
+                return await self._decide(info, dispatch)
             finally:
                 self._turns.done(info.dedupe_key)
         except _Failed as e:
             return Result(Outcome.TRANSIENT, reason=str(e), stage=e.stage)
 
-    async def _decide(self, info: PendingDeleteLedgerInfo) -> Result:
+    async def _decide(self, info: PendingDeleteLedgerInfo, dispatch: Dispatch | None) -> Result:
         copy = self.copies[info.ledger_type]
         recovered = False
         for _ in range(MAX_REEVALUATIONS):
-            facts = await self._gather(info, copy)
+            facts = await self._gather(info, copy, dispatch)
             res = decide(info, facts, now_ms=self.now_ms(), rules=self.rules)
             if res.outcome is Outcome.RECOVER:
                 if self.dry_run:
@@ -192,19 +194,21 @@ class Decider:
             return res if removed else Result(Outcome.ALREADY_GONE, res.route)
         return Result(Outcome.TRANSIENT, Route.OWNER, "live state kept changing (epoch)", stage="route")
 
-    async def _inspect(self, info: PendingDeleteLedgerInfo, copy: StorageCopy) -> Stored:
+    async def _inspect(self, info: PendingDeleteLedgerInfo, copy: StorageCopy, dispatch: Dispatch | None) -> Stored:
         with _stage(copy.stage):
-            return await copy.inspect(info)
+            return await copy.inspect(info, dispatch)
 
-    async def _gather(self, info: PendingDeleteLedgerInfo, copy: StorageCopy) -> Facts:
+    async def _gather(self, info: PendingDeleteLedgerInfo, copy: StorageCopy, dispatch: Dispatch | None) -> Facts:
         # 4. What storage holds (identity is judged by ``decide``), read while step 2 reads the route: the
         # two reads are independent, and neither vouches for the other's freshness (the epoch check and the
         # versioned delete do that, right before the delete), so the message waits for one round trip, not two.
-        inspecting = asyncio.ensure_future(self._inspect(info, copy))
+        inspecting = asyncio.ensure_future(self._inspect(info, copy, dispatch))
         try:
             # 2. Route: the owner's live state, or the proven absence of the topic.
             with _stage("route"):
-                live = await self.snapshots.get(info.topic, info.ledger_id, vouches=self._vouches(inspecting))
+                live = await self.snapshots.get(
+                    info.topic, info.ledger_id, vouches=self._vouches(inspecting), since=since(dispatch)
+                )
             stored = await inspecting
         except BaseException:
             _abandon(inspecting)

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from worker.core.broker_marks import marked_by_broker
+from worker.core.dispatch import Dispatch
 from worker.core.message_properties import MAX_ATTEMPT_COUNT, attempts_so_far, first_seen_ms
 from worker.formats.message import InvalidMessage, PendingDeleteLedgerInfo, decode
 
@@ -35,6 +36,8 @@ class Envelope:
     broker_mark: bool  # signed by the brokers' extension
     record: PendingDeleteLedgerInfo | None
     invalid: str | None = None  # why there is no record (undecodable, oversize); None when there is one
+    # When the daemon dispatched it, and what its batch already read (``worker.core.dispatch``); None before.
+    dispatch: Dispatch | None = None
 
     @classmethod
     def read(cls, msg: Any, *, max_payload_bytes: int, mark_key: bytes | None, now_ms: int) -> Envelope:

@@ -74,10 +74,10 @@ class Pipeline:
         proven ours (``Decider.storage_proven``).
 
         Returns the messages left for :meth:`handle` (invalid ones, offloaded copies, failed reads, refused
-        acknowledgements all go the full path, which reports them), and the znodes read for them
-        (``worker.backends.prefetched_ledgers``). Never raises but for cancellation: a failed read leaves the
-        whole batch to the full path (and the daemon sends the whole batch that way should the sweep itself
-        fail)."""
+        acknowledgements all go the full path, which reports them), and the znodes read for them (handed to
+        each message's inspection with its dispatch: ``worker.core.dispatch``). Never raises but for
+        cancellation: a failed read leaves the whole batch to the full path (and the daemon sends the whole
+        batch that way should the sweep itself fail)."""
         if not self.decider.storage_proven():
             return list(envs), {}
         left: list[Envelope] = []
@@ -165,7 +165,7 @@ class Pipeline:
             if info is None:
                 res = Result(Outcome.INVALID, reason=env.invalid or "undecodable", stage="decode")  # step 1
             else:
-                res = await self.decider.decide_info(info)  # steps 2-5
+                res = await self.decider.decide_info(info, env.dispatch)  # steps 2-5
             context["route"], context["outcome"] = res.route.value, res.outcome.value
             await self._settle(env, res, log.bind(**context))  # step 6
         except (asyncio.CancelledError, DeadLetterRefused):
