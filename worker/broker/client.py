@@ -2,7 +2,7 @@
 
 Only pulsar-client's public API: its blocking ``pulsar.Client``, whose producers answer ``send_async`` on the
 client's threads (handed to the event loop in bursts, :class:`~worker.backends.loop_handoff.LoopHandoff`), and
-whose consumers the daemon drives from a thread per batch (:mod:`worker.broker.burst_wake_consumer`). Blocking
+whose consumers the daemon drives from a thread per batch (:mod:`worker.broker.batch_consumer`). Blocking
 calls that wait on the network (create, flush, close) run in a thread.
 """
 

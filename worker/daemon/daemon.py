@@ -23,7 +23,7 @@ from typing import Any
 import pulsar
 
 from worker.broker.admin import PulsarAdmin
-from worker.broker.burst_wake_consumer import BurstWakeConsumer
+from worker.broker.batch_consumer import BatchConsumer
 from worker.broker.client import Producer, blocking_client, close_client
 from worker.broker.preflight import (
     check_admin,
@@ -119,7 +119,7 @@ class Daemon:
             stack.push_async_callback(dlq_producer.close)
             batch = batch_size(s.worker.max_inflight, s.worker.receive_batch)
             with refused_as(s.pulsar, f"consume {s.topics.pending} and {s.topics.retry}"):
-                consumer = await BurstWakeConsumer.subscribe(
+                consumer = await BatchConsumer.subscribe(
                     client,
                     [s.topics.pending, s.topics.retry],
                     s.topics.subscription,
@@ -188,7 +188,7 @@ class Daemon:
             log.info("worker stopped")
         return 0
 
-    async def _receive_loop(self, consumer: BurstWakeConsumer, pipeline: Pipeline) -> None:
+    async def _receive_loop(self, consumer: BatchConsumer, pipeline: Pipeline) -> None:
         """Receive a batch, sweep it, and decide each message its sweep left on its own (its own task),
         dispatched as room frees under ``max_inflight``; the next batch is received meanwhile.
 
@@ -242,9 +242,7 @@ class Daemon:
         self._busy -= n
         self._room.set()
 
-    async def _process_batch(
-        self, consumer: BurstWakeConsumer, pipeline: Pipeline, batch: list[pulsar.Message]
-    ) -> None:
+    async def _process_batch(self, consumer: BatchConsumer, pipeline: Pipeline, batch: list[pulsar.Message]) -> None:
         """One received batch: its sweep, then a task for each message left, dispatched as room frees and
         awaited here, so that a drain (which waits for, then cancels, the batches) covers them."""
         limit = self.settings.worker.max_inflight
@@ -290,7 +288,7 @@ class Daemon:
                 self._in_hand = False
                 self._room.set()
 
-    async def _process(self, consumer: BurstWakeConsumer, pipeline: Pipeline, env: Envelope) -> None:
+    async def _process(self, consumer: BatchConsumer, pipeline: Pipeline, env: Envelope) -> None:
         self.metrics.inflight.inc()
         try:
             await pipeline.handle(env)

@@ -13,14 +13,16 @@ import asyncio
 import pulsar
 
 
-class BurstWakeConsumer:
+class BatchConsumer:
+    """A Shared subscription's consumer as the daemon drives it: a batch at a time, acknowledged on the loop."""
+
     def __init__(self, consumer: pulsar.Consumer) -> None:
         self.consumer = consumer
 
     @classmethod
     async def subscribe(
         cls, client: pulsar.Client, topics: list[str], subscription: str, **options: object
-    ) -> BurstWakeConsumer:
+    ) -> BatchConsumer:
         return cls(await asyncio.to_thread(client.subscribe, topics, subscription, **options))
 
     async def receive_batch(self) -> list[pulsar.Message]:
