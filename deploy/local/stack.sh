@@ -2,27 +2,32 @@
 # The real local stack: Apache Pulsar (ZooKeeper metadata, bookie HTTP admin on) and moto's S3 server, on
 # loopback.  `stack.sh up|down|status|env [--json]|render|restart-pulsar`.
 #
-# This script starts and stops processes; what it starts is data. A profile is a file under profiles/ (its
-# ports, data directory, heap, KIND standalone|cluster, AUTH 0|1): standalone (the shared stack), extension
-# (the broker-extension suite's instance), auth (token authentication, TLS), cluster (one ZooKeeper, two
-# bookies, two brokers; extra verbs kill9|stop|start <component> for fault tests); PROFILE picks one. The keys
-# it sets in Pulsar's configuration files are under overrides/ (KEY=VALUE, ${VAR} expanded), applied in one
-# loop (conf_apply). `env` prints what a client needs (`--json` for testkit); `render` writes the
-# configuration files under $STACK_DIR/run without starting anything.
+# This script starts, stops and describes processes, and builds nothing: the Pulsar it runs, the offloader
+# NAR and the broker extension's jar are made by `make pulsar-dist`, `make offloader` and `make
+# broker-extension-jar` (all three: `make stack-builds [PULSAR_VERSION=...]`; deploy/local/build.sh), which
+# the make targets that start stacks run first. `up` refuses, naming the target, when one is missing, and
+# starts nothing. What it starts is data. A profile is a file under profiles/ (its ports, data directory,
+# heap, KIND standalone|cluster, AUTH 0|1): standalone (the shared stack), extension (the broker-extension
+# suite's instance), auth (token authentication, TLS), cluster (one ZooKeeper, two bookies, two brokers;
+# extra verbs kill9|stop|start <component> for fault tests); PROFILE picks one. The Pulsar lines are rows
+# of pulsar-lines.txt (version, Java, dist, offloader, placement: lines.sh reads it). The keys it sets in
+# Pulsar's configuration files are under overrides/ (KEY=VALUE, ${VAR} expanded), applied in one loop
+# (conf_apply). `env` prints what a client needs (`--json` for testkit); `render` writes the configuration
+# files under $STACK_DIR/run without starting anything.
 #
 # Every variable of a profile file, and these, can be set in the environment, which wins (the standalone
 # profile's defaults in brackets):
 #   STACK_DIR [deploy/local/.data]  data, logs and pid files
-#   STACK_CACHE [deploy/local/.cache]  the unpacked Pulsar distribution (the tarball itself stays in ~/.m2)
-#   PULSAR_VERSION [4.0.8]  BROKER_PORT [6650]  WEB_PORT [8080]  BOOKIE_PORT [3181]
-#   PULSAR_DIST [tarball up to 4.0.x, else jars]  tarball: pulsar-server-distribution unpacked; jars: Pulsar
-#     assembled from pulsar-broker's Maven Central jars (deploy/local/assembly/, Java 21+ for 5.x), for the
-#     lines whose distribution the registry does not serve (5.0.x).  A 5.x stack gets ports and a data
-#     directory of its own by default (profiles/pulsar5/), so it runs beside the 4.0.8 stack.
+#   STACK_CACHE [deploy/local/.cache]  the builds it runs: apache-pulsar-<version>/, offloaders/
+#   PULSAR_VERSION [pulsar-lines.txt's default row]  BROKER_PORT [6650]  WEB_PORT [8080]  BOOKIE_PORT [3181]
+#   PULSAR_DIST [the line's dist]  tarball: pulsar-server-distribution unpacked; jars: Pulsar assembled from
+#     pulsar-broker's Maven Central jars (deploy/local/assembly/), for the lines whose distribution the
+#     registry does not serve (5.0.x).  A line with a placement (5.0: profiles/pulsar5/) gets ports and a data
+#     directory of its own, so it runs beside the default line's stack.
+#   PULSAR_JAVA_HOME [the line's java_home, when present]  the JDK an assembled Pulsar runs on
 #   TIERED_STORAGE [1]  1: the broker offloads to the moto S3 server through Pulsar's jcloud offloader; 0: no
 #     offload driver (`env` says which)
-#   OFFLOADER_VERSION [PULSAR_VERSION; 4.0.8 for 5.0.x]  the tiered-storage-jcloud release the broker loads:
-#     Maven Central has none for 5.0.x, and 4.0.8's offloads and reads back on a 5.0.0-M1 broker
+#   OFFLOADER_VERSION [the line's offloader]  the tiered-storage-jcloud release the broker loads
 #   BOOKIE_HTTP_PORT [8000]  ZK_PORT [2181]  S3_PORT [5000]  S3_BUCKET [pulsar-offload]  S3_REGION [us-east-1]
 #   PULSAR_MEM [-Xms512m -Xmx1g -XX:MaxDirectMemorySize=1g]  STACK_START_TIMEOUT [240] (seconds)
 #   AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY [testing/testing]  what the broker's offloader signs S3 calls with
@@ -44,9 +49,8 @@
 #   BOOKIE_ENTRY_LOG_SIZE [8388608]  the bookies' logSizeLimit: small, so garbage collection can give disk back
 #     (every bookie also exports its own metrics on its HTTP API's /metrics: overrides/bookie-reclaim.conf)
 #
-# Tiered storage: the broker loads Pulsar's jcloud offloader (driver aws-s3) and offloads to the moto S3
-# server (bucket S3_BUCKET).  Maven Central has no .nar for it, so build_offloader makes
-# $STACK_CACHE/offloaders/tiered-storage-jcloud-$OFFLOADER_VERSION.nar once from deploy/local/offloaders/pom.xml.
+# Tiered storage: the broker loads Pulsar's jcloud offloader (driver aws-s3) from $STACK_DIR/run/offloaders,
+# which links the NAR `make offloader` made, and offloads to the moto S3 server (bucket S3_BUCKET).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -56,52 +60,34 @@ PROFILE=${PROFILE:-standalone}
 profiles=$here/profiles
 overrides=$here/overrides
 
-defaults() {  # defaults FILE: each KEY=VALUE line sets KEY unless it is set already (the environment wins)
-  local line k v
-  while IFS= read -r line || [[ -n $line ]]; do
-    [[ $line =~ ^[[:space:]]*(#|$) ]] && continue
-    k=${line%%=*} v=${line#*=}
-    [[ -v $k ]] || printf -v "$k" '%s' "${v//@HERE@/$here}"
-  done <"$1"
-}
+# shellcheck source=deploy/local/lines.sh
+source "$here/lines.sh"
 
 # A profile is its data file, profiles/$PROFILE.env (ports, data directory, heap, KIND standalone|cluster,
-# AUTH); on Pulsar 5.x, profiles/pulsar5/$PROFILE.env first (ports and data of its own, beside 4.0.8); then
-# profiles/defaults.env. The environment wins over all of them.
+# AUTH); on a line with a placement (pulsar-lines.txt), profiles/<placement>/$PROFILE.env first (ports and
+# data of its own, beside the default line's); then profiles/defaults.env. The environment wins over all of them.
 if [[ ! -f $profiles/$PROFILE.env ]]; then
   echo "stack: unknown PROFILE=$PROFILE ($(cd "$profiles" && ls -- *.env | sed 's/\.env$//' | grep -vx defaults | paste -sd'|'))" >&2
   exit 2
 fi
-major=${PULSAR_VERSION:-$(sed -n 's/^PULSAR_VERSION=//p' "$profiles/defaults.env")}
-major=${major%%.*}
-if [[ $major =~ ^[0-9]+$ ]] && ((major >= 5)) && [[ -f $profiles/pulsar5/$PROFILE.env ]]; then
-  defaults "$profiles/pulsar5/$PROFILE.env"
+pulsar_line
+if [[ -n $LINE_PLACEMENT && -f $profiles/$LINE_PLACEMENT/$PROFILE.env ]]; then
+  defaults "$profiles/$LINE_PLACEMENT/$PROFILE.env"
 fi
 defaults "$profiles/$PROFILE.env"
 defaults "$profiles/defaults.env"
-case $PULSAR_VERSION in
-  2.* | 3.* | 4.0.*) PULSAR_DIST=${PULSAR_DIST:-tarball} ;;
-  *) PULSAR_DIST=${PULSAR_DIST:-jars} ;;
-esac
-case $PULSAR_VERSION in
-  5.0.*) OFFLOADER_VERSION=${OFFLOADER_VERSION:-4.0.8} ;;
-  *) OFFLOADER_VERSION=${OFFLOADER_VERSION:-$PULSAR_VERSION} ;;
-esac
+# The JDK the line prefers, when present: an assembled Pulsar's launcher takes it first.
+if [[ -z ${PULSAR_JAVA_HOME:-} && -n $LINE_JAVA_HOME && -x $LINE_JAVA_HOME/bin/java ]]; then
+  export PULSAR_JAVA_HOME=$LINE_JAVA_HOME
+fi
 PYTHON=${PYTHON:-$repo/.venv/bin/python}
 export PULSAR_MEM
 if [[ -v PULSAR_GC ]]; then export PULSAR_GC; fi
 extension_jar=$repo/broker-extension/target/ledger-deletion-broker-extension.jar
 mark_key=$STACK_DIR/broker-mark.key
 
-pulsar_home=$STACK_CACHE/apache-pulsar-$PULSAR_VERSION
-offloaders_dir=$STACK_CACHE/offloaders
+build_paths
 broker_offloaders=$STACK_DIR/run/offloaders
-# The offloader as released, and the one the broker loads: the same, or the released one adapted to a 5.x broker.
-release_nar=$offloaders_dir/tiered-storage-jcloud-$OFFLOADER_VERSION.nar
-offloader_nar=$release_nar
-if [[ $OFFLOADER_VERSION != "$PULSAR_VERSION" && $PULSAR_DIST == jars ]]; then
-  offloader_nar=$offloaders_dir/tiered-storage-jcloud-$OFFLOADER_VERSION-for-$PULSAR_VERSION.nar
-fi
 run=$STACK_DIR/run
 logs=$STACK_DIR/logs
 auth=$STACK_DIR/auth
@@ -134,171 +120,35 @@ pulsar_ready() {
 # upload, i.e. after every Pulsar offload, which made a healthy S3 look down.
 s3_ready() { http_ok "http://127.0.0.1:$S3_PORT/moto-api/"; }
 
-fail() {  # fail COMPONENT LOGFILE MESSAGE
-  log "FAILED: $1: $3"
-  if [[ -f $2 ]]; then
-    echo "----- last 60 lines of $2 -----" >&2
-    tail -n 60 "$2" >&2
+require_builds() {
+  # What a start runs, made beforehand by make (this script builds nothing): PULSAR_VERSION's Pulsar, the
+  # offloader NAR with tiered storage, the extension's jar (not older than its sources) with the extension.
+  # Missing or stale, `up` stops here, before starting anything, naming the make target that makes it.
+  local missing=() targets=() v="PULSAR_VERSION=$PULSAR_VERSION"
+  [[ $STACK_CACHE == "$here/.cache" ]] || v+=" STACK_CACHE=$STACK_CACHE"
+  pulsar_built || { missing+=("Pulsar $PULSAR_VERSION ($pulsar_home)"); targets+=("make pulsar-dist $v"); }
+  if [[ $TIERED_STORAGE == 1 && ! -s $offloader_nar ]]; then
+    missing+=("the offloader NAR ($offloader_nar)"); targets+=("make offloader $v")
   fi
+  if [[ $BROKER_EXTENSION == 1 ]]; then
+    if [[ ! -f $extension_jar ]]; then
+      missing+=("the broker extension's jar ($extension_jar)"); targets+=("make broker-extension-jar")
+    elif [[ -n $(find "$repo/broker-extension/pom.xml" "$repo/broker-extension/src/main" -newer "$extension_jar" -type f 2>/dev/null | head -1) ]]; then
+      missing+=("the broker extension's jar as its sources are now ($extension_jar is older)"); targets+=("make broker-extension-jar")
+    fi
+  fi
+  ((${#missing[@]} == 0)) && return 0
+  log "FAILED: not built: $(printf '%s; ' "${missing[@]}" | sed 's/; $//')"
+  log "build it with: $(printf '%s; ' "${targets[@]}" | sed 's/; $//') (or all of it: make stack-builds $v); nothing was started"
   exit 1
 }
 
-fetch_pulsar() {
-  if [[ $PULSAR_DIST == jars ]]; then assemble_pulsar; return; fi
-  [[ -x $pulsar_home/bin/pulsar ]] && return 0
-  local tgz=$HOME/.m2/repository/org/apache/pulsar/pulsar-server-distribution/$PULSAR_VERSION/pulsar-server-distribution-$PULSAR_VERSION-bin.tar.gz
-  if [[ ! -f $tgz ]]; then
-    log "downloading Apache Pulsar $PULSAR_VERSION from Maven Central (once; cached in ~/.m2)"
-    local t0=$SECONDS
-    mvn -q -B dependency:get -Dtransitive=false \
-      -Dartifact="org.apache.pulsar:pulsar-server-distribution:$PULSAR_VERSION:tar.gz:bin" >&2 ||
-      fail pulsar /dev/null "could not download the distribution from Maven Central"
-    log "download took $((SECONDS - t0)) s"
-  fi
-  mkdir -p "$STACK_CACHE"
-  local tmp
-  tmp=$(mktemp -d "$STACK_CACHE/unpack.XXXXXX")
-  tar xzf "$tgz" -C "$tmp"
-  rm -rf "$pulsar_home"
-  mv "$tmp/apache-pulsar-$PULSAR_VERSION" "$pulsar_home"
-  rm -rf "$tmp"
-}
-
-pom_dep_version() {  # pom_dep_version POM GROUP_REGEX ARTIFACT_REGEX: the version a (flattened) pom gives it
-  awk -v g="^($2)\$" -v a="^($3)\$" '
-    /<dependency>/ { grp = ""; art = "" }
-    /<groupId>/ { t = $0; gsub(/.*<groupId>|<\/groupId>.*/, "", t); grp = t }
-    /<artifactId>/ { t = $0; gsub(/.*<artifactId>|<\/artifactId>.*/, "", t); art = t }
-    /<version>/ && grp ~ g && art ~ a { t = $0; gsub(/.*<version>|<\/version>.*/, "", t); print t; exit }
-  ' "$1"
-}
-
-assemble_pulsar() {
-  # PULSAR_DIST=jars: $pulsar_home/lib from pulsar-broker $PULSAR_VERSION and its runtime dependencies
-  # (deploy/local/assembly/pom.xml), bin/pulsar the launcher beside that pom, java-min the Java it needs.
-  # Built once into a temporary directory and moved into place, so a failed run leaves nothing half-made.
-  # Made again when the assembly itself changed (the pom's digest is recorded with it).
-  local key
-  key=$(sha256sum "$here/assembly/pom.xml" | cut -c1-16)
-  grep -qx "assembly $key" "$pulsar_home/assembled" 2>/dev/null && return 0
-  log "assembling Apache Pulsar $PULSAR_VERSION from its Maven Central jars into $pulsar_home (once; jars cached in ~/.m2)"
-  local t0=$SECONDS work mlog=$logs/assembly.log pom bk jackson netty broker_jar class_major java_min profiles=()
-  mkdir -p "$STACK_CACHE"
-  work=$(mktemp -d "$STACK_CACHE/assembly.XXXXXX")
-  mvn -B -q dependency:copy -Dartifact="org.apache.pulsar:pulsar-broker:$PULSAR_VERSION:pom" \
-    -DoutputDirectory="$work" >"$mlog" 2>&1 ||
-    { rm -rf "$work"; fail assembly "$mlog" "org.apache.pulsar:pulsar-broker:$PULSAR_VERSION:pom is not on Maven Central"; }
-  pom=$work/pulsar-broker-$PULSAR_VERSION.pom
-  # The versions the broker's build aligned and Maven's nearest-wins would not: its own BookKeeper, Jackson
-  # and Netty (pulsar-broker's direct dependencies name them).
-  bk=$(pom_dep_version "$pom" org.apache.bookkeeper bookkeeper-server)
-  jackson=$(pom_dep_version "$pom" 'com\.fasterxml\.jackson\..*' '.*')
-  netty=$(pom_dep_version "$pom" io.netty 'netty-transport|netty-codec-haproxy')
-  [[ -n $bk && -n $jackson && -n $netty ]] ||
-    { rm -rf "$work"; fail assembly "$pom" "pulsar-broker's pom names no bookkeeper-server, jackson or netty version (bookkeeper '$bk', jackson '$jackson', netty '$netty')"; }
-  log "pulsar-broker $PULSAR_VERSION: bookkeeper $bk, jackson $jackson, netty $netty"
-  if ((${PULSAR_VERSION%%.*} >= 5)); then profiles=(-Pclient-v5); fi
-  mvn -B -f "$here/assembly/pom.xml" package "${profiles[@]}" -Dpulsar.version="$PULSAR_VERSION" -Dbookkeeper.version="$bk" \
-    -Djackson.version="$jackson" -Dnetty.version="$netty" -Dassembly.work="$work" >>"$mlog" 2>&1 ||
-    { rm -rf "$work"; fail assembly "$mlog" "could not resolve pulsar-broker $PULSAR_VERSION's dependencies from Maven Central"; }
-  broker_jar=$work/lib/org.apache.pulsar.pulsar-broker-$PULSAR_VERSION.jar
-  [[ -f $broker_jar ]] || { rm -rf "$work"; fail assembly "$mlog" "no $broker_jar after the copy"; }
-  # The Java it needs: 21 for 5.x (the line's requirement; 5.0.0-M1's classes are still Java 17's, 5.0.1's
-  # are 21's), or what its class files say if that is more.
-  class_major=$(unzip -p "$broker_jar" org/apache/pulsar/PulsarStandaloneStarter.class | head -c 8 | od -An -tu1 | awk '{print $8}')
-  java_min=$((class_major - 44))
-  if ((${PULSAR_VERSION%%.*} >= 5 && java_min < 21)); then java_min=21; fi
-  mkdir -p "$work/home/bin"
-  mv "$work/lib" "$work/home/lib"
-  ln -s "$here/assembly/pulsar" "$work/home/bin/pulsar"
-  echo "$java_min" >"$work/home/java-min"
-  echo "$PULSAR_VERSION" >"$work/home/version"
-  "$work/home/bin/pulsar" java >/dev/null 2>"$work/java.err" || { cat "$work/java.err" >&2; rm -rf "$work"; exit 1; }
-  printf '%s\n' "pulsar-broker $PULSAR_VERSION" "bookkeeper $bk" "jackson $jackson" "netty $netty" \
-    "jars $(ls "$work/home/lib" | wc -l) ($(du -sh "$work/home/lib" | cut -f1))" "java $java_min+" "assembly $key" \
-    >"$work/home/assembled"
-  rm -rf "$pulsar_home"
-  mv "$work/home" "$pulsar_home"
-  rm -rf "$work"
-  log "assembled in $((SECONDS - t0)) s: $(head -n 6 "$pulsar_home/assembled" | tr '\n' ',' | sed 's/,$//; s/,/, /g')"
-}
-
-nar_ok() {  # nar_ok FILE: a zip with the offloader service definition naming a factory class
-  unzip -p "$1" META-INF/services/pulsar-offloader.yaml 2>/dev/null | grep -q '^offloaderFactoryClass:'
-}
-
-build_offloader() {
-  build_offloader_nar
-  [[ $offloader_nar == "$release_nar" ]] || adapt_offloader_nar
+link_offloader() {
   # The broker loads every NAR of its offloadersDirectory: this stack's holds its one offloader only (the
   # cache beside it may hold other versions' for other stacks).
   mkdir -p "$broker_offloaders"
   find "$broker_offloaders" -mindepth 1 -maxdepth 1 -name '*.nar' -delete
   [[ $TIERED_STORAGE == 0 ]] || ln -s "$offloader_nar" "$broker_offloaders/$(basename "$offloader_nar")"
-}
-
-adapt_offloader_nar() {
-  # An offloader of an earlier line on a 5.x broker (OFFLOADER_VERSION): 4.0.x's reads an offloaded ledger's
-  # index through BookKeeper's protobuf class DataFormats$LedgerMetadataFormat, which BookKeeper 4.18
-  # (Pulsar 5.0) replaced by a LightProto class of another name; its reads then fail with
-  # NoClassDefFoundError (its offloads still work). The NAR gets the bookkeeper-proto jar of its own line in
-  # its bundled dependencies: its class loader finds there what the broker's no longer has.
-  [[ $TIERED_STORAGE == 0 ]] && return 0
-  nar_ok "$offloader_nar" && return 0
-  log "adapting the jcloud offloader $OFFLOADER_VERSION to Pulsar $PULSAR_VERSION: $offloader_nar (once)"
-  local work bk mlog=$logs/offloader-build.log
-  work=$(mktemp -d "$STACK_CACHE/offloader-build.XXXXXX")
-  mvn -B -q dependency:copy -Dartifact="org.apache.pulsar:pulsar:$OFFLOADER_VERSION:pom" -DoutputDirectory="$work" \
-    >>"$mlog" 2>&1 || { rm -rf "$work"; fail offloader "$mlog" "no org.apache.pulsar:pulsar:$OFFLOADER_VERSION:pom"; }
-  bk=$(sed -n 's|.*<bookkeeper.version>\(.*\)</bookkeeper.version>.*|\1|p' "$work/pulsar-$OFFLOADER_VERSION.pom" | head -1)
-  [[ -n $bk ]] || { rm -rf "$work"; fail offloader "$work/pulsar-$OFFLOADER_VERSION.pom" "Pulsar $OFFLOADER_VERSION's pom names no bookkeeper.version"; }
-  mkdir -p "$work/nar/META-INF/bundled-dependencies"
-  mvn -B -q dependency:copy -Dartifact="org.apache.bookkeeper:bookkeeper-proto:$bk" \
-    -DoutputDirectory="$work/nar/META-INF/bundled-dependencies" >>"$mlog" 2>&1 ||
-    { rm -rf "$work"; fail offloader "$mlog" "could not resolve org.apache.bookkeeper:bookkeeper-proto:$bk"; }
-  (cd "$work/nar" && unzip -q -o "$release_nar" && zip -q -r -X ../offloader.nar .)
-  nar_ok "$work/offloader.nar" || { rm -rf "$work"; fail offloader /dev/null "no usable NAR from $release_nar"; }
-  mv -f "$work/offloader.nar" "$offloader_nar"
-  rm -rf "$work"
-}
-
-build_offloader_nar() {
-  # Pulsar's jcloud offloader NAR, built once and cached.  What Maven Central serves as
-  # tiered-storage-jcloud-<v>.jar is (for 4.0.x) already the NAR made by nifi-nar-maven-plugin: classes and
-  # META-INF/services/pulsar-offloader.yaml at the root, runtime dependencies in
-  # META-INF/bundled-dependencies/.  If a version ships a plain jar instead, assemble that layout from the
-  # jar and its runtime dependencies (the pom's copy-dependencies output).
-  [[ $TIERED_STORAGE == 0 ]] && return 0
-  nar_ok "$release_nar" && return 0
-  log "building the jcloud offloader NAR $release_nar (once)"
-  local t0=$SECONDS work
-  mkdir -p "$offloaders_dir"
-  work=$(mktemp -d "$STACK_CACHE/offloader-build.XXXXXX")
-  local mlog=$logs/offloader-build.log
-  mvn -B -f "$here/offloaders/pom.xml" package -Dpulsar.version="$OFFLOADER_VERSION" \
-    -Doffloader.work="$work" >"$mlog" 2>&1 ||
-    { rm -rf "$work"; fail offloader "$mlog" "could not resolve tiered-storage-jcloud $OFFLOADER_VERSION from Maven Central (OFFLOADER_VERSION; TIERED_STORAGE=0 runs without)"; }
-  local jar=$work/main/tiered-storage-jcloud-$OFFLOADER_VERSION.jar
-  if unzip -l "$jar" 'META-INF/bundled-dependencies/*.jar' >/dev/null 2>&1; then
-    cp "$jar" "$work/offloader.nar"
-  else
-    mvn -B -f "$here/offloaders/pom.xml" package -Passemble-nar -Dpulsar.version="$OFFLOADER_VERSION" \
-      -Doffloader.work="$work" >>"$mlog" 2>&1 ||
-      { rm -rf "$work"; fail offloader "$mlog" "could not resolve the offloader's dependencies"; }
-    mkdir -p "$work/nar/META-INF/bundled-dependencies" "$work/nar/META-INF/services"
-    unzip -q -o "$jar" -d "$work/nar"
-    cp "$work"/bundled/*.jar "$work/nar/META-INF/bundled-dependencies/"
-    if [[ ! -f $work/nar/META-INF/services/pulsar-offloader.yaml ]]; then
-      printf '%s\n' 'name: jcloud' 'description: JCloud based offloader implementation' \
-        'offloaderFactoryClass: org.apache.bookkeeper.mledger.offload.jcloud.JCloudLedgerOffloaderFactory' \
-        >"$work/nar/META-INF/services/pulsar-offloader.yaml"
-    fi
-    (cd "$work/nar" && zip -q -r -X ../offloader.nar .)
-  fi
-  nar_ok "$work/offloader.nar" || { rm -rf "$work"; fail offloader /dev/null "$jar gave no usable offloader NAR"; }
-  mv -f "$work/offloader.nar" "$release_nar"
-  rm -rf "$work"
-  log "offloader NAR ready ($(du -h "$release_nar" | cut -f1)) in $((SECONDS - t0)) s"
 }
 
 offload_said() {  # what the broker offloads with, for the start-up line
@@ -307,19 +157,6 @@ offload_said() {  # what the broker offloads with, for the start-up line
 
 offload_conf() {  # offload_conf FILE: no offload driver with TIERED_STORAGE=0
   [[ $TIERED_STORAGE == 1 ]] || conf_set "$1" managedLedgerOffloadDriver ""
-}
-
-build_extension() {
-  # The broker extension's jar (make broker-extension), rebuilt when a source is newer than it.
-  [[ $BROKER_EXTENSION == 1 ]] || return 0
-  if [[ -f $extension_jar ]] && [[ -z $(find "$repo/broker-extension/pom.xml" "$repo/broker-extension/src/main" \
-    -newer "$extension_jar" -type f 2>/dev/null | head -1) ]]; then
-    return 0
-  fi
-  log "building the broker extension $extension_jar"
-  local mlog=$logs/broker-extension-build.log
-  mvn -B -q -f "$repo/broker-extension/pom.xml" package -DskipTests >"$mlog" 2>&1 ||
-    fail broker-extension "$mlog" "could not build the broker extension"
 }
 
 mark_key_file() {
@@ -395,9 +232,8 @@ start_pulsar() {
   if pid_alive pulsar; then
     log "pulsar is starting (pid $(cat "$run/pulsar.pid"))"
   else
-    fetch_pulsar
-    build_offloader
-    build_extension
+    require_builds
+    link_offloader
     render_conf
     local t0=$SECONDS
     log "starting pulsar $PULSAR_VERSION standalone (web $WEB_PORT, broker $BROKER_PORT, bookie http $BOOKIE_HTTP_PORT, $(offload_said))"
@@ -640,12 +476,11 @@ start_component() {  # idempotent; a component that died (kill -9) starts again 
 }
 
 cluster_up() {
-  local t0=$SECONDS
+  local t0=$SECONDS n
+  for n in zookeeper bookie1 bookie2 broker1 broker2; do component_ready "$n" || { require_builds; break; }; done
   start_s3
-  fetch_pulsar
-  build_offloader
+  link_offloader
   render_cluster_conf
-  build_extension
   start_component zookeeper
   wait_ready zookeeper
   init_cluster_metadata
@@ -763,10 +598,14 @@ if [[ $KIND == cluster ]]; then
       rm -f "$run/$2.pid"
       ;;
     stop) stop_one "${2:?component}" ;;
-    render) fetch_pulsar; render_cluster_conf; log "configuration in $run" ;;
-    start)
+    render)
+      pulsar_built || { log "FAILED: the cluster's configuration starts from Pulsar $PULSAR_VERSION's, not built: make pulsar-dist PULSAR_VERSION=$PULSAR_VERSION"; exit 1; }
       render_cluster_conf
-      build_extension
+      log "configuration in $run"
+      ;;
+    start)
+      component_ready "${2:?component}" || require_builds
+      render_cluster_conf
       start_component "${2:?component}"
       wait_ready "$2"
       ;;
@@ -781,6 +620,7 @@ fi
 
 case ${1:-} in
   up)
+    pulsar_ready || pid_alive pulsar || require_builds
     start_s3
     start_pulsar
     if [[ -f $run/pulsar.t0 ]]; then log "pulsar start took $((SECONDS - $(cat "$run/pulsar.t0"))) s"; rm -f "$run/pulsar.t0"; fi

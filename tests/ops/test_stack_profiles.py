@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from testkit.stack import PROFILES, Profile, key_values
+from testkit.stack import PROFILES, Profile, key_values, pulsar_line, pulsar_lines
 
 OVERRIDES = PROFILES.parent / "overrides"
 NAMES = sorted(p.stem for p in PROFILES.glob("*.env") if p.stem != "defaults")
+# The lines a stack runs on (deploy/local/pulsar-lines.txt), the default one first.
+DEFAULT = pulsar_line("default").version
+STACK_VERSIONS = [DEFAULT, *(r.version for r in pulsar_lines() if r.dist and r.version != DEFAULT)]
 CLIENT_KEYS = {"PULSAR_ADMIN_URL", "PULSAR_SERVICE_URL", "BOOKIE_HTTP_URL", "ZOOKEEPER_HOSTS", "S3_ENDPOINT"}
 
 
@@ -24,7 +27,7 @@ def placed(name: str, tmp_path: Path, version: str) -> Profile:
     return Profile(name, {"PULSAR_VERSION": version, "STACK_DIR": str(tmp_path / name)}, prefix="LDW_TEST_")
 
 
-@pytest.mark.parametrize("version", ["4.0.8", "5.0.0-M1"])
+@pytest.mark.parametrize("version", STACK_VERSIONS)
 def test_every_profile_prints_its_addresses_and_no_two_share_a_port(tmp_path: Path, version: str) -> None:
     seen: dict[int, str] = {}
     for name in NAMES:
@@ -35,10 +38,12 @@ def test_every_profile_prints_its_addresses_and_no_two_share_a_port(tmp_path: Pa
         for port in ports(env):
             assert port not in seen, f"{name} and {seen[port]} both use port {port} on {version}"
             seen[port] = name
-    # Both lines side by side, but for the extension suite's instance, which the 5.0 subset takes after it.
-    line_4 = {p for n in NAMES if n != "extension" for p in ports(placed(n, tmp_path, "4.0.8").addresses())}
-    line_5 = {p for n in NAMES if n != "extension" for p in ports(placed(n, tmp_path, "5.0.0-M1").addresses())}
-    assert not line_4 & line_5
+    # Each line side by side with the default one, but for the extension suite's instance, which the 5.0 subset
+    # takes after it.
+    if version != DEFAULT:
+        default = {p for n in NAMES if n != "extension" for p in ports(placed(n, tmp_path, DEFAULT).addresses())}
+        this = {p for n in NAMES if n != "extension" for p in ports(placed(n, tmp_path, version).addresses())}
+        assert not default & this
 
 
 def test_an_unknown_profile_is_refused_naming_the_known_ones() -> None:
@@ -49,7 +54,7 @@ def test_an_unknown_profile_is_refused_naming_the_known_ones() -> None:
 
 def test_the_environment_wins_over_a_profile_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LDW_TEST_WEB_PORT", "18999")
-    env = placed("extension", tmp_path, "4.0.8").addresses()
+    env = placed("extension", tmp_path, DEFAULT).addresses()
     assert env["PULSAR_ADMIN_URL"] == "http://127.0.0.1:18999"
     assert env["STACK_DIR"] == str(tmp_path / "extension")
 
@@ -61,7 +66,7 @@ def overrides(name: str) -> dict[str, str]:
 def test_render_applies_every_override_expanded(tmp_path: Path) -> None:
     """The extension suite's instance: config/standalone.conf with the standalone, bookie and extension
     overrides (every ``${VAR}`` expanded), its profile's broker.conf lines, then the environment's."""
-    profile = placed("extension", tmp_path, "4.0.8")
+    profile = placed("extension", tmp_path, DEFAULT)
     r = profile.run("render", BROKER_EXTENSION_CONF="ledgerDeletionMaxWaitSeconds=7", BROKER_CONF="foo=bar")
     assert r.returncode == 0, r.stderr[-2000:]
     rendered = key_values(tmp_path / "extension" / "run" / "standalone.conf")
@@ -78,7 +83,7 @@ def test_render_applies_every_override_expanded(tmp_path: Path) -> None:
 
 
 def test_render_of_stock_brokers_sets_no_extension_key(tmp_path: Path) -> None:
-    r = placed("standalone", tmp_path, "4.0.8").run("render", BROKER_EXTENSION="0", TIERED_STORAGE="0")
+    r = placed("standalone", tmp_path, DEFAULT).run("render", BROKER_EXTENSION="0", TIERED_STORAGE="0")
     assert r.returncode == 0, r.stderr[-2000:]
     rendered = key_values(tmp_path / "standalone" / "run" / "standalone.conf")
     assert not [k for k, v in rendered.items() if k.startswith("ledgerDeletion") or "org.ledgerdeletion" in v]
