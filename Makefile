@@ -6,9 +6,18 @@ STACK := deploy/local/stack.sh
 CONFIG ?= config/worker.example.yaml
 # standalone (the default stack) or cluster (ZooKeeper, two bookies, two brokers: deploy/local/stack.sh)
 PROFILE ?= standalone
-# Pulsar 5.0 beside the 4.0.8 stack (docs/development.md#pulsar-50): assembled from its Maven Central jars, on Java
-# 21+, on ports and data of its own.
-PULSAR5_VERSION ?= 5.0.0-M1
+# The supported Pulsar lines, one row each (version, Java, BookKeeper, offloader, placement):
+# deploy/local/pulsar-lines.txt, read here, by deploy/local/stack.sh and build.sh (deploy/local/lines.sh) and by
+# testkit; tests/ops/test_pulsar_lines.py checks the poms and the docs' tables against it.
+# $(call pulsar_line,COLUMN,MATCH_COLUMN,VALUE): the COLUMN of the first row whose MATCH_COLUMN is VALUE.
+PULSAR_LINES := deploy/local/pulsar-lines.txt
+pulsar_line = $(shell awk -v c=$(1) -v m=$(2) -v v='$(3)' '$$1 !~ /^\#/ && NF >= 9 && $$m == v { print $$c; exit }' $(PULSAR_LINES))
+# The stacks' line (the `default` row) unless PULSAR_VERSION says another; Pulsar 5.0 runs beside it
+# (docs/development.md#pulsar-50): assembled from its Maven Central jars, on Java 21+, on ports and data of its own.
+PULSAR_VERSION ?= $(call pulsar_line,2,9,default)
+PULSAR_VERSION := $(PULSAR_VERSION)
+PULSAR5_VERSION ?= $(call pulsar_line,2,1,5.0)
+PULSAR5_VERSION := $(PULSAR5_VERSION)
 PULSAR5_TESTS ?= tests/integration
 # What `make test` runs on 5.0 as well: the broker extension (trims, rollovers, unsubscribe, deletion and offloads
 # queued before the metadata forgets, on an instance of its own), one worker end to end on real orphans (both
@@ -19,7 +28,7 @@ PULSAR5_SUBSET ?= tests/extension/test_extension.py tests/integration/test_worke
 	tests/integration/test_scanner.py::test_scan_queues_orphans_and_the_worker_deletes_them \
 	tests/integration/test_scalable_segments.py
 
-.PHONY: venv protos system-packages check helm helm-chart dashboards broker-extension leak-demo reclaim-demo stack-up stack-down stack-status test test-shared-stack test-own-stacks test-serial test-cluster test-pulsar5 chaos unit integration lint run demo bench bench-bookies bench-extension bench-scale bench-purge clean
+.PHONY: venv protos system-packages check helm helm-chart dashboards broker-extension broker-extension-jar pulsar-dist offloader stack-builds stack-builds-pulsar5 stack-down-pulsar5 leak-demo reclaim-demo stack-up stack-down stack-status test test-shared-stack test-own-stacks test-serial test-cluster test-pulsar5 chaos unit integration lint run demo bench bench-bookies bench-extension bench-scale bench-purge clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -95,12 +104,18 @@ helm-overlay-check: venv helm
 	PULSAR_CHART=$(PULSAR_CHART) $(VENV)/bin/pytest -q -rfEs -m apache_chart tests/ops/test_pulsar_chart_render.py
 
 # The broker extension's jar (broker-extension/, docs/broker-extension.md): Java 17, Maven, Pulsar's jars from
-# Maven Central as provided; checkstyle, then its JUnit tests on Pulsar 4.0.8's classes. Then the same jar's tests
-# on Pulsar 4.2.4's classes (LightProto metadata) and, with a Java 21+ (JAVA21_HOME, else the first one under
-# /usr/lib/jvm), on 5.0.0-M1's. The stack's brokers load it (BROKER_EXTENSION=1, the default).
-JAVA21_HOME ?= $(shell for j in /usr/lib/jvm/*/; do \
+# Maven Central as provided; checkstyle, then its JUnit tests on the default line's classes (4.0.8). Then the same
+# jar's tests on the 4.2 line's classes (-Ppulsar-4.2: LightProto metadata) and, with a Java 21+ (JAVA21_HOME: the
+# 5.0 line's java_home in pulsar-lines.txt when present, else the first one under /usr/lib/jvm), on the 5.0 line's
+# (-Ppulsar-5.0). The pom's profiles carry those versions (Maven cannot read pulsar-lines.txt; a test compares).
+# The stack's brokers load the jar (BROKER_EXTENSION=1, the default).
+PULSAR5_JAVA := $(call pulsar_line,3,1,5.0)
+PULSAR5_JAVA_HOME := $(call pulsar_line,4,1,5.0)
+JAVA21_HOME ?= $(shell if [ -x "$(PULSAR5_JAVA_HOME)/bin/java" ]; then echo "$(PULSAR5_JAVA_HOME)"; exit; fi; \
+  for j in /usr/lib/jvm/*/; do \
   v=$$(sed -n 's/^JAVA_VERSION="\([0-9]*\).*/\1/p' "$$j/release" 2>/dev/null); \
-  if [ -n "$$v" ] && [ "$$v" -ge 21 ]; then echo "$${j%/}"; break; fi; done)
+  if [ -n "$$v" ] && [ "$$v" -ge $(PULSAR5_JAVA) ]; then echo "$${j%/}"; break; fi; done)
+JAVA21_HOME := $(JAVA21_HOME)
 EXTENSION_MVN := mvn -B -q -f broker-extension/pom.xml
 broker-extension:
 	mvn -B -q -f broker-extension/pom.xml package
@@ -109,8 +124,41 @@ broker-extension:
 	  echo "$(EXTENSION_MVN) -Ppulsar-5.0 -Dtest.jvm=$(JAVA21_HOME)/bin/java surefire:test"; \
 	  $(EXTENSION_MVN) -Ppulsar-5.0 -Dtest.jvm=$(JAVA21_HOME)/bin/java surefire:test; \
 	else \
-	  echo "broker-extension: no Java 21+ (set JAVA21_HOME): its tests on Pulsar 5.0's classes did not run" >&2; \
+	  echo "broker-extension: no Java $(PULSAR5_JAVA)+ (set JAVA21_HOME): its tests on Pulsar 5.0's classes did not run" >&2; \
 	fi
+
+# What a stack runs, built apart from stack.sh (which only starts processes and refuses, naming these targets,
+# when one is missing): for PULSAR_VERSION (its line: deploy/local/pulsar-lines.txt) under STACK_CACHE
+# (deploy/local/.cache), each made once and again only when its inputs change (deploy/local/build.sh).
+#   pulsar-dist           apache-pulsar-<version>/: the server distribution unpacked (4.0: downloaded once into
+#                         ~/.m2), or Pulsar assembled from pulsar-broker's Maven Central jars (5.0:
+#                         deploy/local/assembly/)
+#   offloader             offloaders/tiered-storage-jcloud-<offloader>.nar (deploy/local/offloaders/), and on 5.0 the
+#                         copy adapted to its broker (deploy/local/OFFLOAD.md)
+#   broker-extension-jar  the extension's jar alone (no tests), when a source is newer than it
+#   stack-builds          all three; stack-builds-pulsar5 the same for PULSAR5_VERSION
+# Every target that starts a stack has them as prerequisites.
+BUILD := deploy/local/build.sh
+EXTENSION_JAR := broker-extension/target/ledger-deletion-broker-extension.jar
+pulsar-dist:
+	@PULSAR_VERSION=$(PULSAR_VERSION) bash $(BUILD) pulsar-dist
+
+offloader:
+	@PULSAR_VERSION=$(PULSAR_VERSION) bash $(BUILD) offloader
+
+$(EXTENSION_JAR): broker-extension/pom.xml $(shell find broker-extension/src/main -type f)
+	mvn -B -q -f broker-extension/pom.xml package -DskipTests
+	touch $@
+
+broker-extension-jar: $(EXTENSION_JAR)
+
+stack-builds: pulsar-dist offloader broker-extension-jar
+
+stack-builds-pulsar5:
+	@$(MAKE) --no-print-directory stack-builds PULSAR_VERSION=$(PULSAR5_VERSION)
+
+# The Pulsar 5.0 builds unless the 5.0 subset is off (LDW_PULSAR5=0).
+PULSAR5_BUILDS := $(if $(filter 0,$(LDW_PULSAR5)),,stack-builds-pulsar5)
 
 # The crash matrix (tools/leak_demo.py): every drop path the extension covers (trim, rollover clean-up, cursor
 # switch, unsubscribe, topic and namespace deletion, offload, compaction, schema deletion, delayed-delivery buckets),
@@ -118,23 +166,27 @@ broker-extension:
 # of them on the queue, after the drain: one table, stock brokers vs the extension vs defer mode, on a stack instance
 # of its own (LDW_DEMO_<VAR> moves its ports). Not in `make test`: about an hour. LEAK_DEMO_ARGS, e.g.
 # "--modes stock,extension --delays-ms 60 --topics 2" for a short run.
-leak-demo: venv broker-extension
+leak-demo: venv broker-extension stack-builds
 	$(PY) -m tools.leak_demo $(LEAK_DEMO_ARGS)
 
 # The disk coming back (tools/reclaim_demo.py): bookie bytes before, once written, after the worker's deletes
 # and after the garbage collection it asks for (bookkeeper.gc_trigger_bytes). PROFILE=standalone runs on a
 # standalone instance of its own (started and stopped), PROFILE=cluster on the cluster profile's two bookies.
-reclaim-demo: venv
+reclaim-demo: venv stack-builds
 	$(PY) -m tools.reclaim_demo --profile $(PROFILE) $(RECLAIM_DEMO_ARGS)
 
-stack-up: venv
-	PROFILE=$(PROFILE) bash $(STACK) up
+stack-up: venv stack-builds
+	PULSAR_VERSION=$(PULSAR_VERSION) PROFILE=$(PROFILE) bash $(STACK) up
 
 stack-down:
-	PROFILE=$(PROFILE) bash $(STACK) down
+	PULSAR_VERSION=$(PULSAR_VERSION) PROFILE=$(PROFILE) bash $(STACK) down
+
+# The Pulsar 5.0 stack of PROFILE (`make test` leaves it up; .ci/run stops it).
+stack-down-pulsar5:
+	PULSAR_VERSION=$(PULSAR5_VERSION) PROFILE=$(PROFILE) bash $(STACK) down
 
 stack-status:
-	PROFILE=$(PROFILE) bash $(STACK) status
+	PULSAR_VERSION=$(PULSAR_VERSION) PROFILE=$(PROFILE) bash $(STACK) status
 
 lint: venv
 	$(VENV)/bin/ruff check worker tests bench tools testkit
@@ -154,7 +206,7 @@ check: lint unit
 # --durations: every run prints its slowest tests, where the time goes.
 PYTEST := $(VENV)/bin/pytest -q -rfEs --durations=25 --durations-min=5
 TEST_MARKS := not chaos and not apache_chart
-test: lint system-packages-present helm broker-extension stack-up
+test: lint system-packages-present helm broker-extension stack-up $(PULSAR5_BUILDS)
 	@rc=0; start=$$SECONDS; \
 	$(MAKE) --no-print-directory -k -j2 --output-sync=target test-shared-stack test-own-stacks || rc=$$?; \
 	$(MAKE) --no-print-directory test-serial || rc=$$?; \
@@ -162,7 +214,7 @@ test: lint system-packages-present helm broker-extension stack-up
 	exit $$rc
 
 # Lane 1: unit, ops and integration tests on the shared standalone stack.
-test-shared-stack: venv
+test-shared-stack: venv stack-builds
 	@echo "== lane shared-stack: unit, ops, integration on the standalone stack"
 	@start=$$SECONDS; rc=0; \
 	$(PYTEST) -m "$(TEST_MARKS) and not serial" tests/unit tests/ops tests/integration tests/sparkcluster || rc=$$?; \
@@ -170,7 +222,7 @@ test-shared-stack: venv
 
 # Lane 2: the suites on stacks of their own, then the Pulsar 5.0 subset (its extension tests take the extension
 # suite's ports, so they come after it).
-test-own-stacks: venv
+test-own-stacks: venv stack-builds $(PULSAR5_BUILDS)
 	@echo "== lane own-stacks: extension, auth, cluster on stacks of their own, then Pulsar 5.0's subset"
 	@start=$$SECONDS; rc=0; \
 	$(PYTEST) -m "$(TEST_MARKS) and not serial" tests/extension tests/auth tests/cluster || rc=$$?; \
@@ -183,17 +235,17 @@ test-serial: venv stack-up
 	$(PYTEST) -m "$(TEST_MARKS) and serial" tests
 
 # The integration suite (PULSAR5_TESTS) on Pulsar $(PULSAR5_VERSION): its stack is started if needed and left up
-# (`PULSAR_VERSION=$(PULSAR5_VERSION) make stack-down` stops it).
-test-pulsar5: venv
+# (`make stack-down-pulsar5` stops it).
+test-pulsar5: venv stack-builds-pulsar5
 	PULSAR_VERSION=$(PULSAR5_VERSION) PROFILE=standalone bash $(STACK) up
 	PULSAR_VERSION=$(PULSAR5_VERSION) $(PYTEST) -m "$(TEST_MARKS)" $(PULSAR5_TESTS)
 
 # Only the tests on the cluster profile (started if it is not up, left up: LDW_CLUSTER_KEEP=1).
-test-cluster: venv
+test-cluster: venv stack-builds
 	LDW_CLUSTER_KEEP=1 $(VENV)/bin/pytest -q -rfEs -m "cluster and not chaos" tests/cluster
 
 # The chaos run on the cluster profile: >= 1,000 ledgers, worker kill -9s, a broker restart, storage faults.
-chaos: venv
+chaos: venv stack-builds
 	$(VENV)/bin/pytest -q -rfEs -s -m chaos tests/cluster
 
 # The worker on the stack `stack-up` started (its addresses from `stack.sh env`, so PULSAR_VERSION and the port
@@ -201,7 +253,7 @@ chaos: venv
 run: stack-up
 	eval "$$(PROFILE=$(PROFILE) bash $(STACK) env)" && \
 	LDW_PULSAR__SERVICE_URL=$$PULSAR_SERVICE_URL LDW_PULSAR__ADMIN_URL=$$PULSAR_ADMIN_URL \
-	LDW_BOOKKEEPER__HTTP_URL=$$BOOKIE_HTTP_URL LDW_ZOOKEEPER__HOSTS=$$ZOOKEEPER_HOSTS \
+	LDW_BOOKKEEPER__HTTP_URL=$$BOOKIE_HTTP_URL LDW_ZOOKEEPER__METADATA_STORE_URL=zk:$$ZOOKEEPER_HOSTS \
 	LDW_OFFLOAD__S3_TARGETS="[{\"driver\":\"aws-s3\",\"bucket\":\"$$S3_BUCKET\",\"region\":\"$$S3_REGION\",\"endpoint\":\"$$S3_ENDPOINT\",\"access_key_id\":\"testing\",\"secret_access_key\":\"testing\"}]" \
 	LDW_WORKER__BROKER_MARK_KEY_FILE=$$BROKER_MARK_KEY_FILE \
 	  $(VENV)/bin/ledger-deletion-worker run --config $(CONFIG)
@@ -221,24 +273,24 @@ bench: venv stack-up
 # standalone instance of its own (web 18080, ZooKeeper 12181; started and stopped by it): 100,000 then
 # 1,000,000 ledgers, each run must find exactly the orphans written (bench/scale.py, docs/benchmarks.md).
 # BENCH_SCALE_ARGS=--sizes 20000 for a short run. Not part of `make bench`: about an hour on this machine.
-bench-scale: venv
+bench-scale: venv stack-builds
 	$(PY) -m bench.scale $(BENCH_SCALE_ARGS)
 
 # The bookie HTTP route over one bookie endpoint vs both, on the cluster profile (two bookies).
-bench-bookies: venv
+bench-bookies: venv stack-builds
 	PROFILE=cluster bash $(STACK) up
 	$(PY) -m bench.bookies
 
 # The broker extension's cost (bench/extension.py): produce/consume throughput and latency of a plain topic
 # and trims/s, stock brokers vs brokers with the extension, alternated in rounds on two standalone instances
 # of its own (started and stopped by it, beside the shared stack). BENCH_EXT_* sizes it.
-bench-extension: venv broker-extension
+bench-extension: venv broker-extension stack-builds
 	$(PY) -m bench.extension
 
 # The purge benchmark (bench/purge.py): retention cut to 0 on 100 topics x 200 closed ledgers (BENCH_PURGE_* sizes
 # it), a ZooKeeper probe and a paced producer running, stock brokers vs the extension vs defer mode with the worker
 # draining; results under bench/results/. A stack instance of its own (LDW_BENCH_PURGE_<VAR>); not in `make test`.
-bench-purge: venv broker-extension
+bench-purge: venv broker-extension stack-builds
 	$(PY) -m bench.purge
 
 # The nightly jobs on a Spark cluster whose nodes do not have the project installed (docs/nightly.md):

@@ -46,7 +46,7 @@ from testkit.harness import ml_info as _ml
 from testkit.harness import pulsar_ml_metadata, quiet_logger
 from testkit.stack import Stack
 from worker.backends.http import new_session
-from worker.backends.zookeeper import ZooKeeper
+from worker.backends.stores import Stores
 from worker.daemon.daemon import batch_size
 from worker.formats.topic_name import TopicName
 from worker.settings import WorkerSettings
@@ -172,7 +172,7 @@ async def amain() -> int:
         print(f"[bench] creating {2 * n} ledgers ...", flush=True)
         made = await asyncio.to_thread(ledgers.create, s, 2 * n, pulsar_ml_metadata(gone_topic), timeout_s=900)
         pip_ids, worker_ids = made[:n], made[n:]
-        async with ZooKeeper(s.zookeeper_hosts) as zk:
+        async with Stores(f"zk:{s.zookeeper_hosts}") as zk:
             paths = {lid: await zk.bookkeeper.ledger_path(lid) for lid in pip_ids}
         await asyncio.sleep(2.5)  # past the worker's minimum ledger age
         print(f"[bench] PIP pseudocode, sequential, {n} orphans ...", flush=True)
@@ -276,7 +276,7 @@ async def amain() -> int:
                 {
                     "pulsar": {"service_url": s.service_url, "admin_url": s.admin_url},
                     "bookkeeper": {"http_url": s.bookie_http_url},
-                    "zookeeper": {"hosts": s.zookeeper_hosts},
+                    "zookeeper": {"metadata_store_url": f"zk:{s.zookeeper_hosts}"},
                 }
             )
         )
@@ -285,7 +285,7 @@ async def amain() -> int:
             rows.append(scan_rows[source])
         z, b = scan_rows["zookeeper"], scan_rows["bookie"]
         z.baseline, z.ratio = b.key, (z.rate / b.rate if z.rate and b.rate else None)
-        async with ZooKeeper(s.zookeeper_hosts) as zk:
+        async with Stores(f"zk:{s.zookeeper_hosts}") as zk:
             for lid in scan_ids:
                 await zk.bookkeeper.delete_ledger_metadata(lid)
 

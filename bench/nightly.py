@@ -39,7 +39,7 @@ def _settings(s: Any, dlq: str) -> Settings:
         pulsar={"service_url": s.service_url, "admin_url": s.admin_url},
         topics={"dlq": dlq},
         bookkeeper={"delete_via": "zookeeper"},
-        zookeeper={"hosts": s.zookeeper_hosts},
+        zookeeper={"metadata_store_url": f"zk:{s.zookeeper_hosts}"},
         logging={"level": "WARNING"},
     )
 
@@ -214,19 +214,19 @@ def _delete_root(hosts: str, root: str) -> None:
 async def _scan_single(settings: Settings, root: str) -> tuple[int, float, dict[str, int]]:
     from worker.backends.http import new_session
     from worker.backends.ledger_listing import ledger_subtrees, read_subtrees
-    from worker.backends.zookeeper import ZooKeeper
-    from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
+    from worker.backends.stores import Stores
     from worker.broker.snapshot_cache import snapshot_cache
     from worker.operations.scanner import Scanner
 
-    hosts = settings.zookeeper.hosts
-    assert hosts
+    url = settings.zookeeper.metadata_store_url
+    assert url
+    uri = f"zk://{url.removeprefix('zk:')}{root}"
     t0 = time.monotonic()
     # The scanner's own listing/read loop against the same records: ids from the subtree walk, each
     # ledger's metadata read by the scanner through the ZooKeeper ledger store, 16 at a time.
-    ids = [r[0] for r in read_subtrees(hosts, root, iter(ledger_subtrees(hosts, root)))]
-    async with ZooKeeper(hosts, ledgers_root=root) as zk, new_session(30) as session:
-        store = ZooKeeperLedgerStore(zk.bookkeeper)
+    ids = [r[0] for r in read_subtrees(uri, ledger_subtrees(uri))]
+    async with Stores(url, uri) as zk, new_session(30) as session:
+        store = zk.bookkeeper
 
         class Listing:
             async def list_ledger_ids(self) -> list[int]:

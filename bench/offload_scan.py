@@ -54,7 +54,7 @@ def _settings(s: Any, bucket: str) -> Settings:
     return load_settings(
         None,
         pulsar={"service_url": s.service_url, "admin_url": s.admin_url, "request_timeout_s": 1800},
-        zookeeper={"hosts": s.zookeeper_hosts},
+        zookeeper={"metadata_store_url": f"zk:{s.zookeeper_hosts}"},
         offload={"s3_targets": [{"bucket": bucket, "region": "us-east-1", "endpoint": s.s3_endpoint}]},
         logging={"level": "WARNING"},
     )

@@ -22,7 +22,7 @@ from kazoo.exceptions import NoNodeError
 
 from bench.result import Row
 from bench.stats import sample_quantiles
-from worker.backends.zookeeper import ZooKeeper
+from worker.backends.stores import Stores
 
 DELETE_PATH = "/api/v1/ledger/delete/"
 
@@ -134,7 +134,7 @@ async def zookeeper_concurrent(hosts: str, ids: list[int], concurrency: int, dea
         concurrency,
         len(ids),
     )
-    async with ZooKeeper(hosts) as zk:
+    async with Stores(f"zk:{hosts}") as zk:
         paths = [await zk.bookkeeper.ledger_path(lid) for lid in ids]
         latencies: list[float] = []
 
@@ -157,7 +157,7 @@ async def zookeeper_concurrent(hosts: str, ids: list[int], concurrency: int, dea
                 if time.monotonic() > start + deadline_s:
                     row.errors.append(f"deadline {deadline_s:.0f}s passed")
                     break
-                pending.append((lid, time.monotonic(), zk.session.client.delete_async(path)))
+                pending.append((lid, time.monotonic(), zk.kv.client.delete_async(path)))
                 while len(pending) >= concurrency:
                     settle()
             while pending:

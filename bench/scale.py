@@ -267,7 +267,7 @@ def write_config(path: Path) -> None:
     cfg = {
         "pulsar": {"service_url": f"pulsar://127.0.0.1:{INSTANCE['BROKER_PORT']}", "admin_url": admin_url()},
         "bookkeeper": {"http_url": f"http://127.0.0.1:{INSTANCE['BOOKIE_HTTP_PORT']}"},
-        "zookeeper": {"hosts": zk_hosts()},
+        "zookeeper": {"metadata_store_url": f"zk:{zk_hosts()}"},
         "offload": {"s3_targets": []},
         "logging": {"level": "WARNING"},
     }

@@ -45,7 +45,8 @@ class Footprint:
 
 def _ledgers_of(zk_hosts: str, ledgers_root: str, namespace: str) -> frozenset[int]:
     out = set()
-    for lid, data, ctime in read_subtrees(zk_hosts, ledgers_root, iter(ledger_subtrees(zk_hosts, ledgers_root))):
+    uri = f"zk://{zk_hosts.replace(',', ';')}{ledgers_root}"
+    for lid, data, ctime in read_subtrees(uri, ledger_subtrees(uri)):
         try:
             owner = owner_of(parse_serialized_metadata(lid, data, ctime).custom_metadata)
         except (MetadataFormatError, Unmapped):

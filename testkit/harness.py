@@ -56,7 +56,7 @@ class WorkerHarness:
             "pulsar": {"service_url": stack.service_url, "admin_url": stack.admin_url},
             "topics": {"pending": base, "retry": f"{base}-RETRY", "dlq": f"{base}-DLQ", "parallelism": 2},
             "bookkeeper": {"http_url": stack.bookie_http_url},
-            "zookeeper": {"hosts": stack.zookeeper_hosts},
+            "zookeeper": {"metadata_store_url": f"zk:{stack.zookeeper_hosts}"},
             "offload": {
                 "s3_targets": [
                     {

@@ -22,12 +22,12 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NoNodeError, NotEmptyError
+from kazoo.exceptions import NoNodeError, NotEmptyError
 
 from testkit.admin import StagingAdmin
 from testkit.managed_ledger_encoding import without_ledgers
 from testkit.topics import eventually, ml_ledger_ids
-from worker.backends.zookeeper import ZooKeeper
+from worker.backends.stores import Stores
 from worker.broker.admin import TopicNotFound
 from worker.formats.managed_ledger_metadata import parse_managed_ledger_info
 from worker.formats.metadata_paths import managed_ledger_path
@@ -50,7 +50,7 @@ async def partition_count(admin: StagingAdmin, topic: TopicName) -> int:
         return 0
 
 
-async def _missing_in_bookkeeper(zk: ZooKeeper, ids: Iterable[int]) -> list[int]:
+async def _missing_in_bookkeeper(zk: Stores, ids: Iterable[int]) -> list[int]:
     return [i for i in sorted(ids) if not await zk.bookkeeper.ledger_metadata_exists(i)]
 
 
@@ -71,20 +71,18 @@ async def drop_ledgers_from_metadata(
         raise ValueError(f"{t} does not list ledgers {sorted(ids - listed)}: nothing of it to orphan")
 
     path = managed_ledger_path(t)
-    async with ZooKeeper(zk_hosts) as zk:
+    async with Stores(f"zk:{zk_hosts}") as zk:
         for _ in range(ATTEMPTS):
             await admin.unload(t)
             # Edit only after the unload completed: a loaded managed ledger keeps its list in memory and
             # would either overwrite our edit or be fenced by it. The versioned set catches a broker that
             # wrote in between (e.g. a client reloaded the topic): then unload and edit again.
-            got = await zk.session.get(path)
+            got = await zk.kv.get(path)
             if got is None:
                 raise AssertionError(f"{t} has no managed-ledger znode at {path}")
             data, stat = got
-            try:
-                await zk.session.run(zk.session.client.set, path, without_ledgers(data, ids), version=stat.version)
-            except BadVersionError:
-                continue
+            if await zk.kv.set(path, without_ledgers(data, ids), stat.version) is None:
+                continue  # written in between
             # Loading the topic again (internalStats does) makes the broker read the edited list.
             now_listed = set(ml_ledger_ids(await admin.internal_stats(t)))
             if not ids & now_listed:
@@ -92,7 +90,7 @@ async def drop_ledgers_from_metadata(
         else:
             raise AssertionError(f"{t} still lists {sorted(ids)} after {ATTEMPTS} edits")
 
-        after = await zk.session.get(path)
+        after = await zk.kv.get(path)
         assert after is not None and not ids & set(parse_managed_ledger_info(after[0]).ledger_ids)
         missing = await _missing_in_bookkeeper(zk, ids)
         assert not missing, f"ledgers {missing} vanished from BookKeeper: they would not be orphans"
@@ -166,20 +164,18 @@ async def edit_offload(
     t = TopicName.parse(str(topic))
     ids = set(ids)
     path = managed_ledger_path(t)
-    async with ZooKeeper(zk_hosts) as zk:
+    async with Stores(f"zk:{zk_hosts}") as zk:
         for _ in range(ATTEMPTS):
             await admin.unload(t)
-            got = await zk.session.get(path)
+            got = await zk.kv.get(path)
             if got is None:
                 raise AssertionError(f"{t} has no managed-ledger znode at {path}")
             data, stat = got
             edited = with_offload_fields(data, ids, bookkeeper_deleted=bookkeeper_deleted, timestamp_ms=timestamp_ms)
-            try:
-                await zk.session.run(zk.session.client.set, path, edited, version=stat.version)
-            except BadVersionError:
-                continue
+            if await zk.kv.set(path, edited, stat.version) is None:
+                continue  # written in between
             await admin.internal_stats(t)  # loaded again: the broker reads the edited record
-            after = await zk.session.get(path)
+            after = await zk.kv.get(path)
             assert after is not None
             info = parse_managed_ledger_info(after[0])
             offloads = [ld.offload if (ld := info.ledger(i)) is not None else None for i in ids]
@@ -193,10 +189,11 @@ async def edit_offload(
         raise AssertionError(f"{t}: the offloads of {sorted(ids)} not edited after {ATTEMPTS} attempts")
 
 
-async def _delete_recursive(zk: ZooKeeper, path: str) -> None:
+async def _delete_recursive(zk: Stores, path: str) -> None:
     for _ in range(ATTEMPTS):
         try:
-            await zk.session.run(zk.session.client.delete, path, recursive=True)
+            kv: Any = zk.kv  # ZooKeeper's: kazoo's recursive delete
+            await kv.run(kv.client.delete, path, recursive=True)
             return
         except NoNodeError:
             return
@@ -233,11 +230,11 @@ async def quiesce(admin: StagingAdmin, t: TopicName, *, interval: float = 0.5, t
     await eventually(settled, timeout=timeout, interval=0, what=f"{t} to settle")
 
 
-async def _delete_one_topic(admin: StagingAdmin, zk: ZooKeeper, t: TopicName) -> set[int]:
+async def _delete_one_topic(admin: StagingAdmin, zk: Stores, t: TopicName) -> set[int]:
     # internalStats loads the topic if it was not, so that the unload below runs against deleted znodes
     # (see the module docstring); quiescing first makes the ids read from the znodes the final ones.
     await quiesce(admin, t)
-    md = await zk.pulsar.read_topic(t)
+    md = await zk.pulsar.stored_topic(t)
     if md is None:
         raise AssertionError(f"{t} has no managed-ledger znode")
     # The znode lists the current ledger too: the broker writes it when it creates a ledger.
@@ -264,14 +261,14 @@ async def delete_topic_metadata_keep_ledgers(admin: StagingAdmin, zk_hosts: str,
     partitions = 0 if t.partition_index is not None else await partition_count(admin, t)
     members = [t.partition(i) for i in range(partitions)] if partitions else [t]
     ids: set[int] = set()
-    async with ZooKeeper(zk_hosts) as zk:
+    async with Stores(f"zk:{zk_hosts}") as zk:
         for m in members:
             ids |= await _delete_one_topic(admin, zk, m)
         if partitions:
             await _delete_recursive(zk, partitioned_metadata_path(t))
 
         for m in members:
-            assert await zk.session.get(managed_ledger_path(m)) is None, f"the broker re-created {m}'s znode"
+            assert await zk.kv.get(managed_ledger_path(m)) is None, f"the broker re-created {m}'s znode"
 
         async def gone() -> bool:
             for m in members:

@@ -18,11 +18,13 @@ from typing import Any
 from testkit.admin import StagingAdmin
 from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
-from worker.backends.zookeeper import ZooKeeper
+from worker.backends.stores import Stores
 
 REPO = Path(__file__).resolve().parents[1]
 STACK = REPO / "deploy" / "local" / "stack.sh"
 PROFILES = REPO / "deploy" / "local" / "profiles"
+# The supported Pulsar lines, one row each (what stack.sh, build.sh and the Makefile read too).
+PULSAR_LINES = REPO / "deploy" / "local" / "pulsar-lines.txt"
 
 
 @dataclass(frozen=True)
@@ -49,9 +51,53 @@ def key_values(path: Path) -> dict[str, str]:
     return dict(ln.split("=", 1) for ln in lines if "=" in ln and not ln.lstrip().startswith("#"))
 
 
+@dataclass(frozen=True)
+class PulsarLine:
+    """One row of ``deploy/local/pulsar-lines.txt``: a supported Pulsar line (its columns are described there)."""
+
+    line: str
+    version: str
+    java: int
+    java_home: str | None
+    dist: str | None
+    bookkeeper: str
+    offloader: str | None
+    placement: str | None
+    use: str
+
+
+def pulsar_lines() -> list[PulsarLine]:
+    """The rows of ``deploy/local/pulsar-lines.txt``, in its order (``-`` read as None)."""
+    rows = []
+    for text in PULSAR_LINES.read_text().splitlines():
+        cols = text.split()
+        if len(cols) < 9 or cols[0].startswith("#"):
+            continue
+        line, version, java, java_home, dist, bookkeeper, offloader, placement, use = (
+            None if c == "-" else c for c in cols[:9]
+        )
+        assert line and version and java and bookkeeper and use, f"{PULSAR_LINES}: incomplete row {text!r}"
+        rows.append(PulsarLine(line, version, int(java), java_home, dist, bookkeeper, offloader, placement, use))
+    return rows
+
+
+def pulsar_line(line: str) -> PulsarLine:
+    """The row of ``line`` (``"5.0"``), or of the ``default`` use (``"default"``)."""
+    return next(r for r in pulsar_lines() if line in (r.line, r.use))
+
+
+def line_of(version: str) -> PulsarLine | None:
+    """The row a ``PULSAR_VERSION`` runs as (deploy/local/lines.sh's rule): its version's, else its major.minor's."""
+    rows = pulsar_lines()
+    major_minor = ".".join(version.split(".")[:2])
+    return next((r for r in rows if r.version == version), next((r for r in rows if r.line == major_minor), None))
+
+
 def _profile_keys(name: str) -> set[str]:
-    """The variables a profile's data files set (deploy/local/profiles/): what places an instance."""
-    files = (PROFILES / f"{name}.env", PROFILES / "pulsar5" / f"{name}.env")
+    """The variables a profile's data files set (deploy/local/profiles/, and every line's placement of it):
+    what places an instance."""
+    placements = {r.placement for r in pulsar_lines() if r.placement}
+    files = (PROFILES / f"{name}.env", *(PROFILES / p / f"{name}.env" for p in sorted(placements)))
     return {k for f in files if f.exists() for k in key_values(f)}
 
 
@@ -197,7 +243,7 @@ def pulsar_home(profile: str | None = None) -> Path:
     assembly, per profile): its ``lib/`` and ``bin/pulsar``."""
     home = Path(stack_env(profile)["PULSAR_HOME"])
     if not (home / "lib").is_dir():
-        raise AssertionError(f"{home} holds no Pulsar yet (make stack-up)")
+        raise AssertionError(f"{home} holds no Pulsar yet (make pulsar-dist PULSAR_VERSION=...)")
     return home
 
 
@@ -258,7 +304,7 @@ async def admin_for(stack: Stack) -> AsyncIterator[StagingAdmin]:
 @contextlib.asynccontextmanager
 async def bookie_for(stack: Stack) -> AsyncIterator[BookieClient]:
     """The bookie HTTP API of ``stack``, its ambiguous 500s settled by the metadata store, as the worker does."""
-    async with new_session(30) as s, ZooKeeper(stack.zookeeper_hosts) as zk:
+    async with new_session(30) as s, Stores(f"zk:{stack.zookeeper_hosts}") as zk:
         yield BookieClient(stack.bookie_http_url, s, zk.bookkeeper.ledger_metadata_exists)
 
 

@@ -51,7 +51,7 @@ IN_CLUSTER: dict[str, Any] = {
         "admin_url": "http://pulsar-broker.pulsar.svc:8080",
     },
     "bookkeeper": {"http_url": "http://pulsar-bookie.pulsar.svc:8000"},
-    "zookeeper": {"hosts": "pulsar-zookeeper.pulsar.svc:2181"},
+    "zookeeper": {"metadata_store_url": "zk:pulsar-zookeeper.pulsar.svc:2181"},
     "offload": {"s3_targets": [{"driver": "aws-s3", "bucket": "pulsar-offload", "region": "us-east-1"}]},
     # The nightly jobs' report claims are mounted here (a URI such as s3a://bucket/path needs none).
     "nightly": {"report_dir": "/var/lib/ledger-deletion-reports", "pushgateway_url": "pushgateway.monitoring.svc:9091"},

@@ -1,15 +1,8 @@
-"""Two-phase ledger deletion for stock Apache Pulsar.
+"""Two-phase ledger deletion for stock Apache Pulsar (README.md, docs/design.md).
 
-Phase 1 queues a ``PendingDeleteLedgerInfo`` before a ledger id leaves its topic's metadata; phase 2 (the
-daemon, ``ledger-deletion-worker run``) drains the queue and deletes from BookKeeper or tiered storage only
-what the owner broker no longer uses and what storage metadata proves to be the announced ledger.
-
-The library's public API is here::
-
-    from worker import PendingDeleteLedgerInfo, PendingDeleteSender, load_settings
-
-Its names are imported on first use, so that ``import worker.<module>`` (the daemon, a Spark executor) does
-not load the Pulsar client through this package.
+The library's public API is here (``from worker import PendingDeleteLedgerInfo, PendingDeleteSender,
+load_settings``); its names are imported on first use, so that ``import worker.<module>`` (the daemon, a
+Spark executor) does not load the Pulsar client through this package.
 """
 
 from __future__ import annotations

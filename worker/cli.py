@@ -1,11 +1,7 @@
-"""``ledger-deletion-worker``: the daemon and the operator commands.
-
-Each command lives in its own module and registers itself here; ``run`` is the phase-2 daemon.
-
-Which configuration a command uses, in order: ``--config FILE`` (must exist); else ``$LDW_CONFIG`` (must
-exist); else no file: built-in defaults overlaid by ``LDW_*`` variables, and the command says so on
-stderr. No path is ever resolved relative to the current directory behind the operator's back: a
-``send`` run from another directory must not fall back to the production topics silently.
+"""``ledger-deletion-worker``: the daemon and the operator commands; each command lives in its own module
+and registers itself here. Which configuration a command uses (``--config``, else ``$LDW_CONFIG``, else
+defaults and ``LDW_*``; never a path relative to the current directory): docs/cli.md, "Which configuration
+file".
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ stops the process at start with the key's dotted name (see :func:`load_settings`
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,12 +20,14 @@ from pydantic import (
     PrivateAttr,
     SerializerFunctionWrapHandler,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_serializer,
     model_validator,
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from worker.formats.metadata_store_url import parse_metadata_service_uri, parse_metadata_store_url
 from worker.formats.topic_name import InvalidTopicName, TopicName
 
 
@@ -233,173 +234,76 @@ class BookKeeperSettings(_Section):
         return list(dict.fromkeys(str(u).rstrip("/") for u in [self.http_url, *self.http_urls]))
 
 
-def _zk_connect_string(v: str | None) -> str | None:
-    """``host:port[,host:port...][/chroot]`` (kazoo's form; ``null`` or empty: not configured)."""
-    if v is None or not v.strip():
-        return None
-    v = v.strip()
-    # "zk:127.0.0.1:2181" is Pulsar's metadataStoreUrl pasted whole; "zk:2181" is a host named zk.
-    pasted_url = v.startswith("zk:") and not re.split(r"[,/]", v[3:], maxsplit=1)[0].isdigit()
-    if "://" in v or v.startswith("metadata-store:") or pasted_url:
-        raise ValueError(f"{v!r}: write host:port[,host:port...][/chroot], without a zk: or zk:// scheme")
-    ensemble, slash, chroot = v.partition("/")
-    if slash and (not chroot or chroot.endswith("/") or "//" in chroot):
-        raise ValueError(f"{v!r}: the chroot must be a path like /pulsar (no trailing or double slash)")
-    for entry in ensemble.split(","):
-        host, colon, port = entry.strip().rpartition(":") if ":" in entry else (entry.strip(), "", "")
-        if not host or any(c.isspace() for c in host):
-            raise ValueError(f"{v!r}: {entry!r} is not a host[:port]")
-        if colon and not (port.isdigit() and 0 < int(port) < 65536):
-            raise ValueError(f"{v!r}: {entry!r} has no valid port")
-    return v
-
-
-# Pulsar's metadata stores other than ZooKeeper, by their metadataStoreUrl scheme.
-_OTHER_METADATA_STORES = ("oxia:", "etcd:", "rocksdb:", "memory:", "local-memory:")
-
-
-def _hosts_of_metadata_store_url(url: str) -> str:
-    """The connect string of Pulsar's ``metadataStoreUrl`` (``zk:host:port[,host:port...][/chroot]``, also
-    with ``metadata-store:`` before it)."""
-    v = url.strip().removeprefix("metadata-store:")
-    if v.startswith("zk:"):
-        return v[len("zk:") :].removeprefix("//")
-    if v.startswith(_OTHER_METADATA_STORES) or "://" in v:
-        raise ValueError(f"{url!r}: not a ZooKeeper metadata store; this worker reads ZooKeeper (zk:host:port)")
-    return v  # a bare connect string, as Pulsar also accepts
-
-
-def _store_of_metadata_service_uri(uri: str) -> tuple[str, str]:
-    """The connect string and ledgers root of BookKeeper's ``metadataServiceUri``
-    (``zk+hierarchical://host:port[;host:port...]/ledgers``, any ``zk`` ledger-manager scheme, or Pulsar's
-    ``metadata-store:zk:host:port/ledgers``). The ledger manager the scheme names is not needed: the store's
-    ``LAYOUT`` says which one wrote it."""
-    v = uri.strip()
-    if v.startswith("metadata-store:"):
-        rest = v.removeprefix("metadata-store:")
-        if not rest.startswith("zk:"):
-            raise ValueError(f"{uri!r}: not a ZooKeeper metadata store; this worker reads ZooKeeper")
-        rest = rest.removeprefix("zk:").removeprefix("//")
-    else:
-        scheme, sep, rest = v.partition("://")
-        if not sep or not re.fullmatch(r"zk(\+[a-z]+)?", scheme):
-            raise ValueError(
-                f"{uri!r}: write it as the bookies' metadataServiceUri, e.g. zk+hierarchical://host:2181/ledgers"
-            )
-    ensemble, slash, path = rest.partition("/")
-    hosts = ensemble.replace(";", ",")
-    if not slash or not path:
-        raise ValueError(f"{uri!r}: no ledgers root (the path after the hosts, e.g. /ledgers)")
-    return hosts, "/" + path
+# The keys each store had before its URL was its one spelling, and the URL key that replaced them.
+_OLD_KEYS = {
+    "hosts": "metadata_store_url",
+    "bookkeeper_hosts": "metadata_service_uri",
+    "ledgers_root": "metadata_service_uri",
+}
+_URL_OF = {
+    "metadata_store_url": "the brokers' metadataStoreUrl",
+    "metadata_service_uri": "the bookies' metadataServiceUri",
+}
 
 
 class ZooKeeperSettings(_Section):
-    hosts: str | None = Field(
-        "127.0.0.1:2181",
-        description=(
-            "Pulsar's metadata store: the brokers' metadataStoreUrl without its zk: "
-            '(host:port[,host:port...][/chroot]). Managed ledgers, cursors, schemas: half of every "topic gone" proof. '
-            "Required by run; the worker refuses to start unless the pending topic's managed ledger is found there."
-        ),
-    )
-    bookkeeper_hosts: str | None = Field(
-        None,
-        description=(
-            "BookKeeper's metadata store (the ensemble of the bookies' metadataServiceUri) when it is not Pulsar's: "
-            "ledger metadata under ledgers_root and the registered bookies. Unset: hosts. Proven at start by the "
-            "current ledger Pulsar's store lists for the pending topic."
-        ),
-    )
-    ledgers_root: str = Field(
-        "/ledgers",
-        description="BookKeeper's ledgers root in its metadata store (the path of the bookies' metadataServiceUri).",
-    )
-    timeout_s: float = Field(10.0, gt=0, description="ZooKeeper session timeout, seconds; also bounds each call.")
+    """Both metadata stores, each by the one URL its own servers are configured with; the URL's scheme
+    chooses the provider (ZooKeeper's only)."""
+
     metadata_store_url: str | None = Field(
-        None,
+        "zk:127.0.0.1:2181",
         description=(
-            "Pulsar's metadata store as the brokers' metadataStoreUrl, pasted as is (zk:host:port[,...][/chroot]): "
-            "sets hosts (which must then be unset or equal)."
+            "Pulsar's metadata store: the brokers' metadataStoreUrl as is (zk:host:port[,host:port...][/chroot]). "
+            'Managed ledgers, cursors, schemas: half of every "topic gone" proof. Required by run; the worker refuses '
+            "to start unless the pending topic's managed ledger is found there. Empty: the operator commands run "
+            "without a metadata store. Only ZooKeeper is supported (oxia: and etcd: are refused)."
         ),
     )
     metadata_service_uri: str | None = Field(
         None,
         description=(
-            "BookKeeper's metadata store as the bookies' metadataServiceUri, pasted as is "
-            "(zk+hierarchical://host:port[;host:port...]/ledgers): sets bookkeeper_hosts and ledgers_root (which "
-            "must then be unset or equal)."
+            "BookKeeper's metadata store: the bookies' metadataServiceUri as is "
+            "(zk+hierarchical://host:port[;host:port...]/ledgers, or metadata-store:zk:host:port/ledgers): ledger "
+            "metadata and the registered bookies. Unset: Pulsar's store, under /ledgers. Proven at start by the "
+            "current ledger Pulsar's store lists for the pending topic."
         ),
     )
+    timeout_s: float = Field(10.0, gt=0, description="Metadata store session timeout, seconds; also bounds each call.")
 
     @model_validator(mode="before")
     @classmethod
-    def _from_urls(cls, data: Any) -> Any:
-        """The URLs an operator already has, turned into the keys they stand for; a key given beside its URL
-        must say the same."""
-        if not isinstance(data, dict):
-            return data
-        d = dict(data)
-        if url := d.get("metadata_store_url"):
-            try:
-                hosts = _zk_connect_string(_hosts_of_metadata_store_url(str(url)))
-            except ValueError as e:
-                raise ValueError(f"zookeeper.metadata_store_url {e}") from e
-            if hosts:
-                _agree(d, "hosts", hosts, "metadata_store_url")
-                d["hosts"] = hosts
-        if uri := d.get("metadata_service_uri"):
-            try:
-                bk_hosts, root = _store_of_metadata_service_uri(str(uri))
-                bk_hosts = _zk_connect_string(bk_hosts) or ""
-            except ValueError as e:
-                raise ValueError(f"zookeeper.metadata_service_uri {e}") from e
-            _agree(d, "bookkeeper_hosts", bk_hosts, "metadata_service_uri")
-            _agree(d, "ledgers_root", root, "metadata_service_uri")
-            d["bookkeeper_hosts"], d["ledgers_root"] = bk_hosts, root
-        return d
+    def _old_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for old, new in _OLD_KEYS.items():
+                if old in data:
+                    raise ValueError(f"zookeeper.{old} is no longer read: set zookeeper.{new} ({_URL_OF[new]}, as is)")
+        return data
 
-    @field_validator("hosts", "bookkeeper_hosts")
+    @field_validator("metadata_store_url", "metadata_service_uri")
     @classmethod
-    def _connect_string(cls, v: str | None) -> str | None:
-        return _zk_connect_string(v)
-
-    @field_validator("ledgers_root")
-    @classmethod
-    def _root(cls, v: str) -> str:
-        if not v.startswith("/") or "//" in v or any(c.isspace() for c in v):
-            raise ValueError(f"{v!r}: must be an absolute znode path like /ledgers")
-        return v.rstrip("/") or "/"
+    def _url(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is None or not v.strip() or v.strip() == "null":
+            return None
+        # A ValueError (UnsupportedMetadataStore): refused at load, naming the key.
+        (parse_metadata_store_url if info.field_name == "metadata_store_url" else parse_metadata_service_uri)(v)
+        return v.strip()
 
     @model_validator(mode="after")
     def _pair(self) -> ZooKeeperSettings:
-        if self.bookkeeper_hosts and not self.hosts:
+        if self.metadata_service_uri and not self.metadata_store_url:
             raise ValueError(
-                "zookeeper.bookkeeper_hosts is set but zookeeper.hosts is empty: Pulsar's metadata store is needed too"
+                "zookeeper.metadata_service_uri is set but zookeeper.metadata_store_url is empty: Pulsar's metadata "
+                "store is needed too"
             )
         return self
 
     @property
-    def bookkeeper_store(self) -> str | None:
-        """BookKeeper's metadata store: ``bookkeeper_hosts``, else Pulsar's (``hosts``)."""
-        return self.bookkeeper_hosts or self.hosts
-
-    @property
-    def bookkeeper_store_key(self) -> str:
-        """The key that names BookKeeper's metadata store, for error messages."""
-        if self.metadata_service_uri:
-            return "zookeeper.metadata_service_uri"
-        return "zookeeper.bookkeeper_hosts" if self.bookkeeper_hosts else self.pulsar_store_key
-
-    @property
-    def pulsar_store_key(self) -> str:
-        """The key that names Pulsar's metadata store, for error messages."""
-        return "zookeeper.metadata_store_url" if self.metadata_store_url else "zookeeper.hosts"
-
-
-def _agree(data: dict[str, Any], key: str, value: str, url_key: str) -> None:
-    given = data.get(key)
-    if given is not None and str(given).rstrip("/") != value.rstrip("/"):
-        raise ValueError(f"zookeeper.{key} {given!r} and zookeeper.{url_key} (which means {value!r}) disagree: set one")
+    def bookkeeper_uri(self) -> str | None:
+        """BookKeeper's metadata store: ``metadata_service_uri``, else Pulsar's store under /ledgers (as a broker
+        derives its ``bookkeeperMetadataServiceUri``); None without a store."""
+        if self.metadata_service_uri or not self.metadata_store_url:
+            return self.metadata_service_uri
+        return f"metadata-store:{self.metadata_store_url}/ledgers"
 
 
 class S3Target(_Section):
@@ -711,8 +615,8 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _cross(self) -> Settings:
-        if self.bookkeeper.delete_via == "zookeeper" and not self.zookeeper.hosts:
-            raise ValueError("bookkeeper.delete_via=zookeeper needs zookeeper.hosts")
+        if self.bookkeeper.delete_via == "zookeeper" and not self.zookeeper.metadata_store_url:
+            raise ValueError("bookkeeper.delete_via=zookeeper needs zookeeper.metadata_store_url")
         return self
 
 

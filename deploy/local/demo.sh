@@ -48,7 +48,7 @@ cat >"$work/demo.yaml" <<EOF
 pulsar: {service_url: $PULSAR_SERVICE_URL, admin_url: $PULSAR_ADMIN_URL}
 topics: {pending: $base, retry: $base-RETRY, dlq: $base-DLQ, parallelism: 2}
 bookkeeper: {http_url: $BOOKIE_HTTP_URL}
-zookeeper: {hosts: "$ZOOKEEPER_HOSTS"}
+zookeeper: {metadata_store_url: "zk:$ZOOKEEPER_HOSTS"}
 offload:
   s3_targets: [{bucket: $S3_BUCKET, endpoint: $S3_ENDPOINT, region: us-east-1, access_key_id: testing, secret_access_key: testing}]
 worker: {send_delay_s: 1, min_ledger_age_s: $MIN_AGE, snapshot_ttl_s: 2, in_use_retry_s: 2, backoff_initial_s: 1, backoff_max_s: 5, stats_poll_interval_s: 1}

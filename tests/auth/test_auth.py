@@ -29,7 +29,7 @@ from testkit.harness import WorkerHarness, create_ledgers, pulsar_ml_metadata
 from testkit.stack import REPO, pulsar_home
 from testkit.topics import count_from_earliest, produce
 from tests.auth.conftest import AuthStack
-from worker.backends.zookeeper import ZooKeeper
+from worker.backends.stores import Stores
 
 SYSTEM_NS = "pulsar/system"
 
@@ -126,7 +126,7 @@ def test_least_privileged_roles_delete_orphans_and_keep_live_ledgers(
             assert r.returncode == 0, r.stderr[-2000:]
 
         async def settled() -> tuple[bool, bool]:
-            async with ZooKeeper(auth_stack.zookeeper_hosts) as zk:
+            async with Stores(f"zk:{auth_stack.zookeeper_hosts}") as zk:
                 gone = [not await zk.bookkeeper.ledger_metadata_exists(i) for i in orphans]
                 live = await zk.bookkeeper.ledger_metadata_exists(live_ledger)
             return all(gone), live
@@ -267,7 +267,7 @@ def test_nightly_jobs_with_least_privileged_roles(auth_stack: AuthStack, namespa
     assert "3 dead letters read; acknowledged 3" in r.stdout, r.stdout[-2000:]
 
     async def gone() -> list[bool]:
-        async with ZooKeeper(auth_stack.zookeeper_hosts) as zk:
+        async with Stores(f"zk:{auth_stack.zookeeper_hosts}") as zk:
             return [not await zk.bookkeeper.ledger_metadata_exists(i) for i in orphans]
 
     assert all(asyncio.run(gone()))

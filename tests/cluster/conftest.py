@@ -144,7 +144,7 @@ async def cadmin(cluster: Cluster) -> AsyncIterator[PulsarAdmin]:
 @pytest.fixture
 async def cbookie(cluster: Cluster) -> AsyncIterator[BookieClient]:
     """Bookie 1's HTTP API (it answers for ledgers on either bookie), ambiguous 500s settled by ZooKeeper."""
-    from worker.backends.zookeeper import ZooKeeper
+    from worker.backends.stores import Stores
 
-    async with new_session(30) as s, ZooKeeper(cluster.zookeeper_hosts) as zk:
+    async with new_session(30) as s, Stores(f"zk:{cluster.zookeeper_hosts}") as zk:
         yield BookieClient(cluster.bookie_http_url, s, zk.bookkeeper.ledger_metadata_exists)

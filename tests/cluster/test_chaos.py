@@ -34,7 +34,7 @@ from tests.cluster.placement import spread
 from tests.integration.helpers import HttpProxy
 from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
-from worker.backends.zookeeper import ZooKeeper
+from worker.backends.stores import Stores
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
@@ -127,10 +127,10 @@ async def test_chaos_run(
         for t in topics:
             stats = await StagingAdmin(owners[t], session).internal_stats(TopicName.parse(t))
             live[t] = ml_ledger_ids(stats)[:-1]
-    async with ZooKeeper(cluster.zookeeper_hosts) as zk:
+    async with Stores(f"zk:{cluster.zookeeper_hosts}") as zk:
         live_ctx: dict[tuple[str, int], OffloadContext] = {}
         for t, ids in offloaded.items():
-            md = await zk.pulsar.read_topic(TopicName.parse(t))
+            md = await zk.pulsar.stored_topic(TopicName.parse(t))
             assert md is not None
             for ld in md.managed_ledger.ledgers:
                 o = ld.offload
@@ -235,7 +235,7 @@ async def test_chaos_run(
 
         # Asked of ZooKeeper, not of the bookie HTTP API: that API serves one request at a time, and
         # polling ~900 ledgers through it would starve the worker's own deletes.
-        async with ZooKeeper(cluster.zookeeper_hosts) as zk:
+        async with Stores(f"zk:{cluster.zookeeper_hosts}") as zk:
 
             async def orphans_gone() -> bool:
                 for i in all_orphans:
@@ -275,7 +275,7 @@ async def test_chaos_run(
         assert got & {"deleted", "already_gone"}, f"orphan {lid}: {got}"
     for _, lid, _ in stale:
         assert final.get(("OFFLOAD_LEDGER", lid), set()) & {"deleted", "already_gone"}
-    async with ZooKeeper(cluster.zookeeper_hosts) as zk:
+    async with Stores(f"zk:{cluster.zookeeper_hosts}") as zk:
         for lid in all_live:
             assert "deleted" not in final.get(("LEDGER", lid), set()), f"live ledger {lid} deleted"
             assert await zk.bookkeeper.ledger_metadata_exists(lid), f"live ledger {lid} missing"

@@ -20,7 +20,7 @@ from tests.cluster.conftest import Cluster
 from tests.conftest import Stack
 from worker.backends.bookie_http import BookieClient, BookieNotInCluster
 from worker.backends.http import new_session
-from worker.backends.zookeeper import ZooKeeper
+from worker.backends.stores import Stores
 
 
 def test_a_bookie_of_another_cluster_refuses_to_start(
@@ -43,8 +43,8 @@ def test_a_bookie_of_another_cluster_refuses_to_start(
 async def test_each_clusters_bookies_belong_to_it_and_to_no_other(stack: Stack, cluster: Cluster) -> None:
     async with (
         new_session(30) as s,
-        ZooKeeper(stack.zookeeper_hosts) as standalone,
-        ZooKeeper(cluster.zookeeper_hosts) as other,
+        Stores(f"zk:{stack.zookeeper_hosts}") as standalone,
+        Stores(f"zk:{cluster.zookeeper_hosts}") as other,
     ):
         # Ids from bookieId (the standalone's) and from advertisedAddress:bookiePort (the cluster's).
         await BookieClient(
@@ -67,7 +67,7 @@ async def test_a_foreign_bookie_never_serves_a_call(stack: Stack, cluster: Clust
     ids = create_ledgers(stack, 2, pulsar_ml_metadata(topic))
     foreign, real = cluster.bookie_http_url.rstrip("/"), stack.bookie_http_url.rstrip("/")
     calls: Counter[tuple[str, str, str]] = Counter()
-    async with new_session(30) as s, ZooKeeper(stack.zookeeper_hosts) as zk:
+    async with new_session(30) as s, Stores(f"zk:{stack.zookeeper_hosts}") as zk:
         bookie = BookieClient(
             [foreign, real],  # the foreign one first: with nothing in flight it is the first choice
             s,
@@ -91,7 +91,7 @@ async def test_a_foreign_bookie_never_serves_a_call(stack: Stack, cluster: Clust
 async def test_a_foreign_bookie_is_never_asked_to_collect(stack: Stack, cluster: Cluster) -> None:
     """bookkeeper.gc_trigger_bytes: the garbage collection request goes to proven bookies only."""
     calls: list[tuple[str, str, str]] = []
-    async with new_session(30) as s, ZooKeeper(cluster.zookeeper_hosts) as other:
+    async with new_session(30) as s, Stores(f"zk:{cluster.zookeeper_hosts}") as other:
         client = BookieClient(
             [cluster.bookie_http_url, stack.bookie_http_url],
             s,

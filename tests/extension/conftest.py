@@ -5,7 +5,7 @@ Every test here is marked ``extension`` (and ``integration``). The session fixtu
 20 s and one JVM) if it is not up, and stops it after the last test unless it was already up or
 ``LDW_EXTENSION_KEEP=1``; ``LDW_EXTENSION=0`` skips these tests, saying so. ``LDW_EXT_<VAR>`` sets its
 ``<VAR>`` (``LDW_EXT_WEB_PORT``, ...); the same jar runs on every line ``stack.sh`` can start
-(``LDW_EXT_PULSAR_VERSION``, else ``PULSAR_VERSION``; a line other than 4.0.8 keeps its data apart).
+(``LDW_EXT_PULSAR_VERSION``, else ``PULSAR_VERSION``; a line other than the default one keeps its data apart).
 """
 
 from __future__ import annotations
@@ -22,7 +22,17 @@ import pytest
 import yaml
 
 from testkit.harness import WorkerHarness
-from testkit.stack import REPO, Profile, admin_for, bookie_for, mark_directory, running, stack_of
+from testkit.stack import (
+    REPO,
+    Profile,
+    admin_for,
+    bookie_for,
+    line_of,
+    mark_directory,
+    pulsar_line,
+    running,
+    stack_of,
+)
 from tests.conftest import Stack
 from worker.backends.bookie_http import BookieClient
 from worker.broker.admin import PulsarAdmin
@@ -32,10 +42,12 @@ PENDING = "persistent://pulsar/system/__ledger_deletion"
 
 
 def _extension() -> Profile:
-    version = os.environ.get("LDW_EXT_PULSAR_VERSION", os.environ.get("PULSAR_VERSION", "4.0.8"))
+    default = pulsar_line("default").version
+    version = os.environ.get("LDW_EXT_PULSAR_VERSION", os.environ.get("PULSAR_VERSION", default))
     placement = {"PULSAR_VERSION": version}
-    if version != "4.0.8" and not version.startswith("5."):
-        # Another 4.x line on data of its own (5.x has its own in profiles/pulsar5/extension.env).
+    line = line_of(version)
+    if version != default and not (line and line.placement):
+        # Another line on data of its own (deploy/local/pulsar-lines.txt's placement gives 5.0 its own).
         placement["STACK_DIR"] = str(REPO / "deploy" / "local" / f".data-extension-{version}")
     return Profile("extension", placement, prefix="LDW_EXT_", off="LDW_EXTENSION", keep="LDW_EXTENSION_KEEP")
 

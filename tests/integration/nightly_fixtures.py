@@ -13,7 +13,7 @@ from testkit.topics import eventually
 from tests.conftest import Stack
 from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import TcpProxy
-from worker.backends.zookeeper import ZooKeeper
+from worker.backends.stores import Stores
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import REASON, RECONSUMETIMES
 from worker.operations.queue_status import _backlog
@@ -94,7 +94,7 @@ async def replay_backlog(admin: PulsarAdmin, settings: Settings) -> int:
 
 
 async def existing(stack: Stack, ids: list[int]) -> set[int]:
-    async with ZooKeeper(stack.zookeeper_hosts) as zk:
+    async with Stores(f"zk:{stack.zookeeper_hosts}") as zk:
         return {i for i in ids if await zk.bookkeeper.ledger_metadata_exists(i)}
 
 

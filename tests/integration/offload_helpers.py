@@ -8,7 +8,7 @@ from typing import Any
 
 from testkit.topics import eventually, ml_ledger_ids
 from tests.conftest import Stack
-from worker.backends.zookeeper import ZooKeeper
+from worker.backends.stores import Stores
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
@@ -32,8 +32,8 @@ async def offload_topic(admin: PulsarAdmin, topic: TopicName) -> list[int]:
 
 async def offload_contexts(stack: Stack, topic: TopicName) -> dict[int, OffloadContext]:
     """Each completely offloaded ledger of ``topic`` and its offload context, as the metadata store records them."""
-    async with ZooKeeper(stack.zookeeper_hosts) as zk:
-        md = await zk.pulsar.read_topic(topic)
+    async with Stores(f"zk:{stack.zookeeper_hosts}") as zk:
+        md = await zk.pulsar.stored_topic(topic)
     assert md is not None
     out = {}
     for ld in md.managed_ledger.ledgers:
@@ -61,7 +61,7 @@ def settings(stack: Stack, **offload: Any) -> Settings:
         {
             "pulsar": {"service_url": stack.service_url, "admin_url": stack.admin_url},
             "bookkeeper": {"http_url": stack.bookie_http_url},
-            "zookeeper": {"hosts": stack.zookeeper_hosts},
+            "zookeeper": {"metadata_store_url": f"zk:{stack.zookeeper_hosts}"},
             "offload": offload,
         }
     )

@@ -14,7 +14,7 @@ from tests.conftest import Stack
 from tests.integration.conftest import WorkerFactory
 from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
-from worker.backends.zookeeper import ZooKeeper
+from worker.backends.stores import Stores
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 
 pytestmark = pytest.mark.integration
@@ -24,7 +24,7 @@ async def test_a_refusing_bookie_is_skipped_and_the_answering_one_serves(stack: 
     dead = f"http://127.0.0.1:{free_port()}"
     ids = create_ledgers(stack, 4, pulsar_ml_metadata(f"persistent://public/default/spread-{unique}"))
     calls: Counter[tuple[str, str, str]] = Counter()
-    async with new_session(30) as s, ZooKeeper(stack.zookeeper_hosts) as zk:
+    async with new_session(30) as s, Stores(f"zk:{stack.zookeeper_hosts}") as zk:
         # The dead endpoint is listed first: with nothing in flight it is the first choice.
         bookie = BookieClient(
             [dead, stack.bookie_http_url],
@@ -80,7 +80,7 @@ async def test_worker_with_a_dead_bookie_endpoint_deletes_through_the_live_one(
     calls = "ledger_deletion_bookie_http_requests_total"
     assert h.metric(calls, bookie=real, operation="delete", outcome="200") == len(ids)
     assert h.metric(calls, bookie=dead, outcome="unreachable") >= 1
-    async with new_session(30) as s, ZooKeeper(stack.zookeeper_hosts) as zk:
+    async with new_session(30) as s, Stores(f"zk:{stack.zookeeper_hosts}") as zk:
         bookie = BookieClient(stack.bookie_http_url, s, zk.bookkeeper.ledger_metadata_exists)
         for lid in ids:
             assert await bookie.get_metadata(lid) is None

@@ -34,7 +34,7 @@ from tests.integration.helpers import (
     worker_config,
 )
 from worker.backends.bookie_http import BookieClient
-from worker.backends.zookeeper import ZooKeeper
+from worker.backends.stores import Stores
 from worker.broker.admin import PulsarAdmin
 from worker.broker.snapshot_cache import snapshot_cache
 from worker.core.decision import Outcome
@@ -54,7 +54,7 @@ def compacted_metadata(topic: TopicName) -> dict[str, str]:
 
 async def scan(stack: Stack, admin: PulsarAdmin, bookie: BookieClient, ns: str) -> dict[int, Decision]:
     """The scanner of ``scan`` / ``audit``, on this namespace only (other tests make orphans elsewhere)."""
-    async with ZooKeeper(stack.zookeeper_hosts) as zk:
+    async with Stores(f"zk:{stack.zookeeper_hosts}") as zk:
         snapshots = snapshot_cache(admin, WorkerSettings(), zk, ttl_s=0.5)
         report = await Scanner(bookie, snapshots, zk.pulsar, min_age_s=0, namespaces=[ns]).scan()
     return {d.ledger_id: d for d in report.decisions}

@@ -192,7 +192,7 @@ def test_fuzzed_messages_never_escape_the_decision_and_connect_nowhere(
         {
             "pulsar": {"service_url": stack.service_url, "admin_url": stack.admin_url},
             "bookkeeper": {"http_url": stack.bookie_http_url},
-            "zookeeper": {"hosts": stack.zookeeper_hosts},
+            "zookeeper": {"metadata_store_url": f"zk:{stack.zookeeper_hosts}"},
             "offload": {
                 "s3_targets": [
                     {

@@ -13,7 +13,7 @@ from testkit.harness import LedgerWriter, create_ledgers, recover_with_bookkeepe
 from tests.conftest import Stack
 from worker.backends.bookie_http import BookieClient
 from worker.backends.ledger_recovery import LedgerRecovery, Unrecoverable
-from worker.backends.zookeeper import ZooKeeper
+from worker.backends.stores import Stores
 from worker.formats import ledger_metadata_record as record
 
 pytestmark = pytest.mark.integration
@@ -22,19 +22,19 @@ NOT_PULSAR = {"application": "ldw-recovery-test"}  # no scan or worker of anothe
 
 
 @pytest.fixture
-async def zk(stack: Stack) -> AsyncIterator[ZooKeeper]:
-    async with ZooKeeper(stack.zookeeper_hosts) as z:
+async def zk(stack: Stack) -> AsyncIterator[Stores]:
+    async with Stores(f"zk:{stack.zookeeper_hosts}") as z:
         yield z
 
 
-async def stored(zk: ZooKeeper, ledger_id: int) -> tuple[bytes, int]:
-    got = await zk.session.get(await zk.bookkeeper.ledger_path(ledger_id))
+async def stored(zk: Stores, ledger_id: int) -> tuple[bytes, int]:
+    got = await zk.kv.get(await zk.bookkeeper.ledger_path(ledger_id))
     assert got is not None
     return got[0], int(got[1].version)
 
 
 async def test_a_live_writer_is_fenced_and_its_ledger_closed_after_its_last_confirmed_add(
-    stack: Stack, zk: ZooKeeper, bookie: BookieClient
+    stack: Stack, zk: Stores, bookie: BookieClient
 ) -> None:
     writer = await asyncio.to_thread(LedgerWriter, stack, NOT_PULSAR)
     try:
@@ -73,7 +73,7 @@ async def test_a_live_writer_is_fenced_and_its_ledger_closed_after_its_last_conf
     [("CRC32C", "", 7), ("CRC32C", "", 0), ("CRC32", "", 4), ("MAC", "a-password", 4), ("DUMMY", "", 4)],
 )
 async def test_it_closes_where_bookkeepers_own_recovery_closes(
-    stack: Stack, zk: ZooKeeper, digest: str, password: str, entries: int
+    stack: Stack, zk: Stores, digest: str, password: str, entries: int
 ) -> None:
     # Two writers that died with the same entries written: one ledger recovered by the worker, the other
     # by BookKeeper's recovery open. The last entry (never confirmed by a later add) is found and verified
@@ -87,7 +87,7 @@ async def test_it_closes_where_bookkeepers_own_recovery_closes(
     assert done.last_entry_id == entries - 1
 
 
-async def test_a_ledger_whose_password_is_not_its_metadatas_cannot_be_recovered(stack: Stack, zk: ZooKeeper) -> None:
+async def test_a_ledger_whose_password_is_not_its_metadatas_cannot_be_recovered(stack: Stack, zk: Stores) -> None:
     # The bookie refuses a master key that is not the writer's: the worker says so and changes nothing
     # more than BookKeeper's recovery would have (the record is IN_RECOVERY, as after a failed recovery).
     [lid] = await asyncio.to_thread(create_ledgers, stack, 1, NOT_PULSAR, 2, leave_open=True, password="right")

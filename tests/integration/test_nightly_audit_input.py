@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Stack
-from worker.backends.kazoo_handler import kazoo_client
+from worker.backends.zookeeper import kazoo_client
 from worker.formats.metadata_paths import hierarchical_ledger_path
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -48,7 +48,7 @@ def test_a_pickle_in_a_ledger_znode_is_never_unpickled(stack: Stack, unique: str
             None,
             pulsar={"service_url": stack.service_url, "admin_url": stack.admin_url},
             bookkeeper={"http_url": stack.bookie_http_url},
-            zookeeper={"hosts": stack.zookeeper_hosts},
+            zookeeper={"metadata_store_url": f"zk:{stack.zookeeper_hosts}"},
         )
         rows = [r.asDict() for r in audit_ledgers(spark, settings, min_age_s=0, ledgers_root=root).collect()]
     finally:
@@ -83,7 +83,7 @@ async def test_bookie_json_rows_are_judged_as_the_znode_rows(stack: Stack, test_
     settings = load_settings(
         None,
         pulsar={"service_url": stack.service_url, "admin_url": stack.admin_url},
-        zookeeper={"hosts": stack.zookeeper_hosts},
+        zookeeper={"metadata_store_url": f"zk:{stack.zookeeper_hosts}"},
     )
     from_znode, from_json = [
         await judge_ledgers(settings, [row], min_age_s=0, namespaces=[test_namespace])

@@ -221,7 +221,7 @@ def test_first_run_on_an_empty_dlq_reports_nothing(stack: Stack, unique: str, tm
         None,
         pulsar={"service_url": stack.service_url, "admin_url": stack.admin_url},
         topics={"dlq": f"persistent://pulsar/system/__never-written-{unique}-DLQ"},
-        zookeeper={"hosts": stack.zookeeper_hosts},
+        zookeeper={"metadata_store_url": f"zk:{stack.zookeeper_hosts}"},
     )
     s = replay(spark, settings, ReplayOptions(str(tmp_path / "fresh-reports")))
     assert (s.read, s.rows, s.acknowledged) == (0, {}, 0)

@@ -16,8 +16,7 @@ from tests.conftest import Stack
 from tests.integration.helpers import quiet_logger
 from worker.backends.bookie_http import BookieClient
 from worker.backends.bookkeeper_store import LedgerMetadataChanged
-from worker.backends.zookeeper import ZooKeeper
-from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
+from worker.backends.stores import Stores
 from worker.broker.admin import PulsarAdmin, TopicNotFound
 from worker.errors import BackendError
 from worker.formats.metadata_paths import hierarchical_ledger_path
@@ -179,13 +178,13 @@ async def test_zookeeper_delete_removes_an_orphan_once(
     victim, neighbour = ids[0], ids[1]
     await drop_ledgers_from_metadata(admin, stack.zookeeper_hosts, topic, [victim])
 
-    zk = ZooKeeper(stack.zookeeper_hosts)
+    zk = Stores(f"zk:{stack.zookeeper_hosts}")
     await zk.start()
-    deleter = ZooKeeperLedgerStore(zk.bookkeeper)
+    deleter = zk.bookkeeper
     try:
         path = await zk.bookkeeper.ledger_path(victim)
         assert path == hierarchical_ledger_path(victim)
-        assert await zk.session.exists(path) is not None  # the layout we compute is where BookKeeper wrote it
+        assert await zk.kv.exists(path) is not None  # the layout we compute is where BookKeeper wrote it
         assert await zk.bookkeeper.ledger_metadata_exists(victim)
 
         got = await deleter.read(victim)
@@ -217,7 +216,7 @@ async def test_versioned_delete_refuses_changed_metadata(
     victim = ml_ledger_ids(await admin.internal_stats(topic))[0]
     await drop_ledgers_from_metadata(admin, stack.zookeeper_hosts, topic, [victim])
 
-    async with ZooKeeper(stack.zookeeper_hosts) as zk:
+    async with Stores(f"zk:{stack.zookeeper_hosts}") as zk:
         version = await zk.bookkeeper.ledger_metadata_version(victim)
         assert version is not None
         with pytest.raises(LedgerMetadataChanged):
@@ -240,8 +239,8 @@ async def test_read_topic_matches_the_brokers_view(
     cursor_id = await cursor_ledger(admin, topic, sub)
     info = await admin.internal_info(topic)
 
-    async with ZooKeeper(stack.zookeeper_hosts) as zk:
-        md = await zk.pulsar.read_topic(topic)
+    async with Stores(f"zk:{stack.zookeeper_hosts}") as zk:
+        md = await zk.pulsar.stored_topic(topic)
         assert md is not None
         assert list(md.ledger_ids) == [int(ld["ledgerId"]) for ld in info["ledgers"]]
         for ours, theirs in zip(md.managed_ledger.ledgers, info["ledgers"], strict=True):
@@ -250,10 +249,10 @@ async def test_read_topic_matches_the_brokers_view(
         assert md.cursor_ledger_ids == {sub: cursor_id}
         assert md.version == info["version"]
 
-        assert await zk.pulsar.read_topic(TopicName.parse(f"persistent://{test_namespace}/never-{unique}")) is None
+        assert await zk.pulsar.stored_topic(TopicName.parse(f"persistent://{test_namespace}/never-{unique}")) is None
 
 
 async def test_unreachable_zookeeper_is_a_backend_error() -> None:
-    zk = ZooKeeper("127.0.0.1:1", timeout_s=1.0)  # nothing listens on port 1
+    zk = Stores("zk:127.0.0.1:1", timeout_s=1.0)  # nothing listens on port 1
     with pytest.raises(BackendError, match="zookeeper"):
         await zk.start()

@@ -23,7 +23,7 @@ from testkit.topics import eventually
 from tests.conftest import Stack
 from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import TcpProxy
-from worker.backends.zookeeper import ZooKeeper
+from worker.backends.stores import Stores
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +49,7 @@ async def test_the_delete_rate_halves_while_zookeeper_is_slow_and_recovers(
     try:
         w = make_worker(
             f"paced-{unique}",
-            zookeeper={"hosts": f"127.0.0.1:{proxy.port}"},
+            zookeeper={"metadata_store_url": f"zk:127.0.0.1:{proxy.port}"},
             bookkeeper={"delete_via": "zookeeper"},
             worker={
                 "deletes_per_second": 40,
@@ -105,7 +105,7 @@ async def test_the_delete_rate_halves_while_zookeeper_is_slow_and_recovers(
 
         await eventually(drained, timeout=240, interval=1, what="every orphan deleted")
         assert deleted_while_slow < ORPHANS, "the backlog was gone before ZooKeeper slowed: nothing was paced"
-        async with ZooKeeper(stack.zookeeper_hosts) as zk:
+        async with Stores(f"zk:{stack.zookeeper_hosts}") as zk:
             assert not [lid for lid in ids if await zk.bookkeeper.ledger_metadata_exists(lid)]
         assert w.metric("ledger_deletion_dlq_total") == 0
     finally:
@@ -123,7 +123,7 @@ async def test_an_idle_worker_holds_its_pace_while_zookeeper_is_slow(
     proxy.up()
     try:
         # The pace's defaults, as on a first `make run`: nothing queued, ever.
-        w = make_worker(f"idle-{unique}", zookeeper={"hosts": f"127.0.0.1:{proxy.port}"}, start=False)
+        w = make_worker(f"idle-{unique}", zookeeper={"metadata_store_url": f"zk:127.0.0.1:{proxy.port}"}, start=False)
         w.start(timeout=120)
         start_rate = w.metric("ledger_deletion_pace_deletes_per_second")
         assert start_rate == 50  # a tenth of the 500/s ceiling

@@ -35,13 +35,13 @@ from tests.integration.helpers import (
     worker_config,
 )
 from worker.backends.ledger_listing import read_listing
-from worker.backends.pulsar_metadata import PulsarMetadata, StoredTopic
-from worker.backends.zookeeper import ZooKeeper
-from worker.backends.zookeeper_session import ZooKeeperSession
+from worker.backends.pulsar_store import PulsarStore
+from worker.backends.stores import Stores
 from worker.broker.admin import PulsarAdmin
 from worker.broker.live_state_reader import LiveStateReader
 from worker.broker.loaded_topics import LoadedTopics
 from worker.broker.snapshot_cache import SnapshotCache
+from worker.core.metadata_stores import StoredTopic
 from worker.formats.topic_name import TopicName
 from worker.operations.scanner import Scanner, Verdict
 
@@ -124,13 +124,13 @@ async def test_dry_runs_change_nothing(
     assert before.differences(final).keys() <= {"loaded"}
 
 
-class LoadWhileReading(PulsarMetadata):
+class LoadWhileReading(PulsarStore):
     """Pulsar's metadata store read as usual, except that the broker loads the topic (a real load:
     ``internalStats``) at the chosen point of the read, before the read goes on: a load racing the scan, on
     the real stack, at a known moment."""
 
-    def __init__(self, store: ZooKeeperSession, admin: PulsarAdmin, when: str) -> None:
-        super().__init__(store)
+    def __init__(self, kv: Any, admin: PulsarAdmin, when: str) -> None:
+        super().__init__(kv)
         self.admin = admin
         self.when = when
         self.loaded: list[TopicName] = []
@@ -187,14 +187,14 @@ async def test_a_load_racing_the_scan_makes_no_live_ledger_an_orphan(
     await admin._call("PUT", f"/admin/v2/namespaces/{ns}/unload")
     await asyncio.sleep(1.5)
 
-    async with ZooKeeper(stack.zookeeper_hosts) as zk:
-        metadata = LoadWhileReading(zk.session, admin, when)
+    async with Stores(f"zk:{stack.zookeeper_hosts}") as zk:
+        metadata = LoadWhileReading(zk.kv, admin, when)
         # No broker lists these topics as loaded (the lists are read before any load): every one is read
         # from the metadata store, and loaded right then.
         loaded = LoadedTopics(admin, metadata, ttl_s=3600)
         reader = LiveStateReader(admin, metadata=metadata, loaded=loaded)
         snapshots = SnapshotCache(reader, ttl_s=0, max_size=64, metadata_store=zk.pulsar)
-        listing = await read_listing(stack.zookeeper_hosts, "/ledgers")
+        listing = await read_listing(zk.bookkeeper)
         scanner = Scanner(listing, snapshots, zk.pulsar, min_age_s=1, namespaces=[ns])
         report = await scanner.scan()
     assert set(topics) <= set(metadata.loaded)  # (the namespace's __change_events too)

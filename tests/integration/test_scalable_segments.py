@@ -22,7 +22,7 @@ from tests.conftest import Stack
 from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import cli, fresh_namespace, worker_config
 from worker.backends.bookie_http import BookieClient
-from worker.backends.zookeeper import ZooKeeper
+from worker.backends.stores import Stores
 from worker.broker.admin import PulsarAdmin
 from worker.formats.topic_name import TopicName
 
@@ -71,8 +71,8 @@ def segment_orphans(stack: Stack, ml_name: str, count: int) -> list[int]:
 
 async def segment_ledgers(stack: Stack, segment: TopicName) -> set[int]:
     """The ledgers the segment's managed-ledger znode lists, with its cursors' ledgers."""
-    async with ZooKeeper(stack.zookeeper_hosts) as zk:
-        md = await zk.pulsar.read_topic(segment)
+    async with Stores(f"zk:{stack.zookeeper_hosts}") as zk:
+        md = await zk.pulsar.stored_topic(segment)
     assert md is not None, f"{segment} has no managed ledger"
     return set(md.ledger_ids) | {c.cursors_ledger_id for c in md.cursors.values() if c.cursors_ledger_id >= 0}
 

@@ -24,7 +24,7 @@ from testkit.harness import create_ledgers
 from tests.conftest import Stack
 from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import cli, fresh_namespace, settings_of, topic_with_schema, worker_config
-from worker.backends.zookeeper import ZooKeeper
+from worker.backends.stores import Stores
 from worker.broker.admin import PulsarAdmin
 from worker.core.decision import Outcome
 from worker.daemon.decider import open_decider
@@ -57,7 +57,7 @@ async def test_scanner_and_worker_agree_on_a_deleted_topics_schema_ledgers(
     for t in names.values():
         topic_with_schema(stack.service_url, t)
         assert await admin.delete_topic(t), f"{t} was not deleted"
-    zk = ZooKeeper(stack.zookeeper_hosts)
+    zk = Stores(f"zk:{stack.zookeeper_hosts}")
     await zk.start()
     try:
         # Deleting a topic deleted its schema storage.
@@ -93,7 +93,7 @@ async def test_scanner_and_worker_agree_on_a_deleted_topics_schema_ledgers(
     assert {lid: scanned.get(lid, {}).get("verdict") for lid in expected} == expected
 
     # The nightly audit judges them with the scanner's code (one partition of it, without Spark).
-    zk = ZooKeeper(stack.zookeeper_hosts)
+    zk = Stores(f"zk:{stack.zookeeper_hosts}")
     await zk.start()
     try:
         rows = []

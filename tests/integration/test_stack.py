@@ -13,7 +13,7 @@ import pulsar
 import pytest
 
 from testkit.java_programs import compiled, java_command
-from testkit.stack import broker_version, pulsar_home, pulsar_java
+from testkit.stack import broker_version, pulsar_home, pulsar_java, pulsar_line
 from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.conftest import STACK, Stack
 from tests.integration.helpers import quiet_logger
@@ -110,7 +110,8 @@ def test_up_refuses_a_broker_of_another_version(stack: Stack, tmp_path: Path) ->
     """Two lines run side by side on ports of their own; a stack pointed at ports another line's broker
     holds refuses to take it for its own (its health checks alone would pass) and starts nothing."""
     running = broker_version(stack)
-    other = "4.0.8" if running.startswith("5.") else "5.0.0-M1"
+    default, pulsar5 = pulsar_line("default").version, pulsar_line("5.0").version
+    other = default if running.startswith("5.") else pulsar5
     port = {url: str(urlsplit(url).port) for url in (stack.admin_url, stack.service_url, stack.bookie_http_url)}
     env = {
         **os.environ,

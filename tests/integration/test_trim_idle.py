@@ -107,7 +107,8 @@ def backlogged(service_url: str, topic: str, subscription: str, n: int) -> None:
 def ledgers_of(zk_hosts: str, topics: set[str]) -> frozenset[int]:
     """Every BookKeeper ledger whose metadata names one of ``topics`` (data, cursor and schema ledgers)."""
     out = set()
-    for lid, data, ctime in read_subtrees(zk_hosts, "/ledgers", iter(ledger_subtrees(zk_hosts, "/ledgers"))):
+    uri = f"zk://{zk_hosts}/ledgers"
+    for lid, data, ctime in read_subtrees(uri, ledger_subtrees(uri)):
         try:
             owner = owner_of(parse_serialized_metadata(lid, data, ctime).custom_metadata)
         except (MetadataFormatError, Unmapped):

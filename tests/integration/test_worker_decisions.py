@@ -21,7 +21,7 @@ from tests.integration.conftest import WorkerFactory
 from tests.integration.helpers import HttpProxy
 from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
-from worker.backends.zookeeper import ZooKeeper
+from worker.backends.stores import Stores
 from worker.broker.admin import PulsarAdmin
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
@@ -238,7 +238,7 @@ async def test_an_already_gone_ledger_costs_no_listing_of_every_ledger(
         assert proxy.paths("/api/v1/ledger/metadata/") == []
         # A ledger that goes missing between the sweep and its inspection reaches the bookie, which answers
         # 500 for it; the metadata store settles it, one ledger each, never by a listing.
-        async with new_session(30) as s, ZooKeeper(stack.zookeeper_hosts) as zk:
+        async with new_session(30) as s, Stores(f"zk:{stack.zookeeper_hosts}") as zk:
             client = BookieClient(proxy.url, s, zk.bookkeeper.ledger_metadata_exists)
             assert [await client.get_metadata(lid) for lid in ids] == [None] * 3
         assert len(proxy.paths("/api/v1/ledger/metadata/")) == 3

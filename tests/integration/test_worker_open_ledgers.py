@@ -14,7 +14,7 @@ from testkit.harness import LedgerWriter, WorkerHarness, create_ledgers, ml_info
 from testkit.topics import eventually, ml_ledger_ids
 from tests.conftest import Stack
 from tests.integration.conftest import WorkerFactory
-from worker.backends.zookeeper import ZooKeeper
+from worker.backends.stores import Stores
 from worker.broker.admin import PulsarAdmin
 from worker.formats import ledger_metadata_record as record
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
@@ -48,9 +48,9 @@ def produce(stack: Stack, topic: str, n: int) -> None:
         client.close()
 
 
-async def record_of(zk: ZooKeeper, ledger_id: int) -> tuple[int, int] | None:
+async def record_of(zk: Stores, ledger_id: int) -> tuple[int, int] | None:
     """The ledger's state and its record's version; None when it is gone."""
-    got = await zk.session.get(await zk.bookkeeper.ledger_path(ledger_id))
+    got = await zk.kv.get(await zk.bookkeeper.ledger_path(ledger_id))
     return None if got is None else (record.decode(got[0]).state, int(got[1].version))
 
 
@@ -153,7 +153,7 @@ class _Round:
         for lid in (self.live_cursor, self.current):
             was = self.before[lid]
             assert was is not None and was[0] == record.OPEN, (lid, was)
-        async with ZooKeeper(self.zookeeper_hosts) as zk:
+        async with Stores(f"zk:{self.zookeeper_hosts}") as zk:
             assert await record_of(zk, self.live_cursor) == self.before[self.live_cursor]
             assert await record_of(zk, self.current) == self.before[self.current]
         for dead in w.read_dlq():
@@ -182,7 +182,7 @@ async def _open_ledgers_nothing_names(
     )
     [orphan_data] = await asyncio.to_thread(create_ledgers, stack, 1, custom, 3, leave_open=True)
 
-    async with ZooKeeper(stack.zookeeper_hosts) as zk:
+    async with Stores(f"zk:{stack.zookeeper_hosts}") as zk:
         before = {lid: await record_of(zk, lid) for lid in (live_cursor, current, orphan_cursor, orphan_data)}
     # (The live cursor's record is checked with the outcome: a switch by the broker may have removed it already.)
     assert {lid: r[0] if r else None for lid, r in before.items() if lid != live_cursor} == dict.fromkeys(
@@ -198,7 +198,7 @@ async def _open_ledgers_nothing_names(
     async def settled() -> bool:
         if w.metric("ledger_deletion_dlq_total") + w.metric("ledger_deletion_deleted_total") < 4:
             return False
-        async with ZooKeeper(stack.zookeeper_hosts) as zk:
+        async with Stores(f"zk:{stack.zookeeper_hosts}") as zk:
             return await record_of(zk, orphan_cursor) is None and await record_of(zk, orphan_data) is None
 
     await eventually(settled, timeout=90, what="the four messages settled and the orphans deleted")

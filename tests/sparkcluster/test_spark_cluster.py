@@ -231,7 +231,7 @@ def test_replay_and_audit_on_a_standalone_cluster_match_local(
             "dlq_replay_subscription": "replay",
         },
         "bookkeeper": {"http_url": stack.bookie_http_url},
-        "zookeeper": {"hosts": stack.zookeeper_hosts},
+        "zookeeper": {"metadata_store_url": f"zk:{stack.zookeeper_hosts}"},
         "offload": {"s3_targets": []},
         "worker": {"min_ledger_age_s": 2, "snapshot_ttl_s": 1},
         "logging": {"level": "WARNING"},

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from worker.backends.bookkeeper_store import ZooKeeperBookKeeperStore
-from worker.backends.zookeeper_session import ZooKeeperSession
+from worker.backends.bookkeeper_store import BookKeeperStore
+from worker.backends.zookeeper import ZooKeeperStore
 from worker.errors import BackendError
 
 FOUND: Any = (b"metadata", object())
 
 
-def _store(answers: list[list[Any]], calls: list[str], *, sync_fails: bool = False) -> ZooKeeperBookKeeperStore:
-    session = ZooKeeperSession("127.0.0.1:1")  # never connected: its reads are replaced
+def _store(answers: list[list[Any]], calls: list[str], *, sync_fails: bool = False) -> BookKeeperStore:
+    session = ZooKeeperStore("127.0.0.1:1")  # never connected: its reads are replaced
 
-    async def read_many(paths: list[str]) -> list[Any]:
+    async def get_many(paths: list[str]) -> list[Any]:
         calls.append(f"read {','.join(paths)}")
         return answers.pop(0)
 
@@ -28,9 +28,9 @@ def _store(answers: list[list[Any]], calls: list[str], *, sync_fails: bool = Fal
         if sync_fails:
             raise BackendError("zookeeper", "connection loss")
 
-    session.read_many = read_many  # type: ignore[method-assign]
+    session.get_many = get_many  # type: ignore[method-assign]
     session.sync = sync  # type: ignore[method-assign]
-    return ZooKeeperBookKeeperStore(session, ledgers_root="/ledgers")
+    return BookKeeperStore(session, ledgers_root="/ledgers")
 
 
 async def test_a_missing_ledger_is_read_again_after_a_sync() -> None:

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from tests.unit.fakes import BUCKET_KEY, BUCKET_T, bucket_info, bucket_stored
 from worker.broker.snapshot_cache import LiveSet
 from worker.core.bucket_in_use import BUCKET_KEY_PREFIX, CursorRecord, bucket_ledgers
-from worker.core.decision import Facts, Outcome, Result, Route, Rules, decide
+from worker.core.decision import ASK, RULE_ORDER, Facts, Need, Needed, Outcome, Result, Route, Rules, decide
 from worker.core.live_set import TopicGone
 from worker.core.stored import Missing, Refused, StoredLedger, StoredObjects
-from worker.core.verification import Verdict, verify_bookkeeper
+from worker.core.verification import bookkeeper_rejection
 from worker.errors import BackendError
 from worker.formats.ledger_metadata import LedgerMetadata
 from worker.formats.managed_ledger_metadata import OffloadInfo
@@ -344,9 +344,8 @@ def test_bookkeeper_decisions_are_safe(case: tuple[PendingDeleteLedgerInfo, Fact
         assert res.outcome is Outcome.REJECTED
         return
     assert isinstance(facts.stored, StoredLedger)
-    v = verify_bookkeeper(info, facts.stored.metadata, now_ms=NOW, min_age_ms=RULES.min_ledger_age_ms)
     # Identity first: a rejection never hides behind "in use", and nothing unproven is deleted.
-    assert (res.outcome is Outcome.REJECTED) == (v.verdict is Verdict.REJECTED)
+    assert (res.outcome is Outcome.REJECTED) == (bookkeeper_rejection(info, facts.stored.metadata) is not None)
     if res.outcome is not Outcome.DELETED:
         return
     md = facts.stored.metadata
@@ -368,6 +367,92 @@ def test_bookkeeper_decisions_are_safe(case: tuple[PendingDeleteLedgerInfo, Fact
             assert info.ledger_component is LedgerComponent.MANAGED_LEDGER
             assert info.ledger_id in snap.offloaded_ledgers and info.ledger_id in snap.ml_ledgers
             assert o is not None and o.complete and o.bookkeeper_deleted
+
+
+# ---- one order, facts read only when a rule asks ------------------------------------------------------------
+
+
+def test_the_rule_order_is_written_once() -> None:
+    # The order the worker, the replay, scan and the audit all run: changing it is changing this tuple.
+    assert [r.__name__ for r in RULE_ORDER] == [
+        "_nothing_stored",
+        "_refused",
+        "_identity_unproven",
+        "_referenced",
+        "_offloaded_copy_listed",
+        "_schema_registered",
+        "_bucket_held",
+        "_too_young",
+        "_open",
+        "_unreferenced",
+    ]
+
+
+def lazily(info: PendingDeleteLedgerInfo, facts: Facts) -> tuple[Result, list[Need]]:
+    """``decide`` starting from storage alone, each fact it asks for answered from ``facts``: the result, and
+    the facts asked for, in order."""
+    asked: list[Need] = []
+    lazy = Facts.asking(facts.stored)
+    while True:
+        try:
+            return decide(info, lazy, now_ms=NOW, rules=RULES), asked
+        except Needed as n:
+            assert n.need not in asked, f"{n.need} asked twice"
+            asked.append(n.need)
+            lazy = dataclasses.replace(lazy, **{n.need.field: getattr(facts, n.need.field)})
+
+
+@settings(max_examples=2000, deadline=None)
+@given(bookkeeper_cases())
+def test_a_decision_asking_for_its_facts_is_the_decision_on_all_of_them(
+    case: tuple[PendingDeleteLedgerInfo, Facts],
+) -> None:
+    info, facts = case
+    res, asked = lazily(info, facts)
+    eager = decide(info, facts, now_ms=NOW, rules=RULES)
+    # The same result; its route is known once the live state was read (the worker always reads it).
+    assert dataclasses.replace(res, route=eager.route) == eager
+    assert res.route is (eager.route if Need.LIVE in asked else Route.NONE)
+    # The live state is always the first fact asked for: every other read comes after it.
+    assert asked[:1] in ([], [Need.LIVE]), asked
+    if Need.SCHEMA_REGISTRY in asked:
+        assert info.ledger_component is LedgerComponent.SCHEMA_STORAGE
+        assert not (isinstance(facts.live, LiveSet) and facts.live.references(info.ledger_id)), "a listed one"
+    if Need.BUCKET_CURSOR in asked:
+        assert info.ledger_component is LedgerComponent.DELAYED_INDEX_BUCKET and isinstance(facts.live, LiveSet)
+    if Need.RECORDED in asked:
+        assert isinstance(facts.stored, StoredLedger) and facts.stored.metadata.state != "CLOSED"
+
+
+def test_a_listed_ledger_is_in_use_however_young_and_a_forged_one_rejected_without_its_live_state() -> None:
+    # In use before too young: a young ledger its topic lists keeps its listing (the broker's marks rely on it).
+    ml = ledger_info(LedgerComponent.MANAGED_LEDGER)
+    young = stored(ML_CM, ctime=NOW - 1)
+    assert decide(ml, Facts(live({7}), young), now_ms=NOW, rules=RULES).outcome is Outcome.IN_USE
+    res = decide(ml, Facts(live({1}), young), now_ms=NOW, rules=RULES)
+    assert (res.outcome, res.unproven) == (Outcome.TOO_YOUNG, False)
+    res = decide(ml, Facts(live({1}), stored(ML_CM, ctime=None)), now_ms=NOW, rules=RULES)
+    assert (res.outcome, res.unproven) == (Outcome.TOO_YOUNG, True)  # no proof of youth: the scanner skips it
+    with pytest.raises(Needed) as asked:
+        decide(ml, Facts.asking(young), now_ms=NOW, rules=RULES)
+    assert asked.value.need is Need.LIVE
+    # Identity needs no live state: the scanner decides a forged ledger before reading any topic.
+    forged = decide(ml, Facts.asking(stored({**ML_CM, "pulsar/cursor": "sub"})), now_ms=NOW, rules=RULES)
+    assert (forged.outcome, forged.route) == (Outcome.REJECTED, Route.NONE)
+
+
+def test_a_hold_that_proves_no_use_says_so() -> None:
+    # What the worker keeps without proof of use is marked, so that the scanner reports it skipped, not in use.
+    compacting = dataclasses.replace(live({1, 9}), compaction_floor=-1)
+    cm = {"application": "pulsar", "component": "compacted-ledger", "pulsar/compactedTopic": TOPIC}
+    res = decide(ledger_info(LedgerComponent.COMPACTED_LEDGER), Facts(compacting, stored(cm)), now_ms=NOW, rules=RULES)
+    assert (res.outcome, res.unproven) == (Outcome.IN_USE, True)
+    res = decide(ledger_info(LedgerComponent.MANAGED_LEDGER), Facts(live({7}), stored(ML_CM)), now_ms=NOW, rules=RULES)
+    assert (res.outcome, res.unproven) == (Outcome.IN_USE, False)
+    kept_open = Facts(live({1}), stored(ML_CM, state="OPEN"), recorded=True)
+    res = decide(ledger_info(LedgerComponent.MANAGED_LEDGER), kept_open, now_ms=NOW, rules=RULES)
+    assert (res.outcome, res.unproven) == (Outcome.IN_USE, True)
+    assert Facts.asking(Missing()).schema_registry is ASK
 
 
 # ---- the Decider's I/O discipline, on scripted collaborators -------------------------------------------------

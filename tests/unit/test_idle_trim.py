@@ -146,14 +146,14 @@ def parse(*argv: str) -> argparse.Namespace:
     ],
 )
 def test_usage_errors_exit_2(argv: tuple[str, ...], why: str, capsys: pytest.CaptureFixture[str]) -> None:
-    settings = Settings(zookeeper={"hosts": "127.0.0.1:1"})  # type: ignore[arg-type]
+    settings = Settings(zookeeper={"metadata_store_url": "zk:127.0.0.1:1"})  # type: ignore[arg-type]
     assert trim_idle.handle(parse(*argv), settings) == 2
     assert why in capsys.readouterr().err
 
 
 def test_without_the_metadata_store_it_refuses(capsys: pytest.CaptureFixture[str]) -> None:
-    assert trim_idle.handle(parse(), Settings(zookeeper={"hosts": ""})) == 2  # type: ignore[arg-type]
-    assert "zookeeper.hosts is not set" in capsys.readouterr().err
+    assert trim_idle.handle(parse(), Settings(zookeeper={"metadata_store_url": ""})) == 2  # type: ignore[arg-type]
+    assert "zookeeper.metadata_store_url is not set" in capsys.readouterr().err
 
 
 class _Stored:
@@ -320,12 +320,11 @@ class _Stores:
         self.policies = policies
         self.records = records
         self.asked: list[list[int]] = []
-        self.store = self
 
-    async def get(self, path: str) -> tuple[bytes, _Stat] | None:
+    async def namespace_policies(self, namespace: str) -> bytes | None:
         import json
 
-        return (json.dumps(self.policies).encode(), _Stat(0, 0)) if path.startswith("/admin/policies/") else None
+        return json.dumps(self.policies).encode()
 
     async def read_ledgers_metadata(self, ids: list[int]) -> list[object]:
         self.asked.append(ids)
@@ -355,7 +354,7 @@ HOUR_MS = 3_600_000
 def _stored_topic(mark_delete: tuple[int, int]) -> object:
     """Ledgers 1-3 of 5 entries closed hours ago, then 4 (blank in the znode, closed in BookKeeper with 2
     entries); a subscription at ``mark_delete``."""
-    from worker.backends.pulsar_metadata import StoredTopic
+    from worker.core.metadata_stores import StoredTopic
     from worker.formats.managed_ledger_metadata import LedgerInfo, ManagedCursorInfo, ManagedLedgerInfo
 
     ledgers = (*(LedgerInfo(i, 5, 1000, NOW_MS - (5 - i) * HOUR_MS) for i in (1, 2, 3)), LedgerInfo(4))

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from kazoo.handlers.utils import selector_select
 
-from worker.backends.kazoo_handler import ReusedSelectorHandler
+from worker.backends.zookeeper import ReusedSelectorHandler
 
 
 @pytest.fixture

@@ -1,14 +1,15 @@
-"""A ledger's minimum age (``worker.core.ledger_age``): one rule for the scanner and the worker's identity check."""
+"""A ledger's minimum age (``worker.core.ledger_age``): one rule, the decision's, for the scanner and the worker."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.unit.fakes import NOW, md, message_for, pulsar_metadata
+from worker.core.decision import Facts, Outcome, Rules, decide
 from worker.core.ledger_age import ledger_age
 from worker.core.ledger_owner import LedgerComponent, owner_of
-from worker.core.verification import Verdict as Identity
-from worker.core.verification import verify_bookkeeper
+from worker.core.live_set import TopicGone
+from worker.core.stored import StoredLedger
 from worker.formats.topic_name import TopicName
 
 
@@ -30,5 +31,5 @@ def test_scanner_and_worker_share_the_age_rule(ctime: int | None) -> None:
     age = ledger_age(ledger.ctime_ms, now_ms=NOW, min_age_ms=0)
     owner = owner_of(ledger.custom_metadata)
     assert owner is not None
-    v = verify_bookkeeper(message_for(owner, 1), ledger, now_ms=NOW, min_age_ms=0, writer_possible=False)
-    assert (v.verdict is Identity.MATCH) == age.old_enough
+    res = decide(message_for(owner, 1), Facts(TopicGone(topic, 0), StoredLedger(ledger)), now_ms=NOW, rules=Rules(0))
+    assert res.outcome is (Outcome.DELETED if age.old_enough else Outcome.TOO_YOUNG)

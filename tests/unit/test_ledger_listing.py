@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker.backends.ledger_listing import ledger_id_of_path
+from worker.backends.bookkeeper_store import ledger_id_of_path
 from worker.formats.metadata_paths import hierarchical_ledger_path
 
 

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from tests.unit.fakes import internal_stats
-from worker.backends.pulsar_metadata import StoredTopic
 from worker.broker.admin import NotOwner, TopicNotFound
 from worker.broker.live_state_reader import LiveStateReader, NotLoadedUnreadable, SegmentUnsettled
 from worker.broker.loaded_topics import Serving
 from worker.core.gone_proof import GoneUnconfirmed
 from worker.core.live_set import STORED, ledger_hold
+from worker.core.metadata_stores import StoredTopic
 from worker.errors import BackendError
 from worker.formats.managed_ledger_metadata import LedgerInfo, ManagedCursorInfo, ManagedLedgerInfo
 from worker.formats.message import LedgerComponent
@@ -207,7 +207,7 @@ async def test_a_segment_the_store_still_has_is_live_whatever_its_scalable_topic
 
 
 async def test_a_segment_needs_a_metadata_store() -> None:
-    with pytest.raises(BackendError, match=r"zookeeper\.hosts"):
+    with pytest.raises(BackendError, match=r"zookeeper\.metadata_store_url"):
         await reader(Admin(), Loaded(None), None, may_load=True).fetch(SEG)
 
 

@@ -9,7 +9,7 @@ import struct
 import pytest
 from kazoo.exceptions import NoAuthError, NoNodeError
 
-from worker.backends.multi_read import MultiRead
+from worker.backends.zookeeper import MultiRead
 
 
 def _header(op: int, done: bool, err: int) -> bytes:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.fakes import NOW, md, message_for, pulsar_metadata
+from tests.unit.fakes import NOW, live, md, message_for, pulsar_metadata
+from worker.core.decision import Facts, Outcome, Rules, decide
 from worker.core.ledger_owner import LedgerComponent, owner_of
+from worker.core.live_set import TopicGone
 from worker.core.open_ledger import may_be_written
-from worker.core.verification import Verdict as Identity
-from worker.core.verification import verify_bookkeeper
+from worker.core.stored import StoredLedger
 from worker.formats.topic_name import TopicName
 
 
@@ -30,5 +31,6 @@ def test_an_open_ledger_may_be_written_while_its_topic_exists(state: str, exists
     ledger = md(1, pulsar_metadata(topic, LedgerComponent.COMPACTED_LEDGER), state=state)
     owner = owner_of(ledger.custom_metadata)
     assert owner is not None
-    v = verify_bookkeeper(message_for(owner, 1), ledger, now_ms=NOW, min_age_ms=0, writer_possible=exists)
-    assert (v.verdict is Identity.OPEN) is written
+    snap = live(str(topic)) if exists else TopicGone(topic, 0)
+    res = decide(message_for(owner, 1), Facts(snap, StoredLedger(ledger)), now_ms=NOW, rules=Rules(0))
+    assert (res.outcome is Outcome.IN_USE and res.reason.startswith("ledger_")) is written, res

@@ -269,7 +269,7 @@ async def test_open_data_and_cursor_ledgers_nothing_names_are_orphans_of_their_k
     }
     assert got[1].why.startswith("open cursor ledger nothing names (state OPEN)")
     assert got[2].why.startswith("open data ledger nothing names (state OPEN)")
-    assert got[4].why == "open data ledger its topic's stored record names (state OPEN)"
+    assert got[4].why == "ledger_open: open data ledger its topic's stored record names"
     assert (str(TopicName.parse(A)), 1, "sub") in store.record_reads
     assert [d.to_info().ledger_component.value for d in report.orphans] == [
         "MANAGED_CURSOR",
@@ -288,10 +288,7 @@ async def test_an_open_ledger_is_skipped_without_the_stored_record() -> None:
         clock=lambda: NOW_S,
     )
     [d] = (await scanner.scan()).decisions
-    assert (
-        d.verdict is Verdict.SKIPPED
-        and d.why == "open data ledger: its topic's stored record was not read (state OPEN)"
-    )
+    assert d.verdict is Verdict.SKIPPED and d.why == "no metadata store to read its topic's stored record"
 
 
 async def test_namespace_filter_and_vanished_ledgers() -> None:
@@ -403,3 +400,30 @@ async def test_without_a_metadata_store_a_bucket_of_a_live_topic_is_skipped() ->
     )
     got = {d.ledger_id: d for d in (await scanner.scan()).decisions}
     assert got[3].verdict is Verdict.SKIPPED and "no metadata store" in got[3].why
+
+
+async def test_the_scanner_reads_only_what_the_rules_ask_for() -> None:
+    # The worker's gatherer reads a fact when a rule asks for it: not the registry for a schema ledger its live
+    # topic lists, nor anything for a ledger the live state decides; and every read comes after the live state.
+    class Counting(FakeStore):
+        def __init__(self) -> None:
+            super().__init__(schemas={"t/ns/a": frozenset()})
+            self.schema_reads: list[str] = []
+
+        async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
+            self.schema_reads.append(schema_id)
+            return await super().schema_ledgers(schema_id)
+
+    store = Counting()
+    ledgers = [schema(1, "t/ns/a"), schema(2, "t/ns/a"), md(3, ml(A)), md(4, ml(A)), md(5, ml(A), ctime=YOUNG)]
+    got, snaps, _ = await scan(ledgers, {A: live(A, {3}, schema={1})}, store)
+    assert {k: d.verdict for k, d in got.items()} == {
+        1: Verdict.IN_USE,
+        2: Verdict.ORPHAN,
+        3: Verdict.IN_USE,
+        4: Verdict.ORPHAN,
+        5: Verdict.TOO_YOUNG,
+    }
+    assert store.schema_reads == ["t/ns/a"]  # ledger 2's only
+    assert store.record_reads == []  # no open ledger
+    assert snaps.calls == [(A, True)]

@@ -11,6 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from tests.unit.fakes import ACCESS, SECRET, TOKEN, settings_with_secret_files
+from worker.formats.metadata_store_url import StoreUrl, parse_metadata_service_uri, parse_metadata_store_url
 from worker.settings import BookKeeperSettings, ConfigError, Settings, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -135,9 +136,9 @@ def test_backoff_max_below_initial_rejected(tmp_path: Path) -> None:
         load_settings(write(tmp_path, "worker:\n  backoff_initial_s: 100\n  backoff_max_s: 10\n"))
 
 
-def test_delete_via_zookeeper_needs_hosts(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"zookeeper\.hosts"):
-        load_settings(write(tmp_path, "bookkeeper:\n  delete_via: zookeeper\nzookeeper:\n  hosts: null\n"))
+def test_delete_via_zookeeper_needs_a_metadata_store(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"needs zookeeper\.metadata_store_url"):
+        load_settings(write(tmp_path, "bookkeeper:\n  delete_via: zookeeper\nzookeeper:\n  metadata_store_url: null\n"))
 
 
 @pytest.mark.parametrize(
@@ -301,116 +302,110 @@ def test_a_bad_bookie_url_is_refused_with_its_key() -> None:
         BookKeeperSettings.model_validate({"http_urls": ["not a url"]})
 
 
-# ---- zookeeper.hosts (Pulsar's metadata store) and zookeeper.bookkeeper_hosts (BookKeeper's), checked at load ----
+# ---- the two metadata stores, each by one URL: the brokers' metadataStoreUrl, the bookies' metadataServiceUri ----
 
 
-def test_bookkeeper_store_defaults_to_pulsars() -> None:
-    zs = load_settings(zookeeper={"hosts": "zk-1:2181,zk-2:2181/pulsar"}).zookeeper
-    assert zs.bookkeeper_hosts is None
-    assert zs.bookkeeper_store == "zk-1:2181,zk-2:2181/pulsar"
-    assert zs.bookkeeper_store_key == "zookeeper.hosts"
+def test_bookkeeper_store_defaults_to_pulsars_under_ledgers() -> None:
+    zs = load_settings(zookeeper={"metadata_store_url": "zk:zk-1:2181,zk-2:2181/pulsar"}).zookeeper
+    assert zs.bookkeeper_uri == "metadata-store:zk:zk-1:2181,zk-2:2181/pulsar/ledgers"
+    assert parse_metadata_service_uri(zs.bookkeeper_uri) == StoreUrl("zk", "zk-1:2181,zk-2:2181", "/pulsar/ledgers")
 
 
 def test_stores_apart() -> None:
     zs = load_settings(
-        zookeeper={"hosts": "zk:2181", "bookkeeper_hosts": "bk-zk:2181", "ledgers_root": "/ledgers/"}
+        zookeeper={"metadata_store_url": "zk:zk:2181", "metadata_service_uri": "zk+hierarchical://bk-zk:2181/ledgers"}
     ).zookeeper
-    assert (zs.bookkeeper_store, zs.bookkeeper_store_key, zs.ledgers_root) == (
-        "bk-zk:2181",
-        "zookeeper.bookkeeper_hosts",
-        "/ledgers",
-    )
+    assert zs.bookkeeper_uri == "zk+hierarchical://bk-zk:2181/ledgers"
 
 
-def test_no_zookeeper_at_all_still_loads() -> None:
-    zs = load_settings(zookeeper={"hosts": ""}).zookeeper
-    assert zs.hosts is None and zs.bookkeeper_store is None
+def test_no_metadata_store_at_all_still_loads() -> None:
+    zs = load_settings(zookeeper={"metadata_store_url": ""}).zookeeper
+    assert zs.metadata_store_url is None and zs.bookkeeper_uri is None
 
 
 def test_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LDW_ZOOKEEPER__BOOKKEEPER_HOSTS", "bk-zk:2181/bk")
-    assert load_settings().zookeeper.bookkeeper_store == "bk-zk:2181/bk"
+    monkeypatch.setenv("LDW_ZOOKEEPER__METADATA_SERVICE_URI", "zk://bk-zk:2181/bk/ledgers")
+    assert load_settings().zookeeper.bookkeeper_uri == "zk://bk-zk:2181/bk/ledgers"
 
 
 @pytest.mark.parametrize(
-    ("zookeeper", "key"),
+    ("old", "new"),
     [
-        ({"hosts": "zk:127.0.0.1:2181"}, "zookeeper.hosts"),  # Pulsar's metadataStoreUrl pasted as is
-        ({"bookkeeper_hosts": "zk+hierarchical://bk:2181/ledgers"}, "zookeeper.bookkeeper_hosts"),
-        ({"hosts": "zk:21x1"}, "zookeeper.hosts"),
-        ({"bookkeeper_hosts": "bk:2181/ledgers/"}, "zookeeper.bookkeeper_hosts"),
-        ({"hosts": "a:2181,,b:2181"}, "zookeeper.hosts"),
-        ({"ledgers_root": "ledgers"}, "zookeeper.ledgers_root"),
-        (
-            {"hosts": None, "bookkeeper_hosts": "bk:2181"},
-            "zookeeper.bookkeeper_hosts is set but zookeeper.hosts is empty",
-        ),
+        ("hosts", "zookeeper.metadata_store_url (the brokers' metadataStoreUrl"),
+        ("bookkeeper_hosts", "zookeeper.metadata_service_uri (the bookies' metadataServiceUri"),
+        ("ledgers_root", "zookeeper.metadata_service_uri (the bookies' metadataServiceUri"),
     ],
 )
-def test_a_bad_value_names_its_key(zookeeper: dict[str, str | None], key: str) -> None:
-    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        load_settings(zookeeper=zookeeper)
-
-
-# ---- the URLs an operator already has: the brokers' metadataStoreUrl, the bookies' metadataServiceUri ----
+def test_an_old_key_is_refused_naming_the_new_one(old: str, new: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError, match=re.escape(f"zookeeper.{old} is no longer read: set {new}")):
+        load_settings(zookeeper={old: "/ledgers" if old == "ledgers_root" else "zk-1:2181"})
+    monkeypatch.setenv(f"LDW_ZOOKEEPER__{old.upper()}", "zk-1:2181")
+    with pytest.raises(ConfigError, match=re.escape(f"zookeeper.{old} is no longer read")):
+        load_settings()
 
 
 @pytest.mark.parametrize(
-    ("zookeeper", "hosts", "bookkeeper_store", "ledgers_root"),
+    ("url", "store"),
     [
-        ({"metadata_store_url": "zk:zk-1:2181,zk-2:2181/pulsar"}, "zk-1:2181,zk-2:2181/pulsar", None, "/ledgers"),
-        ({"metadata_store_url": "metadata-store:zk:zk-1:2181"}, "zk-1:2181", None, "/ledgers"),
-        (
-            {
-                "metadata_store_url": "zk:zk-1:2181",
-                "metadata_service_uri": "zk+hierarchical://bk-1:2181;bk-2:2181/ledgers",
-            },
-            "zk-1:2181",
-            "bk-1:2181,bk-2:2181",
-            "/ledgers",
-        ),
-        ({"metadata_service_uri": "zk://zk-1:2181/bk/ledgers"}, "127.0.0.1:2181", "zk-1:2181", "/bk/ledgers"),
-        ({"metadata_service_uri": "metadata-store:zk:zk-1:2181/ledgers"}, "127.0.0.1:2181", "zk-1:2181", "/ledgers"),
-        # A key given beside its URL, saying the same.
-        ({"hosts": "zk-1:2181", "metadata_store_url": "zk:zk-1:2181"}, "zk-1:2181", None, "/ledgers"),
+        # Pulsar's spellings (MetadataStoreFactoryImpl: zk:, else a bare connect string; ZKMetadataStore strips zk:).
+        ("zk:zk-1:2181,zk-2:2181/pulsar", StoreUrl("zk", "zk-1:2181,zk-2:2181", "/pulsar")),
+        ("zk:zk-1:2181", StoreUrl("zk", "zk-1:2181", "")),
+        ("metadata-store:zk:zk-1:2181", StoreUrl("zk", "zk-1:2181", "")),
+        ("zk-1:2181/pulsar", StoreUrl("zk", "zk-1:2181", "/pulsar")),
+        ("127.0.0.1:2181", StoreUrl("zk", "127.0.0.1:2181", "")),
     ],
 )
-def test_the_urls_an_operator_has_set_the_keys(
-    zookeeper: dict[str, str], hosts: str, bookkeeper_store: str | None, ledgers_root: str
-) -> None:
-    zs = load_settings(zookeeper=zookeeper).zookeeper
-    assert (zs.hosts, zs.bookkeeper_store, zs.ledgers_root) == (hosts, bookkeeper_store or hosts, ledgers_root)
+def test_pulsars_metadata_store_url_chooses_zookeeper(url: str, store: StoreUrl) -> None:
+    assert parse_metadata_store_url(url) == store
+    assert load_settings(zookeeper={"metadata_store_url": url}).zookeeper.metadata_store_url == url
 
 
-def test_a_url_names_itself_in_errors_about_its_store() -> None:
-    zs = load_settings(
-        zookeeper={"metadata_store_url": "zk:zk-1:2181", "metadata_service_uri": "zk+hierarchical://zk-1:2181/ledgers"}
-    ).zookeeper
-    assert (zs.pulsar_store_key, zs.bookkeeper_store_key) == (
-        "zookeeper.metadata_store_url",
-        "zookeeper.metadata_service_uri",
-    )
+@pytest.mark.parametrize(
+    ("uri", "store"),
+    [
+        # BookKeeper's spellings (zk[+ledger manager]://, hosts split by ;) and Pulsar's metadata-store: driver.
+        ("zk+hierarchical://bk-1:2181;bk-2:2181/ledgers", StoreUrl("zk", "bk-1:2181,bk-2:2181", "/ledgers")),
+        ("zk+longhierarchical://bk-1:2181/ledgers", StoreUrl("zk", "bk-1:2181", "/ledgers")),
+        ("zk+flat://bk-1:2181/ledgers", StoreUrl("zk", "bk-1:2181", "/ledgers")),
+        ("zk+null://bk-1:2181/ledgers", StoreUrl("zk", "bk-1:2181", "/ledgers")),
+        ("zk://zk-1:2181/bk/ledgers", StoreUrl("zk", "zk-1:2181", "/bk/ledgers")),
+        ("metadata-store:zk:zk-1:2181/ledgers", StoreUrl("zk", "zk-1:2181", "/ledgers")),
+    ],
+)
+def test_bookkeepers_metadata_service_uri_chooses_zookeeper(uri: str, store: StoreUrl) -> None:
+    assert parse_metadata_service_uri(uri) == store
+    assert load_settings(zookeeper={"metadata_service_uri": uri}).zookeeper.bookkeeper_uri == uri
 
 
 @pytest.mark.parametrize(
     ("zookeeper", "message"),
     [
-        ({"metadata_store_url": "oxia://oxia:6648"}, "not a ZooKeeper metadata store"),
-        ({"metadata_store_url": "etcd:etcd:2379"}, "not a ZooKeeper metadata store"),
-        ({"metadata_store_url": "zk:zk-1:21x1"}, "has no valid port"),
+        # The stores without a provider here, refused by name.
+        ({"metadata_store_url": "oxia://oxia:6648/default"}, "is Oxia (oxia:)"),
+        ({"metadata_store_url": "metadata-store:oxia://oxia:6648"}, "is Oxia (oxia:)"),
+        ({"metadata_store_url": "etcd:http://etcd:2379"}, "is etcd (etcd:)"),
+        ({"metadata_store_url": "rocksdb:/data/meta"}, "is RocksDB (rocksdb:)"),
+        ({"metadata_service_uri": "etcd://etcd:2379/ledgers"}, "is etcd (etcd:)"),
+        ({"metadata_service_uri": "metadata-store:oxia://oxia:6648/ledgers"}, "is Oxia (oxia:)"),
+        # An unknown scheme, refused naming the key.
+        ({"metadata_store_url": "foo://x:1"}, "zookeeper.metadata_store_url: Value error, 'foo://x:1': unknown"),
         (
-            {"hosts": "zk-2:2181", "metadata_store_url": "zk:zk-1:2181"},
-            "zookeeper.hosts 'zk-2:2181' and zookeeper.metadata_store_url",
+            {"metadata_service_uri": "bk://zk-1:2181/ledgers"},
+            "zookeeper.metadata_service_uri: Value error, 'bk://zk-1:2181/ledgers': unknown",
         ),
-        ({"metadata_service_uri": "bk://zk-1:2181/ledgers"}, "metadataServiceUri"),
+        # Bad values.
+        ({"metadata_store_url": "zk:zk-1:21x1"}, "has no valid port"),
+        ({"metadata_store_url": "zk:a:2181,,b:2181"}, "is not a host[:port]"),
+        ({"metadata_store_url": "zk:zk-1:2181/pulsar/"}, "no trailing or double slash"),
         ({"metadata_service_uri": "zk+hierarchical://zk-1:2181"}, "no ledgers root"),
-        ({"metadata_service_uri": "metadata-store:oxia://oxia:6648/ledgers"}, "not a ZooKeeper metadata store"),
+        ({"metadata_service_uri": "zk-1:2181/ledgers"}, "metadataServiceUri"),
         (
-            {"ledgers_root": "/other", "metadata_service_uri": "zk+hierarchical://zk-1:2181/ledgers"},
-            "zookeeper.ledgers_root '/other' and zookeeper.metadata_service_uri",
+            {"metadata_store_url": None, "metadata_service_uri": "zk://bk:2181/ledgers"},
+            "zookeeper.metadata_service_uri is set but zookeeper.metadata_store_url is empty",
         ),
     ],
 )
-def test_a_bad_url_is_refused_naming_it(zookeeper: dict[str, str], message: str) -> None:
-    with pytest.raises(ConfigError, match=re.escape(message)):
+def test_a_bad_url_is_refused_naming_it(zookeeper: dict[str, str | None], message: str) -> None:
+    with pytest.raises(ConfigError) as e:
         load_settings(zookeeper=zookeeper)
+    assert message in str(e.value)

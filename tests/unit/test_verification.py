@@ -8,17 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.fakes import BUCKET_CM, BUCKET_T, BUCKET_TOPIC, NOW, bucket_info, bucket_stored
+from tests.unit.fakes import BUCKET_CM, BUCKET_T, BUCKET_TOPIC, bucket_info, bucket_stored
+from worker.core.decision import Facts, Outcome, Rules, decide
+from worker.core.live_set import TopicGone
+from worker.core.stored import StoredLedger
 from worker.core.verification import (
-    Verdict,
+    bookkeeper_rejection,
     offload_keys,
+    offload_rejection,
     resolve_filesystem_path,
     resolve_s3_target,
-    verify_bookkeeper,
-    verify_offload_object_metadata,
 )
 from worker.formats.ledger_metadata import LedgerMetadata
 from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
+from worker.formats.topic_name import TopicName
 from worker.settings import S3Target
 
 NOW_MS = 1_700_000_000_000
@@ -57,16 +60,19 @@ def md(cm: dict[str, str], ctime_ms: int | None = OLD, ledger_id: int = 7) -> Le
     return LedgerMetadata(ledger_id, dict(cm), ctime_ms, 100, "CLOSED")
 
 
-def verify(i: PendingDeleteLedgerInfo, m: LedgerMetadata) -> tuple[Verdict, str]:
-    v = verify_bookkeeper(i, m, now_ms=NOW_MS, min_age_ms=MIN_AGE_MS)
-    return v.verdict, v.reason
+def verify(i: PendingDeleteLedgerInfo, m: LedgerMetadata, min_age_ms: int = MIN_AGE_MS) -> tuple[Outcome, str]:
+    """The decision on the ledger of a gone topic, where nothing but identity and age can keep it."""
+    gone = TopicGone(TopicName.parse(TOPIC), 0)
+    res = decide(i, Facts(gone, StoredLedger(m), schema_registry=None), now_ms=NOW_MS, rules=Rules(min_age_ms))
+    return res.outcome, "" if res.outcome is Outcome.DELETED else res.reason
 
 
-MATCH = (Verdict.MATCH, "")
+MATCH = (Outcome.DELETED, "")
+YOUNG = (Outcome.TOO_YOUNG, "younger than the minimum age: it may be being created")
 
 
-def rejected(reason: str) -> tuple[Verdict, str]:
-    return (Verdict.REJECTED, reason)
+def rejected(reason: str) -> tuple[Outcome, str]:
+    return (Outcome.REJECTED, reason)
 
 
 # ---- BookKeeper: the decision table --------------------------------------------------------------------
@@ -206,7 +212,7 @@ def rejected(reason: str) -> tuple[Verdict, str]:
     ],
 )
 def test_bookkeeper_decision_table(
-    i: PendingDeleteLedgerInfo, cm: dict[str, str], expected: tuple[Verdict, str]
+    i: PendingDeleteLedgerInfo, cm: dict[str, str], expected: tuple[Outcome, str]
 ) -> None:
     assert verify(i, md(cm)) == expected
 
@@ -221,16 +227,15 @@ def test_bookkeeper_decision_table(
     ],
 )
 def test_too_young_for_every_component(i: PendingDeleteLedgerInfo, cm: dict[str, str]) -> None:
-    assert verify(i, md(cm, ctime_ms=NOW_MS - MIN_AGE_MS + 1)) == (Verdict.TOO_YOUNG, "younger_than_min_age")
-    assert verify(i, md(cm, ctime_ms=NOW_MS)) == (Verdict.TOO_YOUNG, "younger_than_min_age")
-    assert verify(i, md(cm, ctime_ms=NOW_MS + 60_000)) == (Verdict.TOO_YOUNG, "younger_than_min_age")  # clock skew
-    assert verify(i, md(cm, ctime_ms=None)) == (Verdict.TOO_YOUNG, "no_ctime")
+    assert verify(i, md(cm, ctime_ms=NOW_MS - MIN_AGE_MS + 1)) == YOUNG
+    assert verify(i, md(cm, ctime_ms=NOW_MS)) == YOUNG
+    assert verify(i, md(cm, ctime_ms=NOW_MS + 60_000)) == YOUNG  # clock skew
+    assert verify(i, md(cm, ctime_ms=None)) == (Outcome.TOO_YOUNG, "without a creation time: it may be being created")
     assert verify(i, md(cm, ctime_ms=NOW_MS - MIN_AGE_MS)) == MATCH  # exactly old enough
 
 
 def test_min_age_zero_accepts_a_fresh_ledger() -> None:
-    v = verify_bookkeeper(info(), md(ML_CM, ctime_ms=NOW_MS), now_ms=NOW_MS, min_age_ms=0)
-    assert v.verdict is Verdict.MATCH
+    assert verify(info(), md(ML_CM, ctime_ms=NOW_MS), min_age_ms=0) == MATCH
 
 
 def test_rejection_wins_over_age() -> None:
@@ -245,11 +250,11 @@ def test_rejection_wins_over_age() -> None:
 
 
 @pytest.mark.parametrize(
-    ("message", "cm", "verdict", "reason"),
+    ("message", "cm", "reason"),
     [
-        (bucket_info(), BUCKET_CM, Verdict.MATCH, ""),
-        (bucket_info(topic="persistent://t/ns/x-partition-2"), BUCKET_CM, Verdict.REJECTED, "topic_mismatch"),
-        (bucket_info(cursor="other"), BUCKET_CM, Verdict.REJECTED, "cursor_mismatch"),
+        (bucket_info(), BUCKET_CM, None),
+        (bucket_info(topic="persistent://t/ns/x-partition-2"), BUCKET_CM, "topic_mismatch"),
+        (bucket_info(cursor="other"), BUCKET_CM, "cursor_mismatch"),
         # The message's component must be what the ledger is: a cursor ledger is no bucket, and back.
         (
             bucket_info(),
@@ -258,21 +263,18 @@ def test_rejection_wins_over_age() -> None:
                 "component": "managed-ledger",
                 "pulsar/managed-ledger": BUCKET_T.managed_ledger_name,
             },
-            Verdict.REJECTED,
             "component_mismatch",
         ),
         (
             PendingDeleteLedgerInfo(BUCKET_TOPIC, LedgerComponent.MANAGED_CURSOR, LedgerType.LEDGER, 31, "my sub"),
             BUCKET_CM,
-            Verdict.REJECTED,
             "component_mismatch",
         ),
-        (bucket_info(), {"application": "other"}, Verdict.REJECTED, "not_pulsar"),
+        (bucket_info(), {"application": "other"}, "not_pulsar"),
     ],
 )
-def test_bucket_identity(message: PendingDeleteLedgerInfo, cm: dict[str, str], verdict: Verdict, reason: str) -> None:
-    v = verify_bookkeeper(message, bucket_stored(cm).metadata, now_ms=NOW, min_age_ms=600_000)
-    assert (v.verdict, v.reason) == (verdict, reason)
+def test_bucket_identity(message: PendingDeleteLedgerInfo, cm: dict[str, str], reason: str | None) -> None:
+    assert bookkeeper_rejection(message, bucket_stored(cm).metadata) == reason
 
 
 # ---- offload object names and metadata ---------------------------------------------------------------------
@@ -296,8 +298,7 @@ def offload_info(topic: str = TOPIC) -> PendingDeleteLedgerInfo:
 
 @pytest.mark.parametrize("key", ["ManagedLedgerName", "managedledgername", "MANAGEDLEDGERNAME", "managedLedgerName"])
 def test_offload_user_metadata_key_is_case_insensitive(key: str) -> None:
-    v = verify_offload_object_metadata(offload_info(), {key: ML, "role": "data"})
-    assert v.verdict is Verdict.MATCH
+    assert offload_rejection(offload_info(), {key: ML, "role": "data"}) is None
 
 
 @pytest.mark.parametrize(
@@ -311,16 +312,13 @@ def test_offload_user_metadata_key_is_case_insensitive(key: str) -> None:
     ],
 )
 def test_offload_user_metadata_rejections(meta: dict[str, str], reason: str) -> None:
-    v = verify_offload_object_metadata(offload_info(), meta)
-    assert (v.verdict, v.reason) == (Verdict.REJECTED, reason)
+    assert offload_rejection(offload_info(), meta) == reason
 
 
 def test_offload_user_metadata_uses_the_encoded_name() -> None:
     i = offload_info("persistent://t/ns/my topic")
-    assert verify_offload_object_metadata(i, {"ManagedLedgerName": "t/ns/persistent/my+topic"}).verdict is Verdict.MATCH
-    assert verify_offload_object_metadata(i, {"ManagedLedgerName": "t/ns/persistent/my topic"}).verdict is (
-        Verdict.REJECTED
-    )
+    assert offload_rejection(i, {"ManagedLedgerName": "t/ns/persistent/my+topic"}) is None
+    assert offload_rejection(i, {"ManagedLedgerName": "t/ns/persistent/my topic"}) == "topic_mismatch"
 
 
 # ---- S3 allow-list -----------------------------------------------------------------------------------------------

@@ -265,7 +265,8 @@ class BookieClient:
         """Settle an ambiguous answer: does the ledger exist? Asks the metadata store, one ledger."""
         if self.ledger_exists is None:
             raise BackendError(
-                "bookie", f"{what} for ledger {ledger_id}: ambiguous, and no metadata store (zookeeper.hosts)"
+                "bookie",
+                f"{what} for ledger {ledger_id}: ambiguous, and no metadata store (zookeeper.metadata_store_url)",
             )
         return await self.ledger_exists(ledger_id)
 

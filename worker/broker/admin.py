@@ -200,13 +200,8 @@ class PulsarAdmin:
 
     # ---- topics -----------------------------------------------------------------------------------
     async def lookup(self, topic: TopicName) -> str:
-        """The owning broker's admin base URL.
-
-        In a cluster a broker answers a lookup for a bundle nobody owns yet (after an unload, a broker's
-        death) with a 307 to the broker that decides (the load manager's leader), which may redirect
-        once more to the broker it assigns the bundle to: a lookup follows those hops, as Pulsar's own
-        clients do. A lookup answer only names the owner; the owner's internalStats, not followed, stays
-        the proof of ownership."""
+        """The owning broker's admin base URL, following the 307 hops to an unowned bundle's new owner as Pulsar's
+        clients do. The answer only names the owner; its internalStats, not followed, stays the proof of ownership."""
         path = topic.lookup_path
         ask = f"{self.admin_url}{path}"
         for _ in range(_LOOKUP_HOPS):

@@ -113,9 +113,5 @@ class PendingDeleteSchema(AvroSchema):  # type: ignore[misc]
     def decode(self, data: bytes) -> PendingDeleteLedgerInfo:
         return decode(data)
 
-    def decode_message(self, msg: Any) -> PendingDeleteLedgerInfo:
-        # The message's schema version never matters: every version of this schema decodes the same.
-        return decode(msg.data())
-
     def __str__(self) -> str:
         return "PendingDeleteSchema"

@@ -1,20 +1,12 @@
 """Where a topic's live state is read, without ever loading the topic to learn it: the reads behind the
 snapshot cache (``worker.broker.snapshot_cache``), ``purge-topic``, the scanner and the audit.
 
-- A topic some broker has loaded (that broker's own list names it, ``worker.broker.loaded_topics``) is
-  asked of that broker: ``internalStats``, its memory, is the truth while it serves the topic.
-- Any other topic is read from Pulsar's metadata store (``worker.backends.pulsar_metadata``): its managed
-  ledger, cursors and schema locator, which no broker writes while the topic is not loaded, and which stay
-  a safe answer when a broker loads it meanwhile (docs/design.md, "A topic is never loaded to learn what it
-  uses").
-- A topic without a managed ledger there is gone only if the admin API agrees: its namespace's topic list,
-  read from any broker (no ownership, no load), does not name it, or the namespace does not exist.
-- A Pulsar 5.0 scalable topic's segment is always read from the metadata store: no admin resource serves
-  its ``internalStats``. Its admin half of "gone" is its scalable topic not listing it.
-
-Asking ``internalStats`` of a topic's owner, found by a lookup, is what every admin client does, and it
-loads a topic that is not loaded (and a lookup assigns a bundle nobody owns): that is left for the one
-caller that may (``may_load``: ``purge-topic`` without a metadata store, which is about to delete the topic).
+A topic some broker has loaded (``worker.broker.loaded_topics``) is asked of that broker (``internalStats``);
+any other, and every 5.0 scalable topic's segment, is read from Pulsar's metadata store
+(``worker.backends.pulsar_store``), safe even if a broker loads it meanwhile (docs/design.md, "A topic is
+never loaded to learn what it uses"). A topic without a managed ledger there is gone only if the admin API's
+namespace topic list agrees. Asking an owner found by a lookup loads the topic: only ``may_load`` does
+(``purge-topic`` without a metadata store, about to delete the topic).
 """
 
 from __future__ import annotations
@@ -23,11 +15,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from worker.backends.pulsar_metadata import PulsarMetadata
 from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound
 from worker.broker.loaded_topics import LoadedTopics
 from worker.core.gone_proof import GoneUnconfirmed
 from worker.core.live_set import LiveSet
+from worker.core.metadata_stores import PulsarMetadataStore
 from worker.errors import BackendError
 from worker.formats.topic_name import TopicName
 
@@ -39,8 +31,8 @@ class NotLoadedUnreadable(BackendError):
     def __init__(self, topic: TopicName) -> None:
         super().__init__(
             "admin",
-            f"{topic} is not loaded on any broker, and without a metadata store (zookeeper.hosts) its live state "
-            "cannot be read without loading it",
+            f"{topic} is not loaded on any broker, and without a metadata store (zookeeper.metadata_store_url) its "
+            "live state cannot be read without loading it",
         )
 
 
@@ -62,7 +54,7 @@ class LiveStateReader:
         admin: PulsarAdmin,
         on_request: Callable[[str, str], None] | None = None,
         *,
-        metadata: PulsarMetadata | None = None,
+        metadata: PulsarMetadataStore | None = None,
         loaded: LoadedTopics | None = None,
         listing_ttl_s: float = 0.0,
         may_load: bool = False,
@@ -103,7 +95,8 @@ class LiveStateReader:
             # No admin resource serves a segment's internalStats: its records are always what is read.
             if self.metadata is None:
                 raise BackendError(
-                    "zookeeper", f"{topic}: a segment's live state is read from the metadata store (zookeeper.hosts)"
+                    "zookeeper",
+                    f"{topic}: a segment's live state is read from the metadata store (zookeeper.metadata_store_url)",
                 )
             return await self._fetch_stored(self.metadata, topic)
         serving = await self.loaded.serving(topic) if self.loaded is not None else None
@@ -130,7 +123,7 @@ class LiveStateReader:
             return await self._fetch_loading(topic)
         raise NotLoadedUnreadable(topic)
 
-    async def _fetch_stored(self, metadata: PulsarMetadata, topic: TopicName) -> LiveSet | None:
+    async def _fetch_stored(self, metadata: PulsarMetadataStore, topic: TopicName) -> LiveSet | None:
         """The topic's records in the metadata store, or None when it has none and the admin API does not list
         it either: its namespace's topic list, or for a segment its scalable topic's layout (a segment listed
         there without its managed ledger is being created or deleted: SegmentUnsettled)."""

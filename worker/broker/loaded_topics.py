@@ -1,19 +1,9 @@
-"""Which broker has a topic loaded, learned without loading anything.
-
-No admin read of a persistent topic answers "not loaded" on Pulsar 4.0.8: each one loads the topic first
-(``BrokerService.getTopicIfExists``), and a lookup of a bundle nobody owns assigns it to a broker. What
-does not load anything is each broker's own list of the topics it serves, ``broker-stats/topics``. So the
-lists of every live broker are read (brokers from Pulsar's metadata store, else the admin API's
-``brokers``), kept for ``ttl_s``, and a topic is taken to be loaded where a list names it, and only if that
-broker still owns the topic's bundle (its ownership znode, read right before: a bundle unloaded since would
-otherwise be assigned again by the very read that follows).
-
-A broker refreshes its list every ``statsUpdateFrequencyInSecs`` (60 s by default), so a list may miss a
-topic loaded since, and still name one unloaded since. The first is harmless: that topic's live state is
-read from the metadata store, which is safe for a loaded topic too (``worker.core.live_set``). The second is
-bounded by the ownership check to a topic unloaded on its own while its bundle stays (``topics unload``):
-its owner reloads it when asked. Without the lists (a role that is not a superuser may not read them) every
-topic counts as not loaded and is read from the metadata store.
+"""Which broker has a topic loaded, learned without loading anything: each live broker's own
+``broker-stats/topics`` list, kept for ``ttl_s``, and a topic counts as loaded there only while that broker
+still owns its bundle (its ownership znode, read right before). A list may miss a topic loaded since
+(harmless: the stored read is safe for a loaded topic too) or name one unloaded since (bounded by the
+ownership check). Without the lists (not a superuser) every topic is read from the metadata store.
+docs/design.md, "A topic is never loaded to learn what it uses".
 """
 
 from __future__ import annotations
@@ -23,8 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from worker.backends.pulsar_metadata import PulsarMetadata
 from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound
+from worker.core.metadata_stores import PulsarMetadataStore
 from worker.errors import BackendError
 from worker.formats.topic_name import TopicName
 from worker.logs import get_logger
@@ -47,7 +37,7 @@ class LoadedTopics:
     def __init__(
         self,
         admin: PulsarAdmin,
-        metadata: PulsarMetadata | None,
+        metadata: PulsarMetadataStore | None,
         *,
         ttl_s: float,
         clock: Callable[[], float] = time.monotonic,

@@ -20,11 +20,16 @@ import aiohttp
 import pulsar
 
 from worker.backends.bookie_http import BookieClient, BookieNotInCluster
-from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import PulsarAdmin
 from worker.broker.client import CallFailed
 from worker.broker.topology import read_queue_policies
-from worker.core.metadata_stores import BookKeeperMetadataStore, NoAnchor, PulsarMetadataStore, WrongMetadataStore
+from worker.core.metadata_stores import (
+    BookKeeperMetadataStore,
+    MetadataStores,
+    NoAnchor,
+    PulsarMetadataStore,
+    WrongMetadataStore,
+)
 from worker.core.queue_policies import dropping, unknown
 from worker.core.store_anchor import Anchor, anchor_refusal
 from worker.errors import BackendError, StartupRefused
@@ -115,14 +120,14 @@ def refused_as(p: PulsarSettings, what: str) -> Iterator[None]:
 
 
 async def check_pulsar_store(pulsar: PulsarMetadataStore, pending: TopicName | None) -> None:
-    """``zookeeper.hosts`` holds the pending topic's managed ledger (call once the topology exists)."""
+    """``zookeeper.metadata_store_url`` holds the pending topic's managed ledger (call once the topology exists)."""
     try:
         await pulsar.check(pending)
     except WrongMetadataStore as e:
         raise StartupRefused(str(e)) from e
 
 
-async def prove_metadata_stores(zk: ZooKeeper, admin: PulsarAdmin, pending: TopicName) -> None:
+async def prove_metadata_stores(zk: MetadataStores, admin: PulsarAdmin, pending: TopicName) -> None:
     """For the operator commands (scan, purge-topic): both stores where the config says. The pending
     topic anchors Pulsar's store when it exists (the admin API says so); before the worker's topology
     exists, only the managed-ledgers root can be asked for. BookKeeper's is anchored to Pulsar's: by the
@@ -140,7 +145,7 @@ async def prove_metadata_stores(zk: ZooKeeper, admin: PulsarAdmin, pending: Topi
 
 
 async def check_bookkeeper_store(bookkeeper: BookKeeperMetadataStore) -> None:
-    """BookKeeper's store (``zookeeper.bookkeeper_hosts`` or ``zookeeper.hosts``) has a known LAYOUT."""
+    """BookKeeper's store (``zookeeper.metadata_service_uri``, or Pulsar's) has a known LAYOUT."""
     try:
         await bookkeeper.check_layout()
     except WrongMetadataStore as e:

@@ -1,20 +1,8 @@
-"""Step 3, the in-use check: a topic's live state, cached safely.
-
-The live set of a topic is every ledger it still references: managed-ledger ledgers (the current one
-included), each cursor's ledger, the schema ledgers and the compacted ledger. It comes from
-``internalStats`` on the broker that has the topic loaded, or from Pulsar's metadata store when no broker
-has it loaded (``worker.broker.live_state_reader``: a topic is never loaded to learn what it uses); the
-parse and the in-use rule are ``worker.core.live_set``, this module is the cache around them.
-
-Caching is safe because ledger ids only grow and a removed id never comes back, with two guards:
-- stale-id rule: a ledger id above the largest id of the snapshot may have been created after the
-  snapshot was taken, so the snapshot cannot clear it: refetch before deciding. Unless the read is known
-  to have started after the ledger existed: after the message naming it was received, or after the ledger
-  was already older than the minimum age (the caller's ``vouches``: the same premise the too-young rule
-  rests on, that a ledger that old is listed by its topic if its topic keeps it);
-- epochs (PIP-269's lesson): a 307, an ownership change, the topic going away or the admin API losing
-  it (not found while the metadata store still has it) bumps the topic's epoch; a decision taken on an
-  older epoch is re-evaluated before anything is deleted.
+"""Step 3, the in-use check: a topic's live state (``worker.core.live_set``, read by
+``worker.broker.live_state_reader``), cached safely. Ledger ids only grow and a removed id never comes back;
+two guards (docs/design.md, "The owner's live state decides"): a ledger id above the snapshot's largest is
+refetched unless the read is known to have started after the ledger existed (the caller's ``vouches``), and
+an epoch that a 307, an ownership change or the topic going away bumps, checked last before a delete.
 """
 
 from __future__ import annotations
@@ -26,13 +14,12 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from worker.backends.pulsar_metadata import PulsarMetadata
-from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import NotOwner, PulsarAdmin
 from worker.broker.live_state_reader import LiveStateReader, SegmentUnsettled
 from worker.broker.loaded_topics import LoadedTopics
 from worker.core.gone_proof import GoneUnconfirmed, ManagedLedgerRecords, confirm_gone
 from worker.core.live_set import Hold, LiveSet, Snapshot, TopicGone, ledger_hold
+from worker.core.metadata_stores import MetadataStores
 from worker.formats.topic_name import TopicName
 from worker.settings import WorkerSettings
 
@@ -70,15 +57,12 @@ class _TopicState:
 
 
 class SnapshotCache:
-    """Per-topic snapshots: bounded LRU with TTL, epochs, the stale-id rule, the "gone" rule, and one
-    fetch at a time per topic.
-
-    Epochs come from one counter, so no value is ever reused. Per-topic state (epoch, last seen, the
-    snapshot) is one entry, bounded by ``max_topics``: evicting it drops the snapshot with the epoch, and
-    moves the epoch every state-less topic reports (``_base``) to a fresh value, so a decision still
-    holding a snapshot of an evicted topic is re-taken instead of trusted. At most ``max_size`` entries
-    hold a snapshot (least recently used loses it first; its epoch stays).
-    """
+    """Per-topic snapshots: bounded LRU with TTL, epochs, the stale-id rule, the "gone" rule, and one fetch at
+    a time per topic. Epochs come from one counter, so no value is ever reused. Per-topic state (epoch, last
+    seen, the snapshot) is one entry, bounded by ``max_topics``: evicting it drops the snapshot with the epoch
+    and moves the epoch every state-less topic reports (``_base``) to a fresh value, so a decision still holding
+    a snapshot of an evicted topic is re-taken instead of trusted. At most ``max_size`` entries hold a snapshot
+    (least recently used loses it first; its epoch stays)."""
 
     def __init__(
         self,
@@ -303,15 +287,12 @@ class SnapshotCache:
         vouches: Callable[[int], Awaitable[bool]] | None = None,
         since: float | None = None,
     ) -> Snapshot:
-        """A snapshot that can decide about ``ledger_id`` (refetched when stale for it).
-
-        Concurrent callers of one topic share one read (single flight) instead of each starting its
-        own after a TTL expiry; ``fresh`` callers need a read that starts after their call and never join.
-        ``vouches(read_started_ms)``: whether a read that started then, and does not list the ledger, may
-        still decide about it (the decider answers from the ledger's creation time and the minimum age).
-        ``since``: when the asking message was dispatched (``worker.core.dispatch``): reads started at or after
-        it are shared with it; None shares none.
-        """
+        """A snapshot that can decide about ``ledger_id`` (refetched when stale for it). Concurrent callers of one
+        topic share one read (single flight); ``fresh`` callers need a read that starts after their call.
+        ``vouches(read_started_ms)``: whether a read that started then, and does not list the ledger, may still
+        decide about it (from the ledger's creation time and the minimum age). ``since``: when the asking
+        message was dispatched (``worker.core.dispatch``): reads started at or after it are shared with it; None
+        shares none."""
         key = str(topic)
         if fresh:
             return await self._load_and_store(topic, since=since)
@@ -370,7 +351,7 @@ def _with_epoch(snap: Snapshot, epoch: int) -> Snapshot:
 def snapshot_cache(
     admin: PulsarAdmin,
     w: WorkerSettings,
-    metadata_store: ZooKeeper | None,
+    metadata_store: MetadataStores | None,
     *,
     ttl_s: float | None = None,
     on_request: Callable[[str, str], None] | None = None,
@@ -379,7 +360,7 @@ def snapshot_cache(
 ) -> SnapshotCache:
     """The one way to build the live-state cache from the settings (size, TTL; the owner cache bounded at
     ten times the snapshots): the daemon, the replay, ``scan`` and the audit all get it here. With a
-    metadata store (``ZooKeeper``), a topic no broker has loaded is read from it; without one, only topics a
+    metadata stores, a topic no broker has loaded is read from it; without one, only topics a
     broker lists as loaded can be read (nothing is loaded to learn the others)."""
     return SnapshotCache(
         live_state_reader(admin, w, metadata_store, on_request=on_request, listing_ttl_s=not_found_ttl_s),
@@ -394,16 +375,16 @@ def snapshot_cache(
 def live_state_reader(
     admin: PulsarAdmin,
     w: WorkerSettings,
-    metadata_store: ZooKeeper | None,
+    metadata_store: MetadataStores | None,
     *,
     on_request: Callable[[str, str], None] | None = None,
     listing_ttl_s: float = 0.0,
     may_load: bool = False,
 ) -> LiveStateReader:
     """The reader behind every live-state read: the brokers' lists of loaded topics (kept
-    ``worker.loaded_topics_ttl_s``), Pulsar's metadata store when ``metadata_store`` is the ZooKeeper client
-    of it, the admin API's namespace listings (kept ``listing_ttl_s``)."""
-    metadata = PulsarMetadata(metadata_store.session) if metadata_store is not None else None
+    ``worker.loaded_topics_ttl_s``), Pulsar's metadata store when ``metadata_store`` is given,
+    the admin API's namespace listings (kept ``listing_ttl_s``)."""
+    metadata = metadata_store.pulsar if metadata_store is not None else None
     return LiveStateReader(
         admin,
         on_request,

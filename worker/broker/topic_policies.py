@@ -1,23 +1,11 @@
 """Topic-level retention and message TTL policies, read the way the brokers read them: from the namespace's
-``__change_events``.
+``__change_events`` (Avro ``PulsarEvent`` events keyed by topic, the last one winning, ``DELETE`` or a null value
+removing them, each decoded with the schema version it names).
 
-Pulsar keeps a topic's own policies (``pulsar-admin topicPolicies set-retention``) not in the metadata store but
-as events on a system topic of its namespace, ``persistent://<tenant>/<ns>/__change_events``: each an Avro
-``PulsarEvent`` keyed by the topic's name, whose ``topicPoliciesEvent.policies`` is the topic's whole
-``TopicPolicies`` (``isGlobal`` telling the replicated ones apart) and whose ``actionType`` ``DELETE`` (or a
-null value) removes them. The last event of a topic wins. The writer schema of each event is the schema
-registry's version the message names (``GET /admin/v2/schemas/.../__change_events/schema/{version}``).
-
-The admin API's topic-policy reads are no way round it: each one checks the topic's ownership first, a lookup,
-and a lookup of a bundle nobody owns assigns it to a broker, which then loads the bundle's topics. (On 4.0.8
-``GET .../messageTTL?applied=true`` is ``PersistentTopics.getMessageTTL``: ``preValidation`` checks the topic
-exists and its ownership, ``validateTopicOwnershipAsync``, then reads the policies cache the owner fills from
-``__change_events``; the namespace's and the broker's values only when the topic sets none.) Reading
-``__change_events`` with a Reader is a lookup of its own bundle too, so it is read only while a broker lists it
-as loaded (``worker.broker.loaded_topics``: its bundle is owned, the lookup assigns nothing). Otherwise the
-namespace's topic policies are not read and the caller says so: every topic of a namespace that has
-topic-level policies loads ``__change_events`` whenever one of them is loaded, so an unread list is the case of
-a namespace none of whose topics is loaded.
+The admin API's topic-policy reads are no way round it: each checks the topic's ownership first, a lookup
+that assigns a bundle nobody owns. Reading ``__change_events`` is a lookup of its own bundle too, so it is
+read only while a broker lists it as loaded (``worker.broker.loaded_topics``); otherwise the caller says the
+namespace's topic policies are unread (docs/cli.md, "``trim-idle``: reclaim what nothing trims").
 """
 
 from __future__ import annotations

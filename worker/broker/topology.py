@@ -1,14 +1,8 @@
-"""The deletion topics and their subscriptions, created idempotently before anything is sent or read.
-
-A topic without a subscription may lose messages to retention, so the worker subscription (and the DLQ
-replay subscription) must exist before the first message: both phase 1 and the daemon call
-:func:`ensure_topology` at start.
-
-Several starters (``send`` commands, phase-1 senders, worker replicas) may create the same topology at
-once. The broker answers such races with errors that mean "someone else is doing it": 409 on a topic or
-namespace that appeared meanwhile, and 412 ``Subscription Busy: Failed to fence subscription`` when two
-subscription PUTs reset the same new cursor. None of them proves the thing is in place, so after any of
-them each step checks its own result and retries, a bounded number of times, until it is.
+"""The deletion topics and their subscriptions, created idempotently before anything is sent or read: a
+topic without a subscription may lose messages to retention, so phase 1 and the daemon both call
+:func:`ensure_topology` at start. Starters racing each other get 409, or 412 ``Subscription Busy``, which
+prove nothing: each step then checks its own result and retries, a bounded number of times
+(docs/cli.md, "The phase-1 library").
 """
 
 from __future__ import annotations
@@ -256,13 +250,8 @@ async def read_queue_policies(
 
 
 async def ensure_queue_policies(admin: PulsarAdmin, topics: TopicsSettings) -> None:
-    """Make the queue topics' policies safe (``topology``, as a tenant admin), then check them.
-
-    The namespaces get explicit zeros for message TTL and subscription expiration, so a broker default set
-    later does not reach them; topic-level values that drop work are removed (they override the
-    namespace's); an evicting backlog quota keeps its limits with a policy that holds producers instead;
-    an inactive-topic policy that deletes caught-up topics stops deleting. Topic-level policies reach the
-    broker through its event topic, so the check waits for them, boundedly."""
+    """Make the queue topics' policies safe (``topology``, as a tenant admin), then check them, waiting
+    boundedly for topic-level policies to reach the broker (docs/design.md, "The queue keeps its work")."""
     names = _queue_topics(topics)
     namespaces = sorted({t.namespace_name for t in names})
     for ns in namespaces:

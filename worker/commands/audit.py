@@ -47,7 +47,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
         help="ignore ledgers/objects younger than this (default: worker.min_ledger_age_s)",
     )
     p.add_argument("--no-buckets", action="store_true", help="skip the offload bucket audit")
-    p.add_argument("--ledgers-root", default=None, help="BookKeeper metadata root (default zookeeper.ledgers_root)")
+    p.add_argument(
+        "--ledgers-root",
+        default=None,
+        help="BookKeeper's ledgers root on its store's servers (default: zookeeper.metadata_service_uri's)",
+    )
     add_spark_options(p, "audit")
     p.set_defaults(handler=handle)
     return p

@@ -6,7 +6,7 @@ and the number of attempts (``RECONSUMETIMES``). A message the nightly replay ha
 on its subscription is "replayed" and hidden unless --all.
 
 BYTES is what deleting the message's copy would free, read as the worker reads it before a delete: a
-ledger's length from BookKeeper's metadata store (``zookeeper.hosts``), an offloaded copy's object sizes;
+ledger's length from BookKeeper's metadata store (``zookeeper.metadata_service_uri``), an offloaded copy's object sizes;
 0 when storage holds nothing of it any more, "unknown" when storage does not record it (a ledger never
 closed) or cannot be read. The total counts each copy once.
 """
@@ -56,10 +56,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 def handle_list(args: argparse.Namespace, settings: Settings) -> int:
     # Lazy so --help stays fast: the Pulsar client, aiohttp, kazoo and aiobotocore.
-    from worker.operations.queue_status import list_dead_letters, would_free
+    from worker.backends.stores import optional_stores
+    from worker.operations.queue_status import DeadLetter, list_dead_letters, would_free
+
+    async def read() -> list[DeadLetter]:
+        async with optional_stores(settings.zookeeper) as stores:
+            return await list_dead_letters(settings, limit=args.limit, include_replayed=args.all, stores=stores)
 
     try:
-        letters = asyncio.run(list_dead_letters(settings, limit=args.limit, include_replayed=args.all))
+        letters = asyncio.run(read())
     except Exception as e:
         return command_failed("dlq list", e)
     out = Output(args)

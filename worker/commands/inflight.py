@@ -35,10 +35,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
 
 def handle(args: argparse.Namespace, settings: Settings) -> int:
     # Lazy so --help stays fast: the Pulsar client, aiohttp, kazoo and aiobotocore.
-    from worker.operations.queue_status import QueuedBytes, inflight_from_settings
+    from worker.backends.stores import optional_stores
+    from worker.operations.queue_status import Inflight, QueuedBytes, inflight_from_settings
+
+    async def read() -> Inflight:
+        if not args.bytes:
+            return await inflight_from_settings(settings, limit=args.limit)
+        async with optional_stores(settings.zookeeper) as stores:
+            return await inflight_from_settings(settings, with_bytes=True, limit=args.limit, stores=stores)
 
     try:
-        res = asyncio.run(inflight_from_settings(settings, with_bytes=args.bytes, limit=args.limit))
+        res = asyncio.run(read())
     except Exception as e:
         return command_failed("inflight", e)
     out = Output(args)

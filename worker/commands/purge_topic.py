@@ -55,14 +55,14 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _run(args: argparse.Namespace, settings: Settings, topic: object) -> int:
     # Lazy so --help stays fast: the Pulsar client, aiohttp and kazoo.
-    from worker.backends.zookeeper import optional_zookeeper
+    from worker.backends.stores import optional_stores
     from worker.broker.admin import open_admin
     from worker.broker.preflight import prove_metadata_stores
     from worker.operations.purge import purge_topic
 
     assert isinstance(topic, TopicName)
     s = settings
-    async with open_admin(s.pulsar) as admin, optional_zookeeper(s.zookeeper) as zk:
+    async with open_admin(s.pulsar) as admin, optional_stores(s.zookeeper) as zk:
         if zk is not None:
             await prove_metadata_stores(zk, admin, TopicName.parse(s.topics.pending))
         res = await purge_topic(

@@ -20,10 +20,13 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
     # Lazy so --help stays fast: the daemon loads every I/O client.
     from worker.daemon.daemon import run_daemon
 
-    if not settings.zookeeper.hosts:
+    if not settings.zookeeper.metadata_store_url:
         # The metadata store is half of every "topic gone" proof and settles the bookie's ambiguous
         # answers: without it the worker could only ever retry orphans of deleted topics.
-        print("ledger-deletion-worker run: zookeeper.hosts: the worker needs the metadata store", file=sys.stderr)
+        print(
+            "ledger-deletion-worker run: zookeeper.metadata_store_url: the worker needs the metadata store",
+            file=sys.stderr,
+        )
         return 2
 
     try:

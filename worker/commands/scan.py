@@ -59,7 +59,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argpar
         "--metadata-from",
         choices=("zookeeper", "bookie"),
         default=None,
-        help="where ledger metadata is read: the metadata store directly (default when zookeeper.hosts is "
+        help="where ledger metadata is read: the metadata store directly (default when zookeeper.metadata_store_url is "
         "set: one pipelined walk of /ledgers) or the bookie HTTP API (one call per ledger)",
     )
     add_output_options(p)
@@ -90,8 +90,8 @@ def _validate(args: argparse.Namespace, settings: Settings) -> tuple[float, list
         namespaces.append(ns)
     if args.concurrency < 1 or args.concurrency > 1024:
         return "--concurrency: must be between 1 and 1024"
-    if getattr(args, "metadata_from", None) == "zookeeper" and not settings.zookeeper.hosts:
-        return "--metadata-from zookeeper: zookeeper.hosts is not set"
+    if getattr(args, "metadata_from", None) == "zookeeper" and not settings.zookeeper.metadata_store_url:
+        return "--metadata-from zookeeper: zookeeper.metadata_store_url is not set"
     return min_age, namespaces
 
 
@@ -148,7 +148,7 @@ async def _scan(
     from worker.backends.bookie_http import BookieClient
     from worker.backends.http import new_session
     from worker.backends.ledger_listing import LedgerWalk
-    from worker.backends.zookeeper import optional_zookeeper
+    from worker.backends.stores import optional_stores
     from worker.broker.admin import open_admin
     from worker.broker.preflight import check_bookies, prove_metadata_stores
     from worker.broker.snapshot_cache import snapshot_cache
@@ -169,7 +169,7 @@ async def _scan(
     async with (
         open_admin(s.pulsar) as admin,
         new_session(s.bookkeeper.request_timeout_s, limit=max(32, args.concurrency)) as bk_session,
-        optional_zookeeper(s.zookeeper) as zk,
+        optional_stores(s.zookeeper) as zk,
     ):
         bookie = BookieClient(
             s.bookkeeper.endpoints,
@@ -186,9 +186,8 @@ async def _scan(
                 return 2
         listing: LedgerListing | LedgerChunks = bookie
         if (args.metadata_from or ("zookeeper" if zk else "bookie")) == "zookeeper":
-            hosts = s.zookeeper.bookkeeper_store
-            assert hosts is not None
-            listing = LedgerWalk(hosts, s.zookeeper.ledgers_root, s.zookeeper.timeout_s)
+            assert zk is not None
+            listing = LedgerWalk(zk.bookkeeper)
         # Live states are read once per topic, after the whole listing: a snapshot is never reused from
         # the cache, and the namespaces' topic lists (the admin's half of "gone") are kept for the scan.
         snapshots = snapshot_cache(admin, s.worker, zk, ttl_s=0, not_found_ttl_s=LISTING_TTL_S)
@@ -206,7 +205,7 @@ async def _scan(
         try:
             report = await scanner.scan()
         except BackendError as e:
-            where = f"reading {s.zookeeper.ledgers_root}: " if isinstance(listing, LedgerWalk) else ""
+            where = f"reading {zk.bookkeeper.where}: " if isinstance(listing, LedgerWalk) and zk else ""
             print(f"ledger-deletion-worker scan: {where}{e}", file=sys.stderr)
             return 1
         orphans = report.orphans

@@ -120,9 +120,9 @@ def handle(args: argparse.Namespace, settings: Settings) -> int:
             default = _parse_retention(args.default_retention)
         except ValueError as e:
             return refuse(f"--default-retention: {e}")
-    if not settings.zookeeper.hosts:
+    if not settings.zookeeper.metadata_store_url:
         return refuse(
-            "zookeeper.hosts is not set: an idle topic's ledgers and cursors are read from Pulsar's "
+            "zookeeper.metadata_store_url is not set: an idle topic's ledgers and cursors are read from Pulsar's "
             "metadata store, never by loading the topic"
         )
     # Lazy so --help stays fast: structlog.
@@ -184,15 +184,14 @@ def found_rows(topics: list[Any]) -> list[tuple[str, ...]]:
 
 async def _run(args: argparse.Namespace, settings: Settings, default: tuple[int, int] | None, output: Output) -> int:
     # Lazy so --help stays fast: the Pulsar client, aiohttp and kazoo.
-    from worker.backends.pulsar_metadata import PulsarMetadata
-    from worker.backends.zookeeper import optional_zookeeper
+    from worker.backends.stores import optional_stores
     from worker.broker.admin import open_admin
     from worker.broker.preflight import prove_metadata_stores
     from worker.operations.idle_trim import TrimState, apply_trims, find_idle_past_retention
 
     s = settings
     progress = Progress()
-    async with open_admin(s.pulsar) as admin, optional_zookeeper(s.zookeeper) as zk:
+    async with open_admin(s.pulsar) as admin, optional_stores(s.zookeeper) as zk:
         assert zk is not None
         try:
             await prove_metadata_stores(zk, admin, TopicName.parse(s.topics.pending))
@@ -202,6 +201,7 @@ async def _run(args: argparse.Namespace, settings: Settings, default: tuple[int,
         try:
             found = await find_idle_past_retention(
                 s,
+                zk,
                 namespaces=args.namespace,
                 broker_default=Retention(*default) if default is not None else None,
                 broker_default_ttl=args.default_ttl,
@@ -215,7 +215,7 @@ async def _run(args: argparse.Namespace, settings: Settings, default: tuple[int,
                 hint = " (give it with --default-ttl SECONDS)"
             print(f"ledger-deletion-worker trim-idle: {e}{hint}", file=sys.stderr)
             return 1
-        metadata = PulsarMetadata(zk.session)
+        metadata = zk.pulsar
         out: dict[str, Any] = found.to_dict()
         out["dry_run"] = not args.apply
         risky = found.ttl_risk

@@ -1,20 +1,12 @@
-"""Whether a bookie HTTP endpoint belongs to the BookKeeper cluster whose metadata store the worker reads.
-
-Any bookie deletes any ledger *of its own cluster*, through its own metadata store: a URL that reaches a
-bookie of another cluster would read and delete that cluster's ledgers of the same ids. So every
-configured endpoint is checked against the bookies registered in our store (``<ledgers_root>/available``
-and ``<ledgers_root>/available/readonly``) before it serves a call.
+"""Whether a bookie HTTP endpoint belongs to the BookKeeper cluster whose metadata store the worker reads:
+a bookie of another cluster would delete that cluster's ledgers of the same ids (docs/design.md, "The
+message never chooses where the worker connects"), so every endpoint must be registered in our store
+(``<ledgers_root>/available``, ``available/readonly``) before it serves a call.
 
 Which bookie an endpoint is (BookKeeper 4.17, ``BookieImpl.getBookieId``): ``bookieId`` when set, else
-``advertisedAddress:bookiePort`` when an advertised address is set (``bookiePort`` defaults to 3181),
-else an address derived from the bookie host's network interface (or its canonical host name with
-``useHostNameAsBookieID``), which cannot be known from outside. ``GET /api/v1/config/server_config``
-answers the bookie's configuration as a JSON object of strings (only the keys that are set). When the id
-cannot be derived, the bookie's own view of its cluster (``GET /api/v1/bookie/list_bookies?type=rw`` and
-``?type=ro``: a JSON object keyed by bookie id) must share a bookie with ours.
-
-Not distinguished: two clusters that register the same bookie ids (two Pulsar standalones both register
-``bk0test``); the bookie HTTP API exposes nothing that names its metadata store in a comparable form.
+``advertisedAddress:bookiePort`` (port 3181 by default), from ``GET /api/v1/config/server_config``; when the
+id cannot be derived (from the host's interface), the bookie's own ``list_bookies`` (``rw`` and ``ro``) must
+share a bookie with ours. Not distinguished: two clusters that register the same bookie ids.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Delayed-delivery bucket ledgers: when one is in use. One rule for the worker's decision
 (``worker.core.decision``), the scanner and, through it, the nightly audit.
 
-Pulsar 4.0.8's bucket tracker (``BucketDelayedDeliveryTrackerFactory``) keeps a subscription's delayed
-message index in bucket snapshot ledgers (``BookkeeperBucketSnapshotStorage``). Each bucket is a cursor
-property of its subscription (``Bucket.putBucketKeyId``): key ``#pulsar.internal.delayed.bucket_<start>_<end>``
-(``BucketDelayedDeliveryTracker.DELAYED_BUCKET_KEY_PREFIX``), value the snapshot ledger's id, stored in
-the cursor's znode (``ManagedCursorInfo.cursorProperties``; ``internalStats`` does not show them). A
-bucket is deleted ledger first, property second (``ImmutableBucket.asyncDeleteBucketSnapshot``,
-``cleanResidualSnapshots``), and the property stays when the delete fails.
-
-The znode alone proves use, not disuse: the tracker also uses a bucket whose property write failed (the
-failure is logged and ignored, ``Bucket.asyncSaveBucketSnapshot``) and every bucket of a non-durable
-subscription (whose properties never reach the metadata store), from memory only. So a bucket ledger is
-unused only when its property is gone **and** its subscription is gone from the owner's live state (or
-the whole topic is proven gone, which the caller decides before asking here).
+Each bucket is a cursor property ``#pulsar.internal.delayed.bucket_<start>_<end>`` = snapshot ledger id, in
+the cursor's znode only (Pulsar 4.0.8, ``BucketDelayedDeliveryTracker``). The property proves use, not
+disuse: the tracker also holds buckets from memory alone (a failed, ignored property write; a non-durable
+subscription). So a bucket ledger is unused only when its property is gone **and** its subscription is gone
+from the owner's live state, or the topic is proven gone (docs/design.md, "Delayed-delivery bucket ledgers").
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""What the daemon knows of a message when it hands it to the pipeline, passed with it (never ambient).
-
-- **When** (:attr:`Dispatch.at`, the event loop's clock): every message dispatched together was received before
-  that instant, so a read of the metadata store that *started* at or after it is as fresh as a read the message
-  would have made for itself then. Reads shared by the messages of a batch (the single-flight reads of Pulsar's
-  store, the live-state snapshots) are given only to messages dispatched before they started.
-- **What its batch already read** (:attr:`Dispatch.reads`): the daemon's batch sweep reads the metadata znode of
-  every BookKeeper ledger its batch names in one multiRead; a message's inspection takes its ledger's read from
-  there, once (:meth:`Dispatch.take` removes it), so a duplicate decided after it, or a second look at the same
-  message, reads again and sees the first one's delete. The sweep's read stands in for the inspection: it started
-  after the message was received, and an inspection has no freshness of its own to keep (the versioned delete
-  refuses metadata that changed since it was read, and the epoch check vouches for the live state).
-
-Outside the daemon (scan, the replay, ``purge-topic``, tests) there is no dispatch: every read is the caller's own.
+"""What the daemon knows of a message when it hands it to the pipeline, passed with it (never ambient):
+**when** (:attr:`Dispatch.at`: a read that started at or after it is as fresh as the message's own) and
+**what its batch already read** (:attr:`Dispatch.reads`, taken once by :meth:`Dispatch.take`, so a
+duplicate decided after it reads again and sees the first one's delete). Why that is safe: docs/design.md,
+"The batched hot path". Outside the daemon there is no dispatch: every read is the caller's own.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""The bytes a deletion frees, read from what storage said before the delete (``worker.core.stored``).
-
-- A BookKeeper ledger: its ``length`` in the ledger metadata, the bytes of its entries as BookKeeper
-  records them when the ledger is closed. A ledger never closed (OPEN or IN_RECOVERY: one a deleted
-  topic's writer left behind) has no recorded length: unknown, never a guess. The figure is logical:
-  each bookie of the write quorum holds a copy, and a bookie gets its disk back only when its own garbage
-  collection and compaction run.
-- An offloaded copy: the sizes of its objects (data and index) as tiered storage reported them; unknown
-  when it could not say.
-- Nothing stored (already gone, or refused): nothing freed by this worker.
-
-One rule for the daemon (``worker.core.decision`` puts it on ``Result.freed_bytes``, which the counter
-``ledger_deletion_freed_bytes_total`` and the nightly replay's report read), ``dlq list`` and ``inflight``
-(the bytes the queued ledgers would free).
+"""The bytes a deletion frees, read from what storage said before the delete (``worker.core.stored``): a
+closed BookKeeper ledger's metadata ``length`` (logical bytes; a ledger never closed: unknown, never a
+guess), an offloaded copy's object sizes, nothing when nothing was stored. One rule for the daemon
+(``Result.freed_bytes``), the replay's report, ``dlq list`` and ``inflight`` (docs/operations.md, "Metrics").
 """
 
 from __future__ import annotations

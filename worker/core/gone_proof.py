@@ -34,7 +34,9 @@ async def confirm_gone(topic: TopicName, store: ManagedLedgerRecords | None, *, 
     ``since``: the asking message's dispatch (``worker.core.dispatch``). Raises :class:`GoneUnconfirmed`."""
     if store is None:
         raise GoneUnconfirmed(
-            topic, "not found by the admin API, but no metadata store is configured to confirm it (zookeeper.hosts)"
+            topic,
+            "not found by the admin API, but no metadata store is configured to confirm it "
+            "(zookeeper.metadata_store_url)",
         )
     if await store.managed_ledger_exists(topic.managed_ledger_name, since=since):
         raise GoneUnconfirmed(

@@ -1,13 +1,8 @@
-"""The minimum age: a ledger (or an offloaded copy of one) younger than it is never deleted nor reported.
-
-Why: a ledger is created before its id is recorded anywhere (the managed ledger's list, a cursor, the
-schema registry's locator, the compaction horizon), so for a while a live ledger looks unreferenced.
-One rule for the worker (``worker.core.verification``), the scanner (``worker.operations.scanner``, and through it the
-nightly audit's ledgers) and the nightly audit's offloaded objects (``worker.nightly.audit``):
-
-- no creation time: the age is unknown, which is never old enough;
-- a creation time after "now" (clocks of different machines) is not old enough either, even with a
-  minimum of zero: the age is clamped to 0 for display only, never for the decision.
+"""The minimum age: a ledger (or an offloaded copy of one) younger than it is never deleted nor reported, since
+a ledger is created before its id is recorded anywhere (docs/design.md, "Open and young ledgers stay"). One
+rule for the worker, the scanner and the nightly audit's offloaded objects. No creation time is never old
+enough; a creation time after "now" (another machine's clock) is not old enough either, even with a minimum
+of zero: the age is clamped to 0 for display only, never for the decision.
 """
 
 from __future__ import annotations

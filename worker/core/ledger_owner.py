@@ -1,6 +1,5 @@
 """The owner of a ledger, read from the custom metadata Pulsar writes on it: one parse for the worker's
-identity check (``worker.core.verification``) and the scanner's grouping (``worker.operations.scanner``, and through it
-the nightly audit).
+identity check (``worker.core.verification``) and the scanner's grouping (and through it the nightly audit).
 
 Pulsar's keys (``LedgerMetadataUtils``): ``application=pulsar``; ``component`` is ``managed-ledger``
 (+ ``pulsar/managed-ledger``, + ``pulsar/cursor`` on a cursor's ledger), ``schema`` (+ ``pulsar/schemaId``)
@@ -8,20 +7,18 @@ Pulsar's keys (``LedgerMetadataUtils``): ``application=pulsar``; ``component`` i
 ``pulsar/delayedIndexCursor``, ``pulsar/delayedIndexBucketKey``). The names are not all written alike (checked on a
 Pulsar 4.0.8 topic named ``h11 enc:x~é*``):
 
-- ``pulsar/managed-ledger`` is the managed ledger's name, ``TopicName.getPersistenceNamingEncoding``:
-  ``tenant/ns/persistent/<local name through java.net.URLEncoder>`` (``h11+enc%3Ax%7E%C3%A9*``);
+- ``pulsar/managed-ledger`` is ``TopicName.getPersistenceNamingEncoding``: ``tenant/ns/persistent/<local name
+  through java.net.URLEncoder>`` (``h11+enc%3Ax%7E%C3%A9*``);
 - ``pulsar/schemaId`` is ``TopicName.getSchemaName``: ``tenant/ns/<encoded local name of the partitioned
   base>``, encoded the same way;
-- ``pulsar/compactedTopic`` is the full topic name as the compactor's reader names it, not encoded;
-- ``pulsar/delayedIndexTopic`` is the full topic name (a partition's own), not encoded, and
-  ``pulsar/delayedIndexCursor`` the subscription name, decoded (``Codec.decode`` of the cursor's name).
+- ``pulsar/compactedTopic`` and ``pulsar/delayedIndexTopic`` are full topic names, not encoded (the latter a
+  partition's own), and ``pulsar/delayedIndexCursor`` the subscription name, decoded (``Codec.decode``).
 
 An encoded name is accepted only when it is exactly the encoding of the name it decodes to (the round
 trip), so an owner parsed here and a name a message carries compare equal exactly when Pulsar would have
-written that message's name. Version-1 names (``tenant/cluster/ns/persistent/...``: the broker's health
-check topic still uses one) are owners like any other (``worker.formats.topic_name``). A v1 topic's schema id
-carries no cluster (``getSchemaName`` drops it): it reads as the v2 name ``tenant/ns/topic``, which is why
-a schema ledger's registry entry, not its topic, decides whether it is in use (``worker.core.schema_in_use``).
+written that message's name. Version-1 names are owners like any other; a v1 topic's schema id drops the
+cluster, which is why a schema ledger's registry entry, not its topic, decides whether it is in use
+(``worker.core.schema_in_use``).
 """
 
 from __future__ import annotations

@@ -1,23 +1,8 @@
-"""BookKeeper's recovery of an open ledger, as arithmetic: which answers fence it, and where it closes.
-
-BookKeeper's recovery open (``ReadOnlyLedgerHandle.recover``, ``LedgerRecoveryOp``, bookkeeper-server 4.17):
-
-1. the ledger's metadata goes from OPEN to IN_RECOVERY (a versioned write): from then on its writer's
-   ensemble changes fail, so its last ensemble is the one it writes to;
-2. every bookie of that ensemble is asked for its last entry with the FENCE flag and the master key
-   (``ReadLastConfirmedOp.initiateWithFencing``): a fenced bookie refuses every later add of the old
-   writer. Enough answers have come back (:func:`fenced`) when no write quorum keeps ``ack_quorum`` bookies
-   that did not answer: then no add can be confirmed any more. The last-add-confirmed to recover from is
-   the largest one the answers carry (with its length), and never below the last ensemble's first entry - 1;
-3. the entries after it are read (each from its write set, fenced too) until one is missing: an entry is
-   missing once ``write_quorum - ack_quorum + 1`` bookies of its write set say they do not have it
-   (:func:`entry_read`), since a confirmed entry has ``ack_quorum`` copies;
-4. the metadata is closed at the last entry found, with its length (:func:`close_point`).
-
-BookKeeper also writes the entries it read in step 3 again (a recovery add), so that a ledger that lives
-on has them on a whole write quorum. The worker recovers only ledgers it deletes next, and deletes them
-right after (``docs/design.md``, "Open ledgers nothing names"), so it skips that copy: the close it writes has
-the same ``lastEntryId`` and ``length`` BookKeeper's would.
+"""BookKeeper's recovery of an open ledger, as arithmetic: which answers fence it (:func:`fenced`), when an
+entry is missing (:func:`entry_read`), and where it closes (:func:`close_point`), following
+``ReadOnlyLedgerHandle.recover`` / ``LedgerRecoveryOp`` (bookkeeper-server 4.17; docs/design.md, "Open
+ledgers nothing names"). BookKeeper's recovery add (re-writing the entries read) is skipped: the worker
+deletes what it recovers right after, and its close has the same ``lastEntryId`` and ``length``.
 """
 
 from __future__ import annotations

@@ -1,46 +1,14 @@
 """The live set of a topic: every ledger its owner broker still references, parsed from ``internalStats``
 (a topic some broker has loaded), or every ledger Pulsar's metadata store records for it (a topic no
-broker has loaded, and a Pulsar 5.0 scalable topic's segment, whose owner serves no ``internalStats``:
-:meth:`LiveSet.from_stored`).
+broker has loaded, and a Pulsar 5.0 scalable topic's segment: :meth:`LiveSet.from_stored`). One parse for
+the worker's in-use check, the scanner, ``purge-topic`` and the nightly audit.
 
-One parse for every caller: the worker's in-use check and the scanner (through ``worker.broker.snapshot_cache``'s
-snapshot cache), ``purge-topic`` (what a topic owns) and the nightly audit (through the scanner).
-
-Where ``internalStats`` names each ledger (Pulsar 4.0.8, ``PersistentTopicInternalStats``):
-
-- ``ledgers[].ledgerId``: the managed ledger's ledgers, the current one included (``offloaded``: its
-  offload completed);
-- ``cursors.<name>.cursorLedger``: each cursor's ledger (-1: none, the position lives in its znode);
-- ``schemaLedgers[].ledgerId``: the schema registry's ledgers for the topic;
-- the compacted ledger, twice. ``compactedLedger.ledgerId`` is the compacted-topic context the broker has
-  *loaded*, and -1 whenever none is. Where the broker *persists* it is the ``__compaction`` cursor
-  (``Compactor.COMPACTION_SUBSCRIPTION``): the compactor acknowledges with the property
-  ``CompactedTopicLedger`` (``Compactor.COMPACTED_TOPIC_LEDGER_PROPERTY``), and a topic loading reads
-  its compacted ledger from there (``PulsarCompactorSubscription``). ``internalStats`` shows those
-  properties as ``cursors.__compaction.properties``. Either naming a ledger keeps it. (A compacted
-  ledger the broker fails to open does not read as -1 on 4.0.8: ``internalStats`` answers 500, which
-  the reader treats as any failed read.)
-
-What the metadata store records for a topic (``from_stored``) is the same set, read where the broker
-persists it: the managed-ledger znode's ledger list (with each ledger's offload state), each cursor znode's
-``cursorsLedgerId``, the schema registry's locator, and the ``CompactedTopicLedger`` property of the
-``__compaction`` cursor's mark-delete position (``ManagedCursorInfo.properties``). It is safe for a loaded
-topic too, because Pulsar writes a reference there before it uses a ledger and removes it before it deletes
-one: a new ledger is added to the znode before it becomes current (``updateLedgersListAfterRollover``), a
-cursor's new ledger is named in its znode before the old one is deleted (``switchToNewLedger``), a trim
-rewrites the znode before deleting, and a compaction switches to its new ledger in memory before the
-acknowledgement that names it. So every ledger a broker may still use, loaded now or loading later, is
-either named there or newer than anything named there; a stored read only misses what the floor rule below
-keeps anyway. Every cursor znode counts as an open subscription (``cursor_names``): a broker that has the
-topic loaded may hold a delayed-delivery bucket of it in memory only (``worker.core.bucket_in_use``).
-
-A topic with a ``__compaction`` cursor that names no compacted ledger is no proof that none is in use
-(observed on 4.0.8: clearing the ``__compaction`` backlog drops the property; after an unload
-``compactedLedger.ledgerId`` is -1 while the last compacted ledger is still in BookKeeper), and a
-compaction's output is closed *before* the acknowledgement that names it. So while a topic compacts, a
-compacted ledger newer than the newest one it names is held (:func:`ledger_hold`): with none named, every
-compacted ledger of the topic is. Ledger ids only grow, so a leftover of an *earlier* compaction (older
-than the one named) is still found, and the next compaction that commits releases the rest.
+``internalStats`` (Pulsar 4.0.8) names ``ledgers[].ledgerId``, ``cursors.<name>.cursorLedger`` (-1: none),
+``schemaLedgers[].ledgerId``, and the compacted ledger twice: ``compactedLedger.ledgerId`` (the context the
+broker has *loaded*) and the ``__compaction`` cursor's ``CompactedTopicLedger`` property (where it is
+*persisted*); either naming a ledger keeps it. Why a stored read is safe even for a loaded topic, and why a
+compacting topic holds every compacted ledger newer than the one it names (:func:`ledger_hold`):
+docs/design.md, "A topic is never loaded to learn what it uses" and "Compacted topics".
 """
 
 from __future__ import annotations
@@ -117,10 +85,7 @@ class LiveSet:
 
     @property
     def compacted_ledgers(self) -> frozenset[int]:
-        named = set(self.other_compacted)
-        if self.compacted_ledger is not None:
-            named.add(self.compacted_ledger)
-        return frozenset(named)
+        return self.other_compacted | ({self.compacted_ledger} if self.compacted_ledger is not None else set())
 
     @property
     def all_ids(self) -> frozenset[int]:

@@ -29,10 +29,7 @@ def clamped_int(value: object, lo: int, hi: int) -> int | None:
     if not digits or not digits.isascii() or not digits.isdigit():
         return None
     significant = digits.lstrip("0") or "0"
-    if len(significant) > _MAX_DIGITS:
-        n = hi + 1
-    else:
-        n = int(significant)
+    n = hi + 1 if len(significant) > _MAX_DIGITS else int(significant)  # never int() of a huge string
     return min(hi, max(lo, -n if s[:1] == "-" else n))
 
 

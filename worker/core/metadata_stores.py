@@ -7,24 +7,36 @@ They may be one ZooKeeper ensemble, two, or another store; confusing them is how
 live ledger gone or an orphan missing. So every caller asks for the role it needs, by type: nothing that
 reads a topic's records can delete a ledger's metadata, and nothing that deletes one can read a topic.
 
-An implementation per store: ``worker.backends.pulsar_store`` and ``worker.backends.bookkeeper_store`` on
-ZooKeeper (the only store Pulsar 4.0 and this project's tests run on). Another store (Oxia, which Pulsar
-5.0 recommends) is one new implementation of each.
+Both roles are written once (``worker.backends.pulsar_store``, ``worker.backends.bookkeeper_store``), over the
+:class:`KeyValueStore` below, as Pulsar writes its ``MetaStoreImpl`` once over its ``MetadataStore``. A store is
+a provider of that interface chosen by the scheme of its URL (``worker.backends.stores``, modelled on Pulsar's
+``MetadataStoreProvider``): ZooKeeper's (``worker.backends.zookeeper``, the only store Pulsar 4.0 and this
+project's tests run on). Another store (Oxia, which Pulsar 5.0 recommends) is one new provider.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from worker.core.store_anchor import Anchor
+from worker.errors import BackendError
+from worker.formats.ledger_metadata import LedgerMetadata
 from worker.formats.managed_ledger_metadata import ManagedCursorInfo, ManagedLedgerInfo
 from worker.formats.topic_name import TopicName
 
 
 class WrongMetadataStore(Exception):
     """A configured metadata store is not the one the config means; the message names the key."""
+
+
+class UnreadableManagedLedger(BackendError):
+    """A topic's managed-ledger record holds something that is not ManagedLedgerInfo."""
+
+    def __init__(self, topic: TopicName, e: Exception) -> None:
+        super().__init__("zookeeper", f"managed ledger of {topic}: {e}")
+        self.topic = topic
 
 
 class NoAnchor(WrongMetadataStore):
@@ -49,19 +61,64 @@ class RecordStat(Protocol):
 StoredRecord = tuple[bytes, RecordStat]
 
 
-@dataclass(frozen=True, slots=True)
-class TopicMetadata:
-    """A topic's managed-ledger record and its cursor records, read one after the other (not atomically).
+class KeyValueStore(Protocol):
+    """A metadata store as both roles use it, and no more: records at paths, each with a version. What a
+    provider implements (``worker.backends.zookeeper``). ``get`` and ``children``: None when there is no
+    record (as the server this session reads sees it); ``get_many``: in order, a record, None or the read's
+    failure; ``exists_confirmed``: an absence read again after a ``sync``, the leader's answer; ``set``: the
+    new version, or None when the record changed or is gone; ``delete``: True if this call deleted it, False
+    if it was gone, :class:`ChangedRecord` at another version; ``delete_many``: all or none, False when
+    refused; ``drain_latency``: every call's seconds since the last drain, by kind (read, write)."""
 
-    ``cursors`` is keyed by the record's name: the cursor name as BookKeeper metadata records it
-    (``pulsar/cursor``), i.e. the subscription name encoded like a topic's local name.
-    """
+    @property
+    def where(self) -> str: ...
+
+    async def get(self, path: str) -> StoredRecord | None: ...
+
+    async def get_many(self, paths: list[str]) -> list[StoredRecord | BaseException | None]: ...
+
+    async def children(self, path: str) -> list[str] | None: ...
+
+    async def exists(self, path: str) -> RecordStat | None: ...
+
+    async def sync(self, path: str) -> None: ...
+
+    async def exists_confirmed(self, path: str) -> RecordStat | None: ...
+
+    async def set(self, path: str, data: bytes, version: int) -> int | None: ...
+
+    async def delete(self, path: str, version: int) -> bool: ...
+
+    async def delete_many(self, versioned: list[tuple[str, int]]) -> bool: ...
+
+    def drain_latency(self) -> dict[str, list[float]]: ...
+
+
+class ChangedRecord(Exception):
+    """A versioned write or delete found another version: someone else wrote the record."""
+
+
+class MetadataStores(Protocol):
+    """Both roles, connected (``worker.backends.stores.Stores``)."""
+
+    @property
+    def pulsar(self) -> PulsarMetadataStore: ...
+
+    @property
+    def bookkeeper(self) -> BookKeeperMetadataStore: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTopic:
+    """A topic's records in Pulsar's metadata store, read one after the other (not atomically). ``cursors``
+    is keyed by the record's name: the cursor name as BookKeeper metadata records it (``pulsar/cursor``),
+    i.e. the subscription name encoded like a topic's local name."""
 
     topic: TopicName
-    path: str
     version: int
     managed_ledger: ManagedLedgerInfo
     cursors: Mapping[str, ManagedCursorInfo]
+    schema_ledgers: frozenset[int]
 
     @property
     def ledger_ids(self) -> tuple[int, ...]:
@@ -70,6 +127,18 @@ class TopicMetadata:
     @property
     def cursor_ledger_ids(self) -> dict[str, int]:
         return {name: c.cursors_ledger_id for name, c in self.cursors.items() if c.cursors_ledger_id >= 0}
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerUrls:
+    """A live broker's admin endpoints as it registered them."""
+
+    name: str
+    http: str | None
+    https: str | None
+
+    def url(self, tls: bool) -> str | None:
+        return self.https if tls else self.http
 
 
 class PulsarMetadataStore(Protocol):
@@ -94,8 +163,29 @@ class PulsarMetadataStore(Protocol):
         """The topic's managed-ledger record (ledgers with their offload state); None without one."""
         ...
 
-    async def read_topic(self, topic: TopicName) -> TopicMetadata | None:
-        """The topic's managed-ledger record with its cursors; None without one."""
+    async def stored_topic(self, topic: TopicName) -> StoredTopic | None:
+        """The topic's managed-ledger record with its cursors and schema ledgers; None without one (an absence
+        confirmed after a sync). Reads of topics asked together go out together."""
+        ...
+
+    async def brokers(self) -> list[BrokerUrls]:
+        """The brokers registered as live, with the admin URLs they advertise."""
+        ...
+
+    async def bundle_owner(self, namespace: str, bundle: str) -> BrokerUrls | None:
+        """Which broker owns a bundle, or None when none does."""
+        ...
+
+    async def namespace_policies(self, namespace: str) -> bytes | None:
+        """The namespace's policies record (JSON); None without one."""
+        ...
+
+    def namespaces(self) -> AsyncIterator[str]:
+        """Every namespace with managed ledgers (``tenant/ns``, or a version-1 ``tenant/cluster/ns``)."""
+        ...
+
+    async def persistent_topics(self, namespace: str) -> list[TopicName]:
+        """The persistent topics of ``namespace`` that have a managed-ledger record, in name order."""
         ...
 
     async def cursor_properties(self, topic: TopicName, cursor: str) -> Mapping[str, str] | None:
@@ -129,8 +219,8 @@ class BookKeeperMetadataStore(Protocol):
         """Prove a ledgers root with a known ledger manager is there. Raises :class:`WrongMetadataStore`."""
         ...
 
-    async def ledger_path(self, ledger_id: int) -> str:
-        """Where the ledger's metadata record is (the ledger manager's layout)."""
+    async def ledger_metadata_exists(self, ledger_id: int) -> bool:
+        """An absence confirmed after a sync: it settles the bookie's ambiguous 500."""
         ...
 
     async def read_ledger_metadata(self, ledger_id: int) -> StoredRecord | None:
@@ -149,23 +239,17 @@ class BookKeeperMetadataStore(Protocol):
         the read's failure (never an absence)."""
         ...
 
-    async def ledger_metadata_version(self, ledger_id: int) -> int | None:
-        """The version of the ledger's metadata record; None when the ledger does not exist."""
-        ...
-
-    async def ledger_metadata_exists(self, ledger_id: int) -> bool: ...
-
     async def registered_bookies(self) -> frozenset[str]:
         """The bookie ids the store has registered (writable and read-only)."""
         ...
 
-    async def delete_ledger_metadata(self, ledger_id: int, *, expected_version: int | None = None) -> bool:
-        """Delete the ledger's metadata record at ``expected_version`` (default: the version read now). True
-        if this call deleted it, False if it was gone; a changed record is not deleted (an error)."""
+    async def read(self, ledger_id: int, prefetched: Any = None) -> tuple[LedgerMetadata, object] | None:
+        """The ledger's metadata and the token of :meth:`delete` (``worker.backends.bookie_http.LedgerStore``:
+        the ZooKeeper delete route); ``prefetched``: its record as the daemon's batch read it."""
         ...
 
-    async def delete_ledgers_metadata_together(self, versions: list[tuple[int, int]]) -> bool:
-        """Delete several ledgers' records, each at its version, all or none. False when refused."""
+    async def delete(self, ledger_id: int, token: object = None) -> bool:
+        """Delete the ledger's metadata at the version ``token`` that was verified."""
         ...
 
     async def write_ledger_metadata(self, ledger_id: int, data: bytes, version: int) -> int | None:
@@ -175,6 +259,14 @@ class BookKeeperMetadataStore(Protocol):
 
     async def bookie_registration(self, bookie_id: str) -> bytes | None:
         """What a bookie registered (its service info), writable or read-only; None when it is not registered."""
+        ...
+
+    async def ledger_subtrees(self) -> list[str]:
+        """The ledger manager's subtrees (``/ledgers/00/0000``: at most 10,000 ledgers each), for a walk."""
+        ...
+
+    async def read_subtree(self, subtree: str) -> list[tuple[int, bytes, int]]:
+        """(ledger id, metadata bytes, creation ms) of every ledger under one of :meth:`ledger_subtrees`."""
         ...
 
     async def probe(self) -> None:

@@ -1,21 +1,16 @@
 """The driver metadata of an offloaded ledger: what names the S3 target its copy went to.
 
 Pulsar's jcloud offloader records, in each offloaded ledger's ``OffloadContext.driverMetadata``, the map
-``TieredStorageConfiguration.getOffloadDriverMetadata()`` (the ``OffloadDriverMetadata.name`` beside it is
-``getDriver()``, e.g. ``aws-s3``). Read on a Pulsar 4.0.8 offload to the local stack's S3 server::
+``TieredStorageConfiguration.getOffloadDriverMetadata()`` (beside ``OffloadDriverMetadata.name``, the
+``getDriver()`` string, e.g. ``aws-s3``). Read on a Pulsar 4.0.8 offload to the local stack's S3 server::
 
     {"managedLedgerOffloadDriver": "AWS_S3", "bucket": "pulsar-offload", "region": "us-east-1",
      "serviceEndpoint": "http://127.0.0.1:5000"}
 
-Every key is always written; an unset one is ``""`` (no endpoint on AWS itself, no region with an endpoint).
-``managedLedgerOffloadDriver`` is the provider's enum name (``JCloudBlobStoreProvider.toString()``), not
-the driver string.
-
-One module for the three places that meet this map: the worker reads it to pick the configured target a
-message names (``worker.core.verification.resolve_s3_target``); ``purge-topic``
-(``worker.operations.purge``, when only the offload uuid is known) and ``audit --send``
-(``worker.nightly.send``) build it from the configured target, so their messages carry what the broker
-would have written.
+Every key is always written; an unset one is ``""``. ``managedLedgerOffloadDriver`` is the provider's enum
+name (``JCloudBlobStoreProvider.toString()``), not the driver string. The worker reads it to pick the
+configured target a message names; ``purge-topic`` and ``audit --send`` build it from the configured target,
+so their messages carry what the broker would have written.
 """
 
 from __future__ import annotations

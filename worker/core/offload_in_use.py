@@ -1,19 +1,9 @@
 """Whether a copy of an offloaded ledger is still in use: one rule for the worker (``worker.daemon.decider``)
-and the nightly audit's offloaded objects (``worker.nightly.audit``).
-
-A ledger Pulsar offloaded has two copies, and its topic's ``ManagedLedgerInfo`` says which one readers use:
-
-- the offloaded copy under attempt uuid U is in use while the topic lists the ledger, unless the topic
-  records another uuid for it: then U is a failed earlier attempt (the offloader retries under a fresh
-  uuid), garbage. Without a recorded uuid (no offload context read, or none written yet: an offload is
-  running) the listed copy is in use, whatever its uuid;
-- the BookKeeper copy of a listed ledger is released once the offload completed and the broker marked
-  it deleted (``bookkeeperDeleted``): only then do readers read tiered storage whatever the topic's read
-  priority (``managedLedgerDataReadPriority``: bookkeeper-first reads the BookKeeper copy while it is not
-  so marked), and a BookKeeper copy left behind is a leak (the broker wrote the mark, then failed to
-  delete). The broker sets the mark after the topic's own effective lag (its namespace's or topic's
-  ``offloadDeletionLagMs``, else ``managedLedgerOffloadDeletionLagMs``), which this worker cannot see
-  whole: a lag of its own would delete copies that a namespace with a longer lag still reads.
+and the nightly audit's offloaded objects (``worker.nightly.audit``). The offloaded copy under uuid U is in
+use while the topic lists the ledger, unless the topic records another uuid (a failed earlier attempt); the
+BookKeeper copy of a listed ledger is released only once the broker marked it ``bookkeeperDeleted`` after
+the offload completed: the effective deletion lag is the broker's to compute (docs/design.md, "Offloaded
+ledgers").
 """
 
 from __future__ import annotations

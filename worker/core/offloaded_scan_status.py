@@ -1,11 +1,7 @@
-"""What Pulsar's offloaded-object scanner (``scanOffloadedLedgers``) says of an object, in the audit's words.
-
-Pulsar judges each object by its user metadata (cluster name, ``ManagedLedgerName``) and the topic's managed
-ledger as the broker reads it (``OffloaderObjectsScannerUtils``): ``OK`` (listed, offloaded under this uuid),
-``NOT-FOUND`` (no such managed ledger, or it does not list the ledger), ``BAD-UUID`` (listed, offloaded under
-another uuid), ``NOT-OFFLOADED`` (listed, not marked offloaded yet), ``UNKNOWN`` (no metadata, another
-cluster's, or no ``ManagedLedgerName``). The audit (``worker.nightly.audit_objects``) tells topic gone from
-ledger gone and keeps what is younger than its minimum age (an offload may be running): Pulsar does neither.
+"""What Pulsar's offloaded-object scanner (``scanOffloadedLedgers``) says of an object, in the audit's words
+(the statuses: docs/nightly.md, "Pulsar's offloaded-object scanner beside the audit"). The audit
+(``worker.nightly.audit_objects``) tells topic gone from ledger gone and keeps what is younger than its
+minimum age (an offload may be running): Pulsar does neither.
 """
 
 from __future__ import annotations

@@ -1,37 +1,16 @@
 """An OPEN ledger is never deleted while something may still write it; one nothing names is recovered first.
 
-BookKeeper's ``state`` is OPEN while a writer holds the ledger, IN_RECOVERY while another client fences
-it; only CLOSED is final. Who may write a Pulsar ledger: its topic's owner (the current ledger, a cursor's
-ledger), a compaction in progress (its compacted ledger, open until the compaction records it: a
-compaction can run longer than the minimum age), the schema registry while it stores a version (Pulsar
-accepts a schema for a name with no topic: that write lasts milliseconds, the minimum age covers it).
-While the owning topic exists, any of them may; once the topic is proven gone (the admin API and the metadata
-store agree, ``worker.broker.snapshot_cache.confirm_gone``), nothing writes for it any more and an open
-ledger is one its writer left behind (a deleted topic's current or cursor ledger, a compaction cut
-short): deletable like a closed one, once old enough.
-
-A live topic's owner writes only the ledgers it names: a managed ledger adds a ledger to its list before it
-writes to it, a cursor writes its new ledger's first entry and then switches to it, and neither ever names
-again a ledger it dropped (``docs/design.md``, "Open ledgers nothing names"). So an OPEN data or cursor ledger
-(:data:`RECOVERABLE`) that neither the owner's memory (the live set) nor the topic's record in the metadata
-store names, and that is older than the minimum age (its creator names it within seconds, or deletes it),
-has no writer: Pulsar 4.0 deletes a cursor's old ledger without closing it, and a crash between the
-switch and that delete leaves one. Such a ledger is *recovered* (fenced and closed, as BookKeeper's
-recovery open does: ``worker.core.ledger_recovery``), so that no writer could add to it any more, then judged
-like a closed one. A compacted, schema or bucket ledger is never recovered on a live topic: its writer
-(a compaction, the schema registry, a subscription's delayed-delivery tracker) names it only once it is
-closed, so an open one may be in progress however old it is.
-
-One rule for the worker (``worker.core.decision``: ``recover`` before the delete), the scanner
-(``worker.operations.scanner``: reported as an orphan of its kind, or skipped with its kind) and, through the
-scanner, the nightly audit.
+Only CLOSED is final in BookKeeper. Once the owning topic is proven gone
+(``worker.broker.snapshot_cache.confirm_gone``) nothing writes for it, so an open ledger is deletable like a
+closed one once old enough. On a live topic, an OPEN data or cursor ledger (:data:`RECOVERABLE`) that neither
+the live set nor the topic's records name, older than the minimum age, has no writer: it is recovered
+(``worker.core.ledger_recovery``), then judged like a closed one. A compacted, schema or bucket ledger is
+never recovered on a live topic: its writer names it only once closed. Why: docs/design.md, "Open ledgers
+nothing names". One rule, in the decision's order (``worker.core.decision``), for the worker and the scanner.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from worker.core.ledger_age import ledger_age
 from worker.formats.message import LedgerComponent
 
 # The ledgers of a live topic that may be recovered when nothing names them.
@@ -63,30 +42,10 @@ def open_kind(component: LedgerComponent) -> str:
     return _KIND[component]
 
 
-@dataclass(frozen=True, slots=True)
-class OpenHold:
-    """Why an open ledger of a live topic is kept. ``too_young``: only its age keeps it (it may be being
-    created), so it is looked at again once old enough."""
-
-    reason: str
-    too_young: bool = False
-
-
-def recovery_hold(
-    component: LedgerComponent,
-    *,
-    named: bool,
-    recorded: bool | None,
-    ctime_ms: int | None,
-    now_ms: float,
-    min_age_ms: float,
-) -> OpenHold | None:
-    """Why an OPEN (or IN_RECOVERY) ledger of a live topic may not be recovered, or None: recover it.
-
-    ``named``: the owner's live state holds it (``worker.core.live_set.ledger_hold``); ``recorded``: the
-    topic's record in Pulsar's metadata store names it (its managed ledger's list for a data ledger, its
-    cursor's ``cursorsLedgerId`` for a cursor ledger), read after the live state; None when it was not read,
-    which holds it."""
+def recovery_hold(component: LedgerComponent, *, recorded: bool | None) -> str | None:
+    """Why an OPEN (or IN_RECOVERY) ledger of a live topic may not be recovered, or None: recover it. Asked only
+    of a ledger old enough and not named by the live state (``worker.core.decision.RULE_ORDER``). ``recorded``:
+    the topic's record in Pulsar's metadata store names it (read after the live state); None, not read: held."""
     kind = open_kind(component)
     if component not in RECOVERABLE:
         why = {
@@ -94,16 +53,9 @@ def recovery_hold(
             LedgerComponent.SCHEMA_STORAGE: "the schema registry may be writing it",
             LedgerComponent.DELAYED_INDEX_BUCKET: "its subscription's delayed-delivery tracker may be writing it",
         }[component]
-        return OpenHold(f"{kind} of a live topic: {why}")
-    if named:
-        return OpenHold(f"{kind} its topic names")
+        return f"{kind} of a live topic: {why}"
     if recorded is None:
-        return OpenHold(f"{kind}: its topic's stored record was not read")
+        return f"{kind}: its topic's stored record was not read"
     if recorded:
-        return OpenHold(f"{kind} its topic's stored record names")
-    age = ledger_age(ctime_ms, now_ms=now_ms, min_age_ms=min_age_ms)
-    if not age.known:
-        return OpenHold(f"{kind} without a creation time: it may be being created", too_young=True)
-    if not age.old_enough:
-        return OpenHold(f"{kind} younger than the minimum age: it may be being created", too_young=True)
+        return f"{kind} its topic's stored record names"
     return None

@@ -1,32 +1,10 @@
 """How fast to delete: paced by the metadata store's health, not a fixed rate.
 
-Every ledger deletion is a write to BookKeeper's metadata store (the worker's own versioned delete, or the
-bookie's), and a burst of them is what turns ZooKeeper latency into minutes for every broker sharing the
-ensemble. So the rate follows what the store answers: the latency of the worker's own metadata calls, over
-each control interval, against the store's idle level.
-
-- **Idle level**: per kind of call (reads, writes: a write needs a quorum, a read does not, so each is
-  compared with its own kind), the lower quartile of the interval p90s seen over the baseline window (ten
-  minutes of intervals by default): low enough that this worker's own load does not raise it, not so low that
-  one lucky interval makes every ordinary one look slow. A store busy all the time (another tenant, a large
-  cluster) has a higher idle level, and the rule compares against that, not against an absolute number.
-- **AIMD**: while every kind's interval p90 stays within ``latency_factor`` times its idle level, the rate
-  grows by a fixed step (a twentieth of the ceiling per interval); above it, the rate halves. Halving on
-  congestion and creeping back is TCP's answer to the same problem: the rate settles just under what the
-  store absorbs without queueing, and many replicas pacing themselves this way share the store fairly.
-- **Bounds**: never above ``deletes_per_second`` (the operator's ceiling), never below ``floor`` (so a store
-  slow for reasons of its own still sees the backlog move, slowly). It starts at a tenth of the ceiling: the
-  first interval has no evidence yet.
-- A kind with fewer than ``min_samples`` calls in an interval says nothing about it; an interval in which no
-  kind has enough holds the rate.
-- **Only while deleting**: a step counts only when deletes were issued in its interval or are waiting for a
-  token at its end. A worker with nothing to delete holds its rate (no halving, no growth), however the store
-  answers: a latency that no delete of this worker adds to, and no delete of this worker waits on, is no
-  reason to move, and an idle worker halving on a store warming up reads as an alarm. Its interval still
-  feeds the idle level (that is the store idle) and ``last_ratio``.
-- **State changes**: the pace is *slowed* from a halving that leaves it below the ceiling until it is back at
-  the ceiling (*recovered*); ``last_change`` names the interval that crossed either way, once per crossing,
-  not once per step (the counters carry every step).
+Every deletion is a write to BookKeeper's metadata store, so the rate follows that store's latency (AIMD:
+per kind of call, each interval's p90 against its idle level, the lower quartile over the baseline window).
+The rule, its bounds and why an interval without deletes holds the rate: docs/operations.md, "What the worker
+does when ZooKeeper is slow". ``last_change`` names the interval that crossed between *slowed* and
+*recovered*, once per crossing, not once per step (the counters carry every step).
 """
 
 from __future__ import annotations

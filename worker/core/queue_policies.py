@@ -1,23 +1,7 @@
-"""Which Pulsar policies on the queue topics (pending, retry, DLQ) would drop queued deletions.
-
-The queue holds work nobody has done yet, so no policy may remove an unacknowledged message or a
-subscription behind the worker's back (Pulsar 4.0.8, as its broker applies them):
-
-- ``messageTTL`` > 0 (topic, else namespace, else the broker's ``ttlDurationDefaultInSeconds``): the broker
-  acknowledges older messages on every subscription, so retry copies and dead letters expire unseen;
-- ``subscriptionExpirationTime`` > 0 (namespace, else the broker's ``subscriptionExpirationTimeMinutes``;
-  no topic level in 4.0): a subscription with no consumer connected for that long is deleted with its
-  backlog - the worker's while it is stopped, the DLQ replay's between nightly runs;
-- a backlog quota with policy ``consumer_backlog_eviction`` and a limit (``destination_storage``:
-  ``limitSize`` >= 0, ``message_age``: ``limitTime`` >= 0): the broker moves the subscriptions' cursors
-  past the oldest messages once the backlog exceeds it;
-- ``inactiveTopicPolicies`` deleting while inactive in mode ``delete_when_subscriptions_caught_up``: an
-  idle, caught-up queue topic is deleted with its subscriptions, and what phase 1 sends next lands on a
-  topic nobody subscribes to.
-
-Retention does not appear: it only keeps acknowledged messages longer; Pulsar never trims a ledger a
-subscription has not consumed. The rules read the *effective* values (``applied=true``); a value the
-role may not read is None: unknown, neither safe nor unsafe.
+"""Which Pulsar policies on the queue topics (pending, retry, DLQ) would drop queued deletions: a message
+TTL, a subscription expiration time, a backlog quota that evicts, an inactive-topic policy that deletes
+caught-up topics (Pulsar 4.0.8, effective values; docs/design.md, "The queue keeps its work"). Retention
+does not matter. A value the role may not read is None: unknown, neither safe nor unsafe.
 
 One rule for ``run`` (``worker.broker.preflight.check_queue_policies``: refuses to start) and ``topology``
 (``worker.broker.topology.ensure_queue_policies``: makes them safe, then checks with this rule).

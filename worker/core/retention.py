@@ -1,40 +1,11 @@
-"""Which of an idle topic's ledgers are past its retention: the broker's own trim rule, run on the records
-the metadata store keeps for a topic no broker has loaded.
+"""Which of an idle topic's ledgers are past its retention: the broker's own trim rule
+(``ManagedLedgerImpl.internalTrimLedgers``, Pulsar 4.0), run on the records the metadata store keeps for a
+topic no broker has loaded (PIP-219: nobody trims it). ``trim-idle`` finds them with this rule.
 
-A broker trims a topic's ledgers only while it has the topic loaded (on a rollover, on its periodic
-retention check, on an admin ``trim``): a topic nobody loads keeps every ledger its managed-ledger znode
-lists, past its retention or not (PIP-219). Those ledgers are not orphans, their topic lists them, so
-``scan`` and the worker rightly keep them; ``trim-idle`` finds them with this rule and asks the broker to
-trim (docs/cli.md).
-
-The rule is Pulsar's ``ManagedLedgerImpl.internalTrimLedgers`` (4.0), read behaviour by behaviour:
-
-- **Effective retention**: the topic's own policy, else its namespace's ``retention_policies``, else the
-  broker's ``defaultRetentionTimeInMinutes`` / ``defaultRetentionSizeInMB`` (``BrokerService`` builds the
-  managed ledger's config that way; a topic policy wins over the namespace's).
-- **Only below the slowest cursor**: with no durable cursor every closed ledger may go; otherwise only the
-  ledgers before the slowest cursor's mark-delete ledger, and that ledger too when the mark-delete position
-  is its last entry (``entries == markDeleteEntryId + 1``). A ledger with an entry some cursor has not
-  acknowledged is never trimmed, whatever the retention (but loading the topic turns its message TTL on, which
-  acknowledges the old backlog itself: ``worker.core.ttl_expiry``).
-- **Oldest first, stopping at the first kept one**: the ledgers are walked from the oldest; one goes when
-  it has expired (``retentionTime >= 0`` and ``now - ledger.timestamp > retentionTime``) **or** the topic
-  stays at or over its size quota without it (``retentionSize >= 0`` and ``totalSize - sizeToDelete >=
-  retentionSize``, ``sizeToDelete`` summing this ledger and every one before it); the first ledger that is
-  neither ends the walk. ``-1`` is infinite for either; ``0`` keeps nothing.
-- **Never the current ledger**: the one being written is kept.
-
-Differences from a loaded topic, each one making this answer a lower bound of what the broker trims:
-
-- The last ledger the znode lists is kept here. When the topic loads, the broker reopens it and records its
-  entries, its size and the load's time as its timestamp (``ManagedLedgerImpl.initialize``: "Last ledger stat
-  may be zeroed, we must update it", ``setTimestamp(clock.millis())``), so time retention never takes it at
-  that load, while size retention may.
-- A cursor znode's mark-delete position is as of its last write to the znode; a cursor ledger may hold a
-  newer one. An older position keeps more ledgers, never fewer.
-- ``totalSize`` is the sum of the sizes the znode records; the last ledger's is often not recorded yet
-  (0 here), which only makes the topic look smaller.
-- A cursor whose znode records no mark-delete position keeps every ledger: what it needs is not known.
+The rule, read behaviour by behaviour (effective retention, only below the slowest cursor, oldest first
+stopping at the first kept one, ``-1`` infinite and ``0`` nothing, never the current ledger) and why this
+answer is a lower bound of what the broker trims on a load: docs/cli.md, "``trim-idle``: reclaim what
+nothing trims". A cursor whose znode records no mark-delete position keeps every ledger.
 """
 
 from __future__ import annotations
@@ -54,10 +25,6 @@ class Retention:
 
     minutes: int
     size_mb: int
-
-    @property
-    def infinite(self) -> bool:
-        return self.minutes < 0 and self.size_mb < 0
 
     def __str__(self) -> str:
         time = "infinite" if self.minutes < 0 else f"{self.minutes}m"

@@ -1,13 +1,10 @@
-"""BookKeeper's metadata store, anchored to Pulsar's.
+"""BookKeeper's metadata store, anchored to Pulsar's (docs/design.md, "Two metadata stores, never confused").
 
-A ``LAYOUT`` znode proves only that a ledgers root was once initialised there. A root left by
-``initialize-cluster-metadata``, a second cluster's chroot on a shared ensemble, a root a migration left
-behind: each has one, and a worker pointed at it would find every ledger it is asked about missing
-(settled as already gone while the ledgers stay on the bookies), or, on another live cluster's root, find
-a ledger of the same id and delete it. What proves the store is the one Pulsar's topics write to is a ledger
-that Pulsar's store, proven on its own, says a topic owns: it must be there, and its metadata must name that
-topic. The pending-deletions topic is the anchor of choice (the worker keeps it loaded, so it always has a
-current ledger), with any other topic's ledger as a fallback for the operator commands.
+A ``LAYOUT`` znode proves only that a ledgers root was once initialised there; a worker pointed at a stale
+root would settle every ledger as already gone, or delete another cluster's ledger of the same id. The proof
+is a ledger Pulsar's store says a topic owns: it must be there, its metadata naming that topic. The
+pending-deletions topic is the anchor of choice (always loaded, so always with a current ledger), any other
+topic's ledger a fallback for the operator commands.
 """
 
 from __future__ import annotations

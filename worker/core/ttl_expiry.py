@@ -1,44 +1,10 @@
 """Which unacknowledged entries of a topic no broker has loaded its message TTL expires once a broker loads it.
 
-A topic's message TTL runs only while a broker has the topic loaded, so an idle topic keeps its subscriptions'
-backlog however old. Loading it (``trim-idle --apply``'s admin ``trim`` does) turns the TTL on, and the broker
-then acknowledges the old backlog on every subscription; its next trim drops the ledgers it freed. The rule is
-Pulsar 4.0.8's, read from the broker:
-
-- **Effective TTL**: ``HierarchyTopicPolicies.messageTTLInSeconds``, a ``PolicyHierarchyValue``: the topic's
-  own local policy, else its global one, else its namespace's ``message_ttl_in_seconds``, else the broker's
-  ``ttlDurationDefaultInSeconds`` (0 by default). A topic's own ``0`` wins over its namespace's TTL.
-  ``PersistentTopic.checkMessageExpiry`` does nothing unless it is > 0.
-- **When**: every ``messageExpiryCheckIntervalInMinutes`` (5 by default) the broker checks each topic it has
-  loaded: a topic loaded by a trim is checked within minutes, and stays loaded.
-- **Which subscriptions**: every durable cursor but ``__compaction`` (and the broker's
-  ``additionalSystemCursorNames``, none by default), the replicators' cursors included.
-- **What**: ``PersistentMessageExpiryMonitor.expireMessages``: first by ledger close time, from the cursor's
-  mark-delete ledger on, each ledger whose ``timestamp`` is older than the TTL
-  (``checkExpiryByLedgerClosureTime``); then by entry, the newest entry whose publish time (or broker
-  timestamp) is older than the TTL (``asyncFindNewestMatching``, ``MessageImpl.isEntryExpired``:
-  ``now > timestamp + ttl``). The cursor's mark-delete position moves there: every unacknowledged entry
-  published more than the TTL ago is acknowledged.
-
-Nothing here reads an entry: each ledger's entries are placed in time by the ledger's own records, against
-``cutoff = now - ttl``:
-
-- **all of them expire** when the ledger was closed before the cutoff (its entries were all written before):
-  the close time is the managed-ledger znode's ``timestamp`` for every ledger but the last one, and for the last
-  one (which the znode records nothing of before a load, and which the load stamps with its own time) the last
-  write of its BookKeeper metadata when BookKeeper has it ``CLOSED``;
-- **some may**, up to all of them, when it was opened before the cutoff but closed after it, or its close time
-  is not known (opened: the previous ledger's close time; for the first ledger listed, its BookKeeper creation
-  time, else not known, which counts as before);
-- **none** when it was opened after the cutoff.
-
-``entries`` counts the first kind (what a load expires for sure), ``at_most`` both; on a topic idle for longer
-than its TTL they are the same: every unacknowledged entry. A ledger at risk whose entry count is not known (the
-last one, when BookKeeper does not have it ``CLOSED``: the load's recovery counts it) is listed as
-``uncounted``. Unacknowledged means after the mark-delete position the cursor's znode records: entries
-acknowledged one by one beyond it count as unacknowledged (an over-count), and a cursor with no recorded
-position counts every entry in ``at_most`` only. Times are the broker's and BookKeeper's clocks; a producer
-whose clock runs behind makes its entries look older to the broker by as much.
+A topic's message TTL runs only while a broker has it loaded, so ``trim-idle --apply``'s load turns it on and
+the broker acknowledges the old backlog. The rule is Pulsar 4.0.8's (``PersistentMessageExpiryMonitor``), and
+how each ledger is placed against ``cutoff = now - ttl`` from records alone (no entry read) is in
+docs/cli.md, "What a load lets the message TTL expire". ``entries`` counts what a load expires for sure,
+``at_most`` what it may; a ledger at risk whose entry count is not known is ``uncounted``.
 """
 
 from __future__ import annotations
@@ -211,10 +177,7 @@ def _expiry(
         else:
             # The last ledger's record in the znode is usually blank before a load: 0 means not recorded.
             entries, closed = ld.entries or None, ld.timestamp or None
-        if i > 0:
-            opened = previous_closed
-        else:
-            opened = record.created_ms if record is not None else None
+        opened = previous_closed if i > 0 else record.created_ms if record is not None else None
         if closed is not None and closed < cutoff_ms:
             age = _Age.ALL
         elif opened is None or opened < cutoff_ms:

@@ -2,47 +2,23 @@
 
 Anyone able to publish to the pending topic must not be able to delete someone else's data, so a
 ledger is deleted only when its storage metadata proves it is the ledger the message announces. These
-rules are pure: they take what storage said and return a verdict.
+rules are pure: they take what storage said and return why it proves nothing (a rejection reason), or None.
 """
 
 from __future__ import annotations
 
-import enum
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from worker.core.ledger_age import ledger_age
 from worker.core.ledger_owner import Unmapped, owner_of, topic_of_managed_ledger_name
 from worker.core.offload_driver_metadata import read_location
-from worker.core.open_ledger import may_be_written
 from worker.formats.ledger_metadata import LedgerMetadata
 from worker.formats.message import LedgerComponent, OffloadContext, PendingDeleteLedgerInfo
 from worker.formats.topic_name import InvalidTopicName, TopicName
 from worker.settings import S3Target
-
-
-class Verdict(enum.StrEnum):
-    MATCH = "match"
-    REJECTED = "rejected"
-    TOO_YOUNG = "too_young"
-    OPEN = "open"  # identity proven, but a writer may still be adding entries: never deleted
-
-
-@dataclass(frozen=True, slots=True)
-class Verification:
-    verdict: Verdict
-    reason: str = ""
-
-    @classmethod
-    def ok(cls) -> Verification:
-        return cls(Verdict.MATCH)
-
-    @classmethod
-    def reject(cls, reason: str) -> Verification:
-        return cls(Verdict.REJECTED, reason)
 
 
 def _message_topic(info: PendingDeleteLedgerInfo) -> TopicName | None:
@@ -52,58 +28,36 @@ def _message_topic(info: PendingDeleteLedgerInfo) -> TopicName | None:
         return None
 
 
-def _identity(info: PendingDeleteLedgerInfo, md: LedgerMetadata) -> Verification:
-    """Does the owner the ledger's metadata names (``worker.core.ledger_owner``, the parse the scanner
-    groups by) match the message, component first?"""
+def bookkeeper_rejection(info: PendingDeleteLedgerInfo, md: LedgerMetadata) -> str | None:
+    """Why BookKeeper's metadata of ``md.ledger_id`` does not prove it is the ledger ``info`` announces, or None:
+    proven. The owner its metadata names (``worker.core.ledger_owner``, the parse the scanner groups by) must
+    match the message, component first. Whether it may be deleted now (age, open) is the decision's
+    (``worker.core.decision``)."""
     try:
         owner = owner_of(md.custom_metadata)
     except Unmapped as e:
         if e.component is not info.ledger_component:
-            return Verification.reject("component_mismatch")
-        return Verification.reject(e.reason)
+            return "component_mismatch"
+        return e.reason
     if owner is None:
-        return Verification.reject("not_pulsar")
+        return "not_pulsar"
     if owner.component is not info.ledger_component:
-        return Verification.reject("component_mismatch")
+        return "component_mismatch"
     topic = _message_topic(info)
     match owner.component:
         case LedgerComponent.SCHEMA_STORAGE:
             # The schema id must be the message's and belong to the announced topic, or one topic's
             # message could delete another topic's schema.
             if owner.schema_id != info.schema_id or topic is None or owner.schema_id != topic.schema_name:
-                return Verification.reject("schema_mismatch")
+                return "schema_mismatch"
         case _:
             if owner.topic != topic:
-                return Verification.reject("topic_mismatch")
+                return "topic_mismatch"
             # A cursor's ledger, a subscription's bucket: the owning cursor must be the message's too.
             owned_by_cursor = (LedgerComponent.MANAGED_CURSOR, LedgerComponent.DELAYED_INDEX_BUCKET)
             if owner.component in owned_by_cursor and owner.cursor != info.cursor_name:
-                return Verification.reject("cursor_mismatch")
-    return Verification.ok()
-
-
-def verify_bookkeeper(
-    info: PendingDeleteLedgerInfo, md: LedgerMetadata, *, now_ms: int, min_age_ms: int, writer_possible: bool = True
-) -> Verification:
-    """Does BookKeeper's metadata of ``md.ledger_id`` prove it is the ledger ``info`` announces, and may
-    it be deleted now (closed, old enough)?
-
-    ``writer_possible``: whether the ledger's topic exists (``worker.core.open_ledger``): True unless the
-    topic is proven gone."""
-    identity = _identity(info, md)
-    if identity.verdict is Verdict.REJECTED:
-        return identity
-    if may_be_written(md.state, topic_exists=writer_possible):
-        # OPEN or IN_RECOVERY: someone is (or was just) writing it. A compaction that runs longer than
-        # the minimum age has exactly this: an old-enough open ledger not yet recorded by its topic.
-        return Verification(Verdict.OPEN, f"ledger_{md.state.lower() or 'state_unknown'}")
-    age = ledger_age(md.ctime_ms, now_ms=now_ms, min_age_ms=min_age_ms)
-    if not age.known:
-        # Without a creation time we cannot prove the ledger is not being created right now.
-        return Verification(Verdict.TOO_YOUNG, "no_ctime")
-    if not age.old_enough:
-        return Verification(Verdict.TOO_YOUNG, "younger_than_min_age")
-    return Verification.ok()
+                return "cursor_mismatch"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,17 +121,17 @@ def resolve_filesystem_path(base: Path, ml_name: str, ledger_id: int, ctx: Offlo
     return candidate
 
 
-def verify_offload_object_metadata(info: PendingDeleteLedgerInfo, user_metadata: Mapping[str, str]) -> Verification:
-    """The offloaded object must say it belongs to the announced topic's managed ledger."""
+def offload_rejection(info: PendingDeleteLedgerInfo, user_metadata: Mapping[str, str]) -> str | None:
+    """Why an offloaded object does not prove it belongs to the announced topic's managed ledger, or None."""
     # S3 lower-cases user metadata keys on the way back; compare case-insensitively.
     lowered = {k.lower(): v for k, v in user_metadata.items()}
     name = lowered.get("managedledgername")
     if name is None:
-        return Verification.reject("not_pulsar")
+        return "not_pulsar"
     try:
         owner = topic_of_managed_ledger_name(name)
     except InvalidTopicName:
-        return Verification.reject("topic_mismatch")
+        return "topic_mismatch"
     if owner != _message_topic(info):
-        return Verification.reject("topic_mismatch")
-    return Verification.ok()
+        return "topic_mismatch"
+    return None

@@ -1,12 +1,7 @@
 """Opt-in: ask the bookies for a garbage collection once a drain has deleted enough
-(``bookkeeper.gc_trigger_bytes``, ``bookkeeper.gc_min_interval_s``; the rule: ``worker.core.bookie_gc_due``).
-
-Deleting a ledger removes its metadata; its bytes stay on the bookies' disks until each bookie's own
-garbage collection runs (BookKeeper's ``gcWaitTime``, then compaction). The pipeline reports every deleted
-BookKeeper ledger's bytes here; when a collection is due, every configured bookie is asked once
-(``BookieClient.trigger_gc``) in a task of its own, so no message waits on it. An answer other than 200 is
-logged and counted (``ledger_deletion_bookie_gc_requests_total``), never retried: the next request needs
-another threshold of deletions and the interval.
+(``bookkeeper.gc_trigger_bytes``, ``bookkeeper.gc_min_interval_s``; the rule: ``worker.core.bookie_gc_due``;
+docs/operations.md, "Getting the disk back"). Every configured bookie is asked once, in a task of its own so
+no message waits on it; an answer other than 200 is logged and counted, never retried.
 """
 
 from __future__ import annotations

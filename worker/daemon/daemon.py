@@ -1,12 +1,10 @@
 """The phase-2 daemon: consume pending + retry topics on one Shared subscription and run the pipeline.
 
-Shape of the loop (the lessons are in the comments):
-- one long-lived receive loop; an awaited ``receive()`` is never cancelled, because the C++ client
-  would hand the message to a future nobody reads and it would sit unacknowledged until we close;
-- one batch at a time is swept and dispatched, and ``max_inflight`` bounds the messages decided at once,
-  so the loop only receives the next batch when it can take it;
-- SIGTERM/SIGINT: stop asking, let in-flight messages settle until ``drain_timeout_s``, then close the
-  consumer; whatever was not settled is not acknowledged and the broker hands it to another replica.
+Shape of the loop (the lessons are in the comments): one long-lived receive loop whose awaited ``receive()``
+is never cancelled (the C++ client would hand the message to a future nobody reads, unacknowledged until we
+close); one batch at a time swept and dispatched, ``max_inflight`` bounding the messages decided at once; on
+SIGTERM/SIGINT, in-flight messages settle until ``drain_timeout_s`` and the rest goes to another replica
+unacknowledged (docs/design.md, "Phase 2: six steps per message").
 """
 
 from __future__ import annotations
@@ -106,7 +104,7 @@ class Daemon:
                 ) from e
             # No TTL, subscription expiration, evicting quota or inactive-topic deletion may drop the queue.
             await check_queue_policies(admin, s.topics)
-            # Only now does the pending topic surely have its managed ledger: prove zookeeper.hosts holds it.
+            # Only now does the pending topic surely have its managed ledger: prove Pulsar's store holds it.
             await check_pulsar_store(decider.pulsar, TopicName.parse(s.topics.pending))
 
             client = blocking_client(s.pulsar)
@@ -189,19 +187,11 @@ class Daemon:
         return 0
 
     async def _receive_loop(self, consumer: BatchConsumer, pipeline: Pipeline) -> None:
-        """Receive a batch, sweep it, and decide each message its sweep left on its own (its own task),
-        dispatched as room frees under ``max_inflight``; the next batch is received meanwhile.
-
-        - **The sweep** (``Pipeline.settle_already_gone``): the batch's already-gone messages are settled
-          together and the others' ledgers read at once. It needs no room (it deletes nothing), so a batch is
-          ``worker.receive_batch`` messages, more than ``max_inflight``: one batch at a time is swept and
-          dispatched, which bounds what this replica holds.
-        - **The room**: at most ``max_inflight`` messages are decided at once; the messages a sweep left
-          are dispatched as room frees, as many at a time as there is room for, so one slow message never
-          holds back the others. Messages dispatched together share one instant (``single_flight_reads``): a
-          metadata read started after it is as fresh as each one's own read, so it is made once.
-        - Received but not yet dispatched, a message is prefetch like the client's receiver queue: not
-          acknowledged, so a crash or a stop hands it to another replica."""
+        """Receive a batch, sweep it (``Pipeline.settle_already_gone``), and decide each message its sweep left
+        on its own task, dispatched as room frees under ``max_inflight``; the next batch is received meanwhile.
+        Messages dispatched together share one instant (``single_flight_reads``). Received but not yet dispatched,
+        a message is unacknowledged prefetch: a crash or a stop hands it to another replica (docs/design.md, "The
+        batched hot path")."""
         received: list[pulsar.Message] = []
         while not self.stopping.is_set():
             if not received:
@@ -253,8 +243,6 @@ class Daemon:
             envs = pipeline.read(batch)
             try:
                 left, reads = await pipeline.settle_already_gone(envs)
-            except asyncio.CancelledError:
-                raise
             except Exception as e:
                 # A defect in the sweep must not park its batch unacknowledged until this consumer closes:
                 # every message goes the full way (one it already acknowledged is found gone again).
@@ -292,8 +280,6 @@ class Daemon:
         self.metrics.inflight.inc()
         try:
             await pipeline.handle(env)
-        except asyncio.CancelledError:
-            raise
         except Exception as e:
             # The pipeline dead-letters every message it cannot settle (a failure that repeats on every
             # delivery must not loop). This is what is left: the DLQ refused even a bounded copy (the broker

@@ -1,10 +1,10 @@
 """The decision core: steps 1-5 of docs/design.md's pipeline (decode, route, in use, verify, delete).
 
 The shape is "gather, then decide":
-- :class:`Decider` gathers every fact a decision needs in one I/O step (:class:`Facts`: the topic's live
-  state with its epoch, what storage holds, what the topic's metadata records about an offload);
-- :func:`decide` is a pure function ``(message, facts) -> Result``: all the rules, no I/O, unit-tested
-  exhaustively;
+- :class:`Decider` reads the topic's live state (with its epoch) and what storage holds, concurrently;
+- :func:`~worker.core.decision.decide` is a pure function ``(message, facts) -> Result``: all the rules, in
+  their one order, unit-tested exhaustively; any other fact a rule asks for is read by the one gatherer
+  (``worker.broker.gatherer``), after the live state;
 - only a "delete" verdict does more I/O: the storage rate limit, then the epoch check (last, right before
   the delete: PIP-269's lesson), then the delete of exactly what was inspected.
 
@@ -22,10 +22,10 @@ from worker.backends.bookie_http import BookieClient, BookieLedgerStore, Counted
 from worker.backends.http import new_session
 from worker.backends.ledger_recovery import LedgerRecovery
 from worker.backends.storage_copy import StorageCopy, copies
+from worker.backends.stores import Stores
 from worker.backends.tiered_storage import TieredStorage
-from worker.backends.zookeeper import ZooKeeper
-from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
 from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound, open_admin
+from worker.broker.gatherer import Gatherer
 from worker.broker.preflight import (
     check_bookies,
     check_bookkeeper_store,
@@ -34,18 +34,16 @@ from worker.broker.preflight import (
     prove_bookkeeper_store,
 )
 from worker.broker.snapshot_cache import SnapshotCache, snapshot_cache
-from worker.core.bucket_in_use import CursorRecord, cursor_znode_name
-from worker.core.decision import Facts, Outcome, Result, Route, Rules, decide
+from worker.core.decision import Facts, Outcome, Result, Route, Rules
 from worker.core.dispatch import Dispatch, since
 from worker.core.ledger_age import ledger_age
-from worker.core.live_set import LiveSet, ledger_hold
+from worker.core.live_set import Snapshot
 from worker.core.metadata_stores import BookKeeperMetadataStore, PulsarMetadataStore
-from worker.core.open_ledger import RECOVERABLE, znode_name
 from worker.core.stored import Missing, Refused, Stored, StoredLedger
 from worker.daemon.ledger_turns import LedgerTurns
 from worker.daemon.rate_limit import TokenBucket
 from worker.errors import BackendError
-from worker.formats.message import InvalidMessage, LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode
+from worker.formats.message import InvalidMessage, LedgerType, PendingDeleteLedgerInfo, decode
 from worker.formats.topic_name import TopicName
 from worker.metrics import Metrics
 from worker.settings import Settings, WorkerSettings
@@ -55,9 +53,6 @@ MAX_REEVALUATIONS = 3
 # How long the admin API's "not found" for a topic is reused (the metadata store is still asked for every
 # message: ``SnapshotCache``); it spares a drained gone topic two admin calls per message.
 NOT_FOUND_TTL_S = 5.0
-
-
-# ---- the facts and the pure decision ----------------------------------------------------------------
 
 
 # ---- gathering the facts, and carrying out a delete ------------------------------------------------
@@ -118,6 +113,7 @@ class Decider:
         self.snapshots = snapshots
         self.copies = copies
         self.pulsar = pulsar
+        self.gatherer = Gatherer(pulsar)
         self.bookkeeper = bookkeeper
         self.limiter = limiter
         self.rules = Rules.of(settings)
@@ -155,8 +151,13 @@ class Decider:
         copy = self.copies[info.ledger_type]
         recovered = False
         for _ in range(MAX_REEVALUATIONS):
-            facts = await self._gather(info, copy, dispatch)
-            res = decide(info, facts, now_ms=self.now_ms(), rules=self.rules)
+            live, stored = await self._read(info, copy, dispatch)
+            # Every other fact is read when a rule asks for it (``worker.broker.gatherer``), after the live state,
+            # from Pulsar's metadata store: a failure there (``Unread``) is that store's.
+            with _stage("zookeeper"):
+                res = await self.gatherer.decide(
+                    info, Facts.asking(stored, live), now_ms=self.now_ms(), rules=self.rules
+                )
             if res.outcome is Outcome.RECOVER:
                 if self.dry_run:
                     return Result(Outcome.WOULD_DELETE, res.route, f"{res.reason}: would recover, then delete")
@@ -168,7 +169,7 @@ class Decider:
                 await self.limiter.acquire()
                 # As before a delete: the live state read must still be the topic's, with nothing awaited
                 # between this check and the recovery's first write.
-                if not self.snapshots.is_current(facts.live):
+                if not self.snapshots.is_current(live):
                     self.metrics.reevaluations.inc()
                     continue
                 with _stage("recovery"):
@@ -184,11 +185,11 @@ class Decider:
             await self.limiter.acquire()
             # The epoch is checked last, with nothing awaited between it and the delete: a 307, an owner
             # change or a re-creation seen since the facts were read re-takes the decision from step 2.
-            if not self.snapshots.is_current(facts.live):
+            if not self.snapshots.is_current(live):
                 self.metrics.reevaluations.inc()
                 continue
             with _stage(copy.stage):
-                removed = await copy.delete(info, facts.stored)
+                removed = await copy.delete(info, stored)
             # The bytes are the decision's (read before the delete); a copy someone else removed first freed
             # nothing here.
             return res if removed else Result(Outcome.ALREADY_GONE, res.route)
@@ -198,7 +199,9 @@ class Decider:
         with _stage(copy.stage):
             return await copy.inspect(info, dispatch)
 
-    async def _gather(self, info: PendingDeleteLedgerInfo, copy: StorageCopy, dispatch: Dispatch | None) -> Facts:
+    async def _read(
+        self, info: PendingDeleteLedgerInfo, copy: StorageCopy, dispatch: Dispatch | None
+    ) -> tuple[Snapshot, Stored]:
         # 4. What storage holds (identity is judged by ``decide``), read while step 2 reads the route: the
         # two reads are independent, and neither vouches for the other's freshness (the epoch check and the
         # versioned delete do that, right before the delete), so the message waits for one round trip, not two.
@@ -213,37 +216,7 @@ class Decider:
         except BaseException:
             _abandon(inspecting)
             raise
-        if isinstance(stored, Missing | Refused):
-            return Facts(live, stored)
-        schema_registry = None
-        if info.ledger_component is LedgerComponent.SCHEMA_STORAGE:
-            # The topic's own schema id (a message's schema_id is verified against it, not trusted).
-            with _stage("zookeeper"):
-                schema_registry = await self.pulsar.schema_ledgers(info.topic.schema_name)
-        offload = None
-        if isinstance(live, LiveSet) and _offload_matters(info, live):
-            with _stage("zookeeper"):
-                ml = await self.pulsar.read_managed_ledger(info.topic)
-                ledger = ml.ledger(info.ledger_id) if ml is not None else None
-                offload = ledger.offload if ledger is not None else None
-        bucket_cursor = None
-        if info.ledger_component is LedgerComponent.DELAYED_INDEX_BUCKET and isinstance(live, LiveSet):
-            # Read after the live state: a subscription the owner did not list then cannot hold an older
-            # bucket (``worker.core.bucket_in_use``). "." and ".." are no znode names (and no subscription's).
-            cursor = cursor_znode_name(info.cursor_name or "")
-            if cursor not in ("", ".", ".."):
-                with _stage("zookeeper"):
-                    bucket_cursor = CursorRecord(await self.pulsar.cursor_properties(info.topic, cursor))
-        recorded = None
-        if isinstance(live, LiveSet) and isinstance(stored, StoredLedger) and _recovery_candidate(info, stored, live):
-            # Read after the live state, like the bucket's cursor above: worker.core.open_ledger.
-            named_by: str | None = None
-            if info.ledger_component is LedgerComponent.MANAGED_CURSOR:
-                named_by = info.cursor_name or ""
-            if named_by is None or znode_name(named_by):
-                with _stage("zookeeper"):
-                    recorded = await self.pulsar.records_ledger(info.topic, info.ledger_id, named_by)
-        return Facts(live, stored, schema_registry, offload, bucket_cursor=bucket_cursor, recorded=recorded)
+        return live, stored
 
     def _vouches(self, inspecting: asyncio.Future[Stored]) -> Callable[[int], Awaitable[bool]]:
         """The stale-id rule's other way out (``SnapshotCache.get``): a snapshot whose read started once the
@@ -276,22 +249,6 @@ def _abandon(task: asyncio.Future[Stored]) -> None:
         task.cancel()
 
 
-def _recovery_candidate(info: PendingDeleteLedgerInfo, stored: StoredLedger, live: LiveSet) -> bool:
-    """An open data or cursor ledger its live topic does not hold: ``decide`` asks whether its topic's stored
-    record names it (``Facts.recorded``) before it would recover it."""
-    return (
-        info.ledger_component in RECOVERABLE
-        and stored.metadata.state.upper() != "CLOSED"
-        and ledger_hold(live, info.ledger_component, info.ledger_id) is None
-    )
-
-
-def _offload_matters(info: PendingDeleteLedgerInfo, live: LiveSet) -> bool:
-    if info.ledger_type is LedgerType.OFFLOAD_LEDGER:
-        return info.ledger_id in live.ml_ledgers
-    return info.ledger_component is LedgerComponent.MANAGED_LEDGER and info.ledger_id in live.offloaded_ledgers
-
-
 @contextlib.asynccontextmanager
 async def open_decider(
     settings: Settings,
@@ -301,7 +258,7 @@ async def open_decider(
     prove_pulsar_store: bool | TopicName = False,
 ) -> AsyncIterator[Decider]:
     """Everything a :class:`Decider` talks to, opened from the settings and closed on exit: one admin
-    session, one bookie session, the offload targets' S3 clients, the metadata stores' ZooKeeper clients.
+    session, one bookie session, the offload targets' S3 clients, the metadata stores' clients.
 
     Refused (:class:`~worker.broker.preflight.StartupRefused`, naming the key) when BookKeeper's store has no
     usable ledgers root or a reachable bookie endpoint is not one of its bookies, and, with
@@ -311,11 +268,11 @@ async def open_decider(
     lists for it."""
     s = settings
     m = metrics or Metrics()
-    if not s.zookeeper.hosts:
-        raise ValueError("zookeeper.hosts: the worker needs the metadata store (it proves topics gone)")
+    if not s.zookeeper.metadata_store_url:
+        raise ValueError("zookeeper.metadata_store_url: the worker needs the metadata store (it proves topics gone)")
     async with contextlib.AsyncExitStack() as stack:
         admin = await stack.enter_async_context(open_admin(s.pulsar))
-        zk = ZooKeeper.from_settings(s.zookeeper)
+        zk = Stores.from_settings(s.zookeeper)
         await zk.start()
         stack.push_async_callback(zk.close)
         # Fail at start, not on the first message, when a store is not where the config says.
@@ -332,7 +289,7 @@ async def open_decider(
         ledgers: LedgerStore
         storage_proven: Callable[[], bool] = _proven  # the ZooKeeper route: the anchored store itself
         if s.bookkeeper.delete_via == "zookeeper":
-            ledgers, ledger_stage = ZooKeeperLedgerStore(zk.bookkeeper), "zookeeper"
+            ledgers, ledger_stage = zk.bookkeeper, "zookeeper"
         else:
             bk_session = await stack.enter_async_context(new_session(s.bookkeeper.request_timeout_s))
             bookie = BookieClient(

@@ -62,22 +62,14 @@ class Pipeline:
         return [Envelope.read(msg, max_payload_bytes=limit, mark_key=self.mark_key, now_ms=now_ms) for msg in msgs]
 
     async def settle_already_gone(self, envs: list[Envelope]) -> tuple[list[Envelope], dict[int, StoredRecord]]:
-        """Settle a batch's already-gone messages together, before any route is read.
+        """Settle a batch's already-gone messages together, before any route is read (docs/design.md, "The
+        batched hot path"): every BookKeeper ledger the batch names is read at once in multiReads, and a missing one
+        is already gone whatever its topic's state (``worker.core.decision.settled_by_storage``). No batch is swept
+        before the delete route's storage is proven ours (``Decider.storage_proven``).
 
-        Every BookKeeper ledger the batch names is read at once, in multiReads of BookKeeper's metadata store
-        (the store that says whether a ledger exists, whichever delete route is configured; an absence is
-        read again after a sync). A missing one is already gone whatever its topic's state
-        (``worker.core.decision.settled_by_storage``, the rule ``decide`` applies first): acknowledged with
-        the others, counted and logged as the per-message path does, under route ``none``. With phase 1 in
-        the broker every deletion is queued, the ones the broker then carries out itself included: for those
-        the worker only confirms the ledger is gone. No batch is swept before the delete route's storage is
-        proven ours (``Decider.storage_proven``).
-
-        Returns the messages left for :meth:`handle` (invalid ones, offloaded copies, failed reads, refused
-        acknowledgements all go the full path, which reports them), and the znodes read for them (handed to
-        each message's inspection with its dispatch: ``worker.core.dispatch``). Never raises but for
-        cancellation: a failed read leaves the whole batch to the full path (and the daemon sends the whole
-        batch that way should the sweep itself fail)."""
+        Returns the messages left for :meth:`handle` (the full path reports them), and the znodes read for them
+        (``worker.core.dispatch``). Never raises but for cancellation: a failed read leaves the whole batch to the
+        full path."""
         if not self.decider.storage_proven():
             return list(envs), {}
         left: list[Envelope] = []
@@ -92,8 +84,6 @@ class Pipeline:
         started = time.monotonic()
         try:
             answers = await self.decider.bookkeeper.read_ledgers_metadata([info.ledger_id for _, info in asked])
-        except asyncio.CancelledError:
-            raise
         except Exception as e:
             log.debug("batch sweep read failed; its messages are decided one by one", error=f"{type(e).__name__}: {e}")
             return [*left, *(env for env, _ in asked)], {}
@@ -113,8 +103,6 @@ class Pipeline:
         self.metrics.storage_requests.labels("zookeeper", "read", "not_found").inc(len(gone))
         try:
             failures = await self.settler.ack_many([env for env, _ in gone])
-        except asyncio.CancelledError:
-            raise
         except Exception as e:
             failures = [e] * len(gone)
         res = settled_by_storage(Missing())

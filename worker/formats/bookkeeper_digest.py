@@ -1,15 +1,10 @@
 """What a BookKeeper entry carries besides its payload, and the keys a ledger's password gives.
 
-Every entry a bookie stores (and answers to a read) is ``ledgerId, entryId, lastAddConfirmed, length`` (four
-big-endian longs: ``length`` is the ledger's size once this entry is added) followed by a digest of those
-32 bytes and the payload, then the payload (bookkeeper-server ``DigestManager``, protocol v3). The digest is
-the ledger's ``digestType``: CRC32C (4 bytes), CRC32 (8: ``java.util.zip.CRC32`` as a long), HMAC-SHA1 (20,
-keyed by SHA-1 of ``"mac"`` and the password) or DUMMY (none).
-
-A ledger's *master key*, which a bookie demands before it fences a ledger, is SHA-1 of ``"ledger"`` and the
-ledger's password (``DigestManager.generateMasterKey``, ``MacDigestManager.genDigest``); BookKeeper keeps
-the password in the ledger's metadata (``LedgerMetadataFormat.password``; Pulsar's is
-``managedLedgerPassword``, empty by default).
+Every entry is ``ledgerId, entryId, lastAddConfirmed, length`` (four big-endian longs) followed by a digest of
+those 32 bytes and the payload, then the payload (bookkeeper-server ``DigestManager``, protocol v3). The
+digest is the ledger's ``digestType``: CRC32C (4 bytes), CRC32 (8), HMAC-SHA1 (20, keyed by SHA-1 of ``"mac"``
+and the password) or DUMMY (none). The *master key* a bookie demands before it fences a ledger: docs/design.md,
+"Open ledgers nothing names".
 """
 
 from __future__ import annotations

@@ -151,6 +151,22 @@ class ManagedCursorInfo:
 # ---- decoding --------------------------------------------------------------------------------------
 
 
+def _scalars(
+    data: bytes, ints: tuple[int, ...], chunks: tuple[int, ...] = (), lists: tuple[int, ...] = ()
+) -> tuple[dict[int, int], dict[int, bytes], dict[int, list[bytes]]]:
+    """The last value of each varint field ``ints`` names; each singular message field ``chunks`` names, its
+    chunks concatenated (proto2 merges a message field written twice, which on the wire is that); and the
+    values of each repeated length-delimited field ``lists`` names, in order."""
+    values: dict[int, int] = {}
+    parts: dict[int, list[bytes]] = {}
+    for f in _fields(data):
+        if f.number in ints:
+            values[f.number] = _int(f)
+        elif f.number in chunks or f.number in lists:
+            parts.setdefault(f.number, []).append(_bytes(f))
+    return values, {n: b"".join(p) for n, p in parts.items() if n in chunks}, parts
+
+
 def _key_value(data: bytes, key_field: int = 1, value_field: int = 2) -> tuple[str, str]:
     key = value = ""
     for f in _fields(data):
@@ -174,107 +190,48 @@ def _parse_driver_metadata(data: bytes) -> tuple[str | None, dict[str, str]]:
 
 
 def _parse_offload(data: bytes) -> OffloadInfo:
-    msb = lsb = ts = None
-    complete = bk_deleted = False
-    driver_chunks: list[bytes] = []
-    for f in _fields(data):
-        if f.number == 1:
-            msb = _int(f)
-        elif f.number == 2:
-            lsb = _int(f)
-        elif f.number == 3:
-            complete = _int(f) != 0
-        elif f.number == 4:
-            bk_deleted = _int(f) != 0
-        elif f.number == 5:
-            ts = _int(f)
-        elif f.number == 6:
-            driver_chunks.append(_bytes(f))
-    # A singular message field written twice is merged, which for the wire format is concatenation.
-    name, props = _parse_driver_metadata(b"".join(driver_chunks)) if driver_chunks else (None, {})
-    return OffloadInfo(msb, lsb, complete, bk_deleted, ts, name, props)
+    v, sub, _ = _scalars(data, (1, 2, 3, 4, 5), (6,))
+    name, props = _parse_driver_metadata(sub[6]) if 6 in sub else (None, {})
+    return OffloadInfo(v.get(1), v.get(2), v.get(3, 0) != 0, v.get(4, 0) != 0, v.get(5), name, props)
 
 
 def listed_ledger_id(data: bytes) -> int:
-    lid: int | None = None
-    for f in _fields(data):
-        if f.number == 1:
-            lid = _int(f)
+    lid = _scalars(data, (1,))[0].get(1)
     if lid is None:
         raise MetadataFormatError("LedgerInfo without its required ledgerId")
     return lid
 
 
 def _parse_ledger_info(data: bytes) -> LedgerInfo:
-    lid = entries = size = ts = None
-    offload_chunks: list[bytes] = []
-    for f in _fields(data):
-        if f.number == 1:
-            lid = _int(f)
-        elif f.number == 2:
-            entries = _int(f)
-        elif f.number == 3:
-            size = _int(f)
-        elif f.number == 4:
-            ts = _int(f)
-        elif f.number == 5:
-            offload_chunks.append(_bytes(f))
-    if lid is None:
+    v, sub, _ = _scalars(data, (1, 2, 3, 4), (5,))
+    if 1 not in v:
         raise MetadataFormatError("LedgerInfo without its required ledgerId")
-    offload = _parse_offload(b"".join(offload_chunks)) if offload_chunks else None
-    return LedgerInfo(lid, entries, size, ts, offload)
+    return LedgerInfo(v[1], v.get(2), v.get(3), v.get(4), _parse_offload(sub[5]) if 5 in sub else None)
 
 
 def parse_managed_ledger_info(data: bytes) -> ManagedLedgerInfo:
     """Decode a topic's znode value. An empty value is valid: the broker creates the znode empty."""
     refuse_compressed(data)
-    ledgers: list[LedgerInfo] = []
-    terminated_chunks: list[bytes] = []
-    props: dict[str, str] = {}
-    for f in _fields(data):
-        if f.number == 1:
-            ledgers.append(_parse_ledger_info(_bytes(f)))
-        elif f.number == 2:
-            terminated_chunks.append(_bytes(f))
-        elif f.number == 3:
-            k, v = _key_value(_bytes(f))
-            props[k] = v
+    _, sub, lists = _scalars(data, (), (2,), (1, 3))
+    ledgers = tuple(_parse_ledger_info(b) for b in lists.get(1, []))
+    props = dict(_key_value(b) for b in lists.get(3, []))
     terminated = None
-    if terminated_chunks:
-        pos: dict[int, int] = {}
-        for f in _fields(b"".join(terminated_chunks)):
-            if f.number in (1, 2):
-                pos[f.number] = _int(f)
+    if 2 in sub:
+        pos = _scalars(sub[2], (1, 2))[0]
         if 1 not in pos or 2 not in pos:
             raise MetadataFormatError("terminatedPosition without ledgerId/entryId")
         terminated = (pos[1], pos[2])
-    return ManagedLedgerInfo(tuple(ledgers), terminated, props)
+    return ManagedLedgerInfo(ledgers, terminated, props)
 
 
 def parse_managed_cursor_info(data: bytes) -> ManagedCursorInfo:
     refuse_compressed(data)
-    cursors_ledger: int | None = None
-    md_ledger = md_entry = last_active = None
-    props: dict[str, str] = {}
-    position_props: dict[str, int] = {}
-    for f in _fields(data):
-        if f.number == 1:
-            cursors_ledger = _int(f)
-        elif f.number == 2:
-            md_ledger = _int(f)
-        elif f.number == 3:
-            md_entry = _int(f)
-        elif f.number == 5:
-            name, value = _long_property(_bytes(f))
-            position_props[name] = value
-        elif f.number == 6:
-            last_active = _int(f)
-        elif f.number == 8:
-            k, v = _key_value(_bytes(f))  # StringProperty {name = 1, value = 2}
-            props[k] = v
-    if cursors_ledger is None:
+    v, _, lists = _scalars(data, (1, 2, 3, 6), (), (5, 8))
+    position_props = dict(_long_property(b) for b in lists.get(5, []))
+    props = dict(_key_value(b) for b in lists.get(8, []))  # StringProperty {name = 1, value = 2}
+    if 1 not in v:
         raise MetadataFormatError("ManagedCursorInfo without its required cursorsLedgerId")
-    return ManagedCursorInfo(cursors_ledger, md_ledger, md_entry, last_active, props, position_props)
+    return ManagedCursorInfo(v[1], v.get(2), v.get(3), v.get(6), props, position_props)
 
 
 def _long_property(data: bytes) -> tuple[str, int]:

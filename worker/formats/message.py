@@ -283,14 +283,9 @@ class _LenientReader:
 
 
 def decode_lenient(data: bytes) -> PartialInfo:
-    """The leading fields of a ``PendingDeleteLedgerInfo`` payload, read without validation.
-
-    For operators looking at dead letters: a message dead-lettered as ``invalid`` (a cursor without its
-    name, a bad topic name, a truncated or trailing-garbage payload) still shows its ledger, type and
-    topic. Reading stops at the first value that cannot belong to the schema (bad UTF-8, an enum or union
-    index out of range, the end of the data), so garbage yields little or nothing. :func:`decode` stays
-    the only way to a :class:`PendingDeleteLedgerInfo`.
-    """
+    """The leading fields of a ``PendingDeleteLedgerInfo`` payload, read without validation, so an ``invalid``
+    dead letter still shows its ledger, type and topic to an operator. Reading stops at the first value that
+    cannot belong to the schema; :func:`decode` stays the only way to a :class:`PendingDeleteLedgerInfo`."""
     r = _LenientReader(data)
     got: dict[str, Any] = {}
     steps: list[tuple[str, Any]] = [

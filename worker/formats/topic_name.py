@@ -1,21 +1,13 @@
 """Topic names: parsed and validated before they reach a URL, a log line or a comparison.
 
-A message is untrusted input. Its topic name decides which broker we ask and which BookKeeper metadata
-we compare against, so it is parsed strictly (``persistent://tenant/ns/name``, no ``..``, no empty
-segment) and every REST path segment is URL-encoded.
-
-Version-1 names, ``persistent://tenant/cluster/ns/name`` (a namespace of the pre-2.0 form, still served by
-Pulsar 4.0: the broker's own health-check namespace ``pulsar/<cluster>/<broker>`` is one), are supported
-as Pulsar handles them: the namespace is ``tenant/cluster/ns``, the managed ledger
-``tenant/cluster/ns/persistent/<encoded name>``, the admin API the v1 one (``/admin/persistent/...``,
-``/lookup/v2/destination/...``), and the schema id drops the cluster (``TopicName.getSchemaName``).
-
-Pulsar 5.0's scalable topics (PIP-460) keep their data in segments, each a managed ledger of its own:
-``segment://tenant/ns/<scalable topic's local name>/<hash start>-<hash end>-<segment id>`` (``%04x-%04x-%d``),
-stored as ``tenant/ns/segment/<encoded local name>/<descriptor>`` (pulsar-common 5.0.0-M1,
-``TopicName.getPersistenceNamingEncoding``). Five parts, like a version-1 managed-ledger name
-(``tenant/cluster/ns/persistent/topic``): Pulsar's own reading (``fromPersistenceNamingEncoding``) tells the
-two apart by the third part, and so does this one. The scalable topic itself (``topic://``) owns no ledger.
+A message is untrusted input, so its topic name is parsed strictly (``persistent://tenant/ns/name``, no
+``..``, no empty segment) and every REST path segment is URL-encoded. Version-1 names
+(``persistent://tenant/cluster/ns/name``) are handled as Pulsar handles them (v1 admin API, schema id without
+the cluster), and Pulsar 5.0 scalable topics' segments
+(``segment://tenant/ns/<local name>/<hash start>-<hash end>-<segment id>``, ``%04x-%04x-%d``, stored as
+``tenant/ns/segment/<encoded local name>/<descriptor>``) are told apart from a five-part v1 managed-ledger
+name by the third part, as ``fromPersistenceNamingEncoding`` does (docs/design.md, "Hostile input is
+bounded" and "Scalable topics' segments (Pulsar 5.0)").
 """
 
 from __future__ import annotations

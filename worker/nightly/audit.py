@@ -6,7 +6,7 @@ parsed with BookKeeper's own serialization (``worker.backends.bookie_http.parse_
 partitioned by owner topic and each partition runs **the scanner itself** (``worker.operations.scanner.Scanner``,
 fed the metadata already read instead of the bookie HTTP API): same owner mapping, age rule, live sets
 (fetched once per topic, after the metadata was read), "gone" proof and verdicts as ``scan --dry-run``.
-Without ``zookeeper.hosts`` the bookie HTTP API is the fallback listing.
+Without a metadata store (``zookeeper.metadata_store_url``) the bookie HTTP API is the fallback listing.
 
 Offload buckets (``audit_buckets``): every configured S3 target listed, partitioned by key prefix (the
 first hex digit of the offload uuid); objects named ``{uuid}-ledger-{id}[-index]`` are grouped per
@@ -30,7 +30,7 @@ from worker.backends.bookie_http import BookieClient
 from worker.backends.http import new_session
 from worker.backends.ledger_listing import MetadataListing as _Listing
 from worker.backends.ledger_listing import ledger_subtrees, read_subtrees
-from worker.backends.zookeeper import optional_zookeeper
+from worker.backends.stores import optional_stores
 from worker.broker.admin import open_admin
 from worker.broker.snapshot_cache import snapshot_cache
 from worker.core.freed_bytes import human_bytes
@@ -39,11 +39,12 @@ from worker.core.open_ledger import open_kind
 from worker.errors import BackendError
 from worker.formats.ledger_metadata import LedgerMetadata, parse_metadata, parse_serialized_metadata
 from worker.formats.message import LedgerComponent
+from worker.formats.metadata_store_url import parse_metadata_service_uri
 from worker.formats.topic_name import TopicName
 from worker.nightly.audit_objects import audit_buckets
 from worker.nightly.spark import judged_partitions, on_driver, write_report
 from worker.operations.scanner import LISTING_TTL_S, Decision, Scanner, Verdict
-from worker.settings import Settings
+from worker.settings import Settings, ZooKeeperSettings
 
 LEDGER_DECISION_SCHEMA = (
     "ledger_id long, verdict string, why string, component string, topic string, namespace string, "
@@ -88,7 +89,7 @@ async def judge_ledgers(
                 metadata[lid] = parse_metadata(lid, {str(lid): json.loads(bookie_json or "null")})
         except (ValueError, BackendError) as e:
             out.append(Decision(lid, Verdict.SKIPPED, f"unparseable ledger metadata: {e}").to_dict())
-    async with open_admin(s.pulsar) as admin, optional_zookeeper(s.zookeeper) as zk:
+    async with open_admin(s.pulsar) as admin, optional_stores(s.zookeeper) as zk:
         snapshots = snapshot_cache(admin, s.worker, zk, ttl_s=0, not_found_ttl_s=LISTING_TTL_S)
         scanner = Scanner(
             _Listing(metadata), snapshots, zk.pulsar if zk else None, min_age_s=min_age_s, namespaces=namespaces
@@ -116,25 +117,35 @@ def _judge_ledger_rows(min_age_s: float, namespaces: list[str]) -> Any:
 
 
 def read_ledger_metadata(spark: Any, settings: Settings, ledgers_root: str | None = None) -> Any:
-    """DataFrame (:data:`METADATA_SCHEMA`) of every ledger under ``ledgers_root``: one partition per subtree
-    (at most 10,000 ledgers), read in multiReads and handed to Spark as Arrow batches."""
-    hosts = settings.zookeeper.bookkeeper_store  # BookKeeper's metadata store: the ledgers are there
-    if not hosts:
+    """DataFrame (:data:`METADATA_SCHEMA`) of every ledger in BookKeeper's store (under ``ledgers_root`` when
+    given): one partition per subtree (at most 10,000 ledgers), read together and handed to Spark as Arrow
+    batches."""
+    zs = bookkeeper_at(settings.zookeeper, ledgers_root)
+    uri = zs.bookkeeper_uri  # BookKeeper's metadata store: the ledgers are there
+    if not uri:
         return _bookie_listing(spark, settings)
-    root = (ledgers_root or settings.zookeeper.ledgers_root).rstrip("/")
-    subtrees = ledger_subtrees(hosts, root, settings.zookeeper.timeout_s)
+    subtrees = ledger_subtrees(uri, zs.timeout_s)
     paths = spark.sparkContext.parallelize([(p,) for p in subtrees], max(1, len(subtrees))).toDF("path string")
-    return paths.mapInArrow(_read_subtrees_partition(hosts, root, settings.zookeeper.timeout_s), METADATA_SCHEMA)
+    return paths.mapInArrow(_read_subtrees_partition(uri, zs.timeout_s), METADATA_SCHEMA)
 
 
-def _read_subtrees_partition(hosts: str, root: str, timeout: float) -> Any:
+def bookkeeper_at(zs: ZooKeeperSettings, ledgers_root: str | None) -> ZooKeeperSettings:
+    """The settings with BookKeeper's store at ``ledgers_root`` of the same servers (``audit --ledgers-root``)."""
+    if ledgers_root is None or not zs.bookkeeper_uri:
+        return zs
+    url = parse_metadata_service_uri(zs.bookkeeper_uri)
+    uri = f"{url.scheme}://{url.servers.replace(',', ';')}/{ledgers_root.strip('/')}"
+    return zs.model_copy(update={"metadata_service_uri": uri})
+
+
+def _read_subtrees_partition(uri: str, timeout: float) -> Any:
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
         paths = [p for batch in batches for p in batch.column("path").to_pylist()]
         for base in paths:
             ids, data, ctimes, owners = [], [], [], []
-            for lid, d, ctime in read_subtrees(hosts, root, iter([base]), timeout):
+            for lid, d, ctime in read_subtrees(uri, [base], timeout):
                 ids.append(lid)
                 data.append(d)
                 ctimes.append(ctime)
@@ -252,14 +263,12 @@ def audit_ledgers(
 
 async def prove_stores(settings: Settings, ledgers_root: str | None = None) -> None:
     """The operator commands' proof of both metadata stores (``prove_metadata_stores``), for the ledgers
-    root the audit reads (``ledgers_root``, else ``zookeeper.ledgers_root``)."""
+    root the audit reads (``ledgers_root``, else BookKeeper's store's)."""
     # Lazy: no worker.nightly module loads the Pulsar client on import (Spark executors import them).
     from worker.broker.preflight import prove_metadata_stores
 
-    zs = settings.zookeeper
-    if ledgers_root is not None:
-        zs = zs.model_copy(update={"ledgers_root": ledgers_root})
-    async with open_admin(settings.pulsar) as admin, optional_zookeeper(zs) as zk:
+    zs = bookkeeper_at(settings.zookeeper, ledgers_root)
+    async with open_admin(settings.pulsar) as admin, optional_stores(zs) as zk:
         assert zk is not None
         await prove_metadata_stores(zk, admin, TopicName.parse(settings.topics.pending))
 
@@ -289,7 +298,7 @@ def run_audit(
 
     # Both metadata stores proven on the driver before anything is read: a decoy ledgers root would report
     # (and with --send queue) every ledger of another cluster, or none of ours.
-    if settings.zookeeper.hosts:
+    if settings.zookeeper.metadata_store_url:
         on_driver(prove_stores(settings, ledgers_root))
     # Planned first (lazy but for the targets' start check): a missing bucket stops the audit before the
     # ledgers' half runs, not after it.
@@ -324,7 +333,7 @@ def run_audit(
             .collect()
         ):
             summary.orphans.append(("tiered", r["orphan_class"], r["namespace"] or "?", int(r["n"]), int(r["b"] or 0)))
-    if settings.zookeeper.hosts:
+    if settings.zookeeper.metadata_store_url:
         held_past_retention(summary, settings, namespaces)
     summary.duration_s = time.monotonic() - t0
     return summary
@@ -335,10 +344,14 @@ def held_past_retention(summary: AuditSummary, settings: Settings, namespaces: S
     metadata store, no topic loaded). A failure here is reported in the summary, never the audit's failure: the
     orphans' half stands on its own."""
     # Lazy: no worker.nightly module loads the Pulsar client on import (Spark executors import them).
-    from worker.operations.idle_trim import find_idle_past_retention
+    from worker.operations.idle_trim import FindReport, find_idle_past_retention
+
+    async def find() -> FindReport:
+        async with optional_stores(settings.zookeeper) as stores:
+            return await find_idle_past_retention(settings, stores, namespaces=namespaces)
 
     try:
-        found = on_driver(find_idle_past_retention(settings, namespaces=namespaces))
+        found = on_driver(find())
     except (BackendError, OSError) as e:
         summary.held_past_retention_unread = f"{type(e).__name__}: {e}"
         return

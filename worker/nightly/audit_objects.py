@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from worker.backends.stores import optional_stores
 from worker.backends.tiered_storage import check_offload_targets
-from worker.backends.zookeeper import optional_zookeeper
 from worker.broker.admin import open_admin
 from worker.broker.snapshot_cache import LiveSet, snapshot_cache
 from worker.core.ledger_age import ledger_age
@@ -79,7 +79,7 @@ async def judge_objects(settings: Settings, sets: list[dict[str, Any]], *, min_a
 
     s = settings
     now = datetime.now(UTC)
-    async with open_admin(s.pulsar) as admin, optional_zookeeper(s.zookeeper) as zk:
+    async with open_admin(s.pulsar) as admin, optional_stores(s.zookeeper) as zk:
         # One audit run is one instant: a topic's offload records are read once.
         snapshots = snapshot_cache(admin, s.worker, zk, ttl_s=3600)
         for o in sets:

@@ -1,11 +1,9 @@
 """What the nightly jobs push to a Prometheus Pushgateway: the one contract between the Spark jobs (producer),
-the Grafana dashboard and the alert rules (consumers).
+the Grafana dashboard and the alert rules (consumers); scraped with ``honor_labels: true`` (docs/operations.md).
 
-Batch jobs cannot be scraped, so each run pushes its results under the grouping key ``job=<JOB_*>``. Always
-push with ``pushadd`` (HTTP POST, :func:`push`): it replaces only the metric names in that push, so a failed
-run (which pushes ``failed=1`` but no new success timestamp) leaves the last success timestamp in place, and
-"missed" stays distinguishable from "failed". Prometheus must scrape the Pushgateway with
-``honor_labels: true`` so that ``job`` stays the nightly job's name.
+Each run pushes under the grouping key ``job=<JOB_*>``, always with ``pushadd`` (HTTP POST, :func:`push`): it
+replaces only the metric names in that push, so a failed run (``failed=1``, no new success timestamp) leaves
+the last success timestamp in place, and "missed" stays distinguishable from "failed".
 """
 
 from __future__ import annotations
@@ -35,7 +33,6 @@ AUDIT_ORPHAN_BYTES = "ledger_deletion_audit_orphan_bytes"  # {class}
 AUDIT_HELD_PAST_RETENTION_BYTES = "ledger_deletion_audit_held_past_retention_bytes"
 
 # Values of the `outcome` label of ROWS. Replay: the decision core's outcomes. Audit: orphan / in_use / skipped.
-REPLAY_OUTCOMES = ("deleted", "already_gone", "rejected", "in_use", "too_young", "still_failing", "invalid")
 AUDIT_OUTCOMES = ("orphan", "in_use", "skipped")
 # Values of the `class` label always pushed (0 when none): BookKeeper ledgers vs offloaded objects
 # ({uuid}-ledger-{id}[-index]), and open data or cursor ledgers nothing names (BookKeeper's too, counted apart:

@@ -1,26 +1,12 @@
 """The nightly DLQ replay: every dead letter decided again by the worker's own decision core, on Spark.
 
-1. read the DLQ with the ``pulsar`` source up to the end captured at planning, leaving out what the
-   replay subscription already acknowledged; pinned once (``localCheckpoint``) so that every later step
-   sees exactly those messages;
-2. dedupe: one row per claim, keeping every message id. A claim is the whole payload (its SHA-256): all
-   the decision reads (ledger type and id, topic, component, cursor, schema id, offload context with its
-   driver and driver metadata). Two messages that differ in anything stay two rows, each decided on its
-   own content: a forged copy (another bucket, another topic) never settles the genuine one;
-3. one :class:`~worker.daemon.decider.Decider` per partition (rows partitioned by topic in step 2; one snapshot
-   cache) fetches each topic's live state once per run; decide with bounded concurrency; its storage
-   rate limiter gets the executor's rate divided by the executor's task slots. The decided rows are
-   pinned (``localCheckpoint``): deciding is the one action that deletes, and it runs once;
-4. write the Parquet report (partitioned by ``run_date``) and read it back: unless the rows and message
-   ids read back are exactly those decided, the run stops there (:class:`ReportNotReadBack`), nothing
-   acknowledged. A settled row must stay traceable, so the report must be durable (docs/design.md);
-5. acknowledge on the replay subscription exactly the messages of rows with a final outcome.
-
-A run killed anywhere is safe to start again: before step 5 nothing is acknowledged (a ledger deleted by
-the killed run is ``already_gone`` next time, final all the same); after it, only final rows were.
-
-No secret travels in the data source's options or in the closures the executors run: both carry file
-paths, and each executor reads the token and the S3 keys itself (:func:`worker.nightly.spark.executor_settings`).
+Read the DLQ up to the end captured at planning, dedupe one row per claim (the whole payload's SHA-256, so a
+forged copy never settles the genuine one), decide per partition with one
+:class:`~worker.daemon.decider.Decider` (pinned with ``localCheckpoint``: deciding deletes, and runs once),
+write the Parquet report and read it back (:class:`ReportNotReadBack` stops the run, nothing acknowledged),
+then acknowledge exactly the rows with a final outcome. The steps and why a run killed anywhere is safe to
+start again: docs/nightly.md, "``replay-dlq``". No secret travels in options or closures: each executor
+reads the token and S3 keys itself (:func:`worker.nightly.spark.executor_settings`).
 """
 
 from __future__ import annotations
@@ -160,15 +146,9 @@ def read_dlq(spark: Any, settings: Settings) -> Any:
 
 def dedupe(dlq: Any, partitions: int) -> Any:
     """One row per claim, every message id kept, newest DLQ reason/last error, oldest first-seen; the rows
-    of one topic in one of ``partitions`` partitions.
-
-    The claim is the payload itself (type and id first, for whoever reads the report): the decision reads
-    nothing else, so every message of a row gets the verdict on its own content. Any narrower key (one
-    that leaves out the offload target's driver metadata, say) lets a forged copy published first be
-    decided for the genuine one and acknowledge it with its own verdict.
-
-    Grouped by (topic, claim) after partitioning by topic: the topic partitioning already clusters every
-    claim, so Spark plans one shuffle instead of one for the claims and another for the topics."""
+    of one topic in one of ``partitions`` partitions. The claim is the whole payload: any narrower key lets a
+    forged copy published first be decided for the genuine one. Grouped by (topic, claim) after partitioning
+    by topic, so Spark plans one shuffle, not two."""
     from pyspark.sql import functions as F
 
     decodable = F.col("decode_error").isNull()

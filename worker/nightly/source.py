@@ -1,30 +1,12 @@
 """``spark.read.format("pulsar")`` (also ``"pulsar-ldw"``): a Spark 4 Python Data Source over any persistent
 topic, decoding PendingDeleteLedgerInfo messages (the pending, retry or dead-letter topic) into columns.
 
-One input partition per topic partition. Each is bounded by the partition's last confirmed entry,
-**captured when the job is planned** (``internalStats.lastConfirmedEntry`` on the owner broker): what is
-published while the job runs waits for the next run, so a nightly job always terminates. Readers (the
-pulsar-client ``Reader``: no subscription, acknowledges nothing) are opened inside ``read()``, on the
-executor that reads the partition.
-
-Options (:mod:`worker.nightly.source_options`; docs/nightly.md has the table): the source's own
-(``service_url``, ``admin_url``, ``topic``, ``subscription``, ``token_file``, ``tls_trust_certs_file``,
-``read_timeout_ms``) and those of StreamNative's pulsar-spark connector (``service.url``, ``admin.url``,
-``topic`` / ``topics`` / ``topicsPattern``, ``startingOffsets`` / ``endingOffsets``, ``pollTimeoutMs``,
-``pulsar.client.*``), plus ``decode``. The token itself is never an option (options show in query plans and
-event logs): every process reads ``token_file`` itself. A bad option fails naming it.
-
-Rows: the connector's metadata columns (:data:`META_FIELDS`: ``__key``, ``__topic``, ``__messageId``,
-``__publishTime``, ``__eventTime``, ``__messageProperties``) on every row, after either
-
-- :data:`SCHEMA` (:data:`DELETION_SCHEMA` with the metadata): ``message_id`` (bytes,
-  ``MessageId.serialize()``: give it back to ``pulsar.MessageId.deserialize`` to acknowledge),
-  ``message_id_str`` (``ledger:entry:partition:batch``), ``partition_topic``, ``publish_time``,
-  ``properties`` (the worker's ``reason``, ``last_error``, ``RECONSUMETIMES``, ``first_seen_ms``, ...),
-  ``payload`` (the raw bytes), the decoded PendingDeleteLedgerInfo fields and ``decode_error``. An
-  undecodable message is still a row: its ``decode_error`` says why, and the leading fields that could be
-  read are filled in (display only); or
-- ``value`` (:data:`RAW_SCHEMA`): the payload as bytes, for a topic without the worker's Avro schema.
+One input partition per topic partition, each bounded by the partition's last confirmed entry **captured
+when the job is planned**, so a nightly job always terminates. Readers (no subscription, acknowledge
+nothing) are opened inside ``read()``, on the executor. Options (:mod:`worker.nightly.source_options`) and
+rows (:data:`META_FIELDS`, then :data:`SCHEMA` or :data:`RAW_SCHEMA`): docs/nightly.md, "The ``pulsar`` data
+source". The token itself is never an option (options show in query plans): each process reads
+``token_file``. An undecodable message is still a row, with its ``decode_error``.
 """
 
 from __future__ import annotations
@@ -47,9 +29,7 @@ from pyspark.sql.types import (
 )
 
 from worker.formats.message import InvalidMessage, decode, decode_lenient
-from worker.nightly.source_options import (
-    OptionError,
-)
+from worker.nightly.source_options import OptionError
 from worker.nightly.source_options import parse as parse_options
 from worker.nightly.source_plan import plan, schemas_are_ours
 

@@ -1,11 +1,7 @@
-"""The options of the ``pulsar`` / ``pulsar-ldw`` data source, parsed and checked without any I/O.
-
-Two spellings are accepted side by side: the source's own (``service_url``, ``admin_url``, ``topic``,
-``subscription``, ``token_file``, ``tls_trust_certs_file``, ``read_timeout_ms``) and the names users of
-StreamNative's pulsar-spark connector already write (``service.url``, ``admin.url``, ``topic`` /
-``topics`` / ``topicsPattern``, ``startingOffsets`` / ``endingOffsets``, ``pollTimeoutMs``,
-``pulsar.client.*``). Spark hands the options over case-insensitively (keys lower-cased), as the connector
-reads them. Every bad option raises :class:`OptionError` naming it.
+"""The options of the ``pulsar`` / ``pulsar-ldw`` data source, parsed and checked without any I/O: the source's
+own spelling and that of StreamNative's pulsar-spark connector, side by side (docs/nightly.md, "The
+``pulsar`` data source", has the table). Spark hands the keys over lower-cased, as the connector reads them.
+Every bad option raises :class:`OptionError` naming it.
 """
 
 from __future__ import annotations
@@ -84,35 +80,17 @@ _CLIENT_KEYS: dict[str, tuple[str, str, Any]] = {
 _CLIENT_SPECIAL = {
     k.lower(): k
     for k in (
-        "tlsTrustCertsFilePath",
-        "tlsAllowInsecureConnection",
-        "tlsHostnameVerificationEnable",
-        "authPluginClassName",
-        "authParams",
-    )
+        "tlsTrustCertsFilePath tlsAllowInsecureConnection tlsHostnameVerificationEnable authPluginClassName authParams"
+    ).split()
 }
 
 # Every top-level option, lower-cased -> the spelling error messages use.
 _OPTIONS = {
     k.lower(): k
     for k in (
-        "service_url",
-        "service.url",
-        "admin_url",
-        "admin.url",
-        "topic",
-        "topics",
-        "topicsPattern",
-        "subscription",
-        "startingOffsets",
-        "endingOffsets",
-        "token_file",
-        "tls_trust_certs_file",
-        "read_timeout_ms",
-        "pollTimeoutMs",
-        "failOnDataLoss",
-        "decode",
-    )
+        "service_url service.url admin_url admin.url topic topics topicsPattern subscription startingOffsets"
+        " endingOffsets token_file tls_trust_certs_file read_timeout_ms pollTimeoutMs failOnDataLoss decode"
+    ).split()
 }
 _CLIENT_PREFIX = "pulsar.client."
 

@@ -1,24 +1,13 @@
 """``trim-idle``'s work: find the topics no broker has loaded whose ledgers are past their retention, and ask
-the broker to trim them.
+the broker to trim them (docs/cli.md, "``trim-idle``: reclaim what nothing trims").
 
-Finding loads nothing. The topics are the managed-ledger znodes under ``/managed-ledgers`` (of the namespaces
-asked, or every one); a topic some broker lists as loaded is left to that broker, which trims it on its own
-(``worker.broker.loaded_topics``); every other one is read from the metadata store
-(``worker.backends.pulsar_metadata``: its ledgers and its cursors' mark-delete positions) and run through the
-broker's own trim rule (``worker.core.retention``) with its effective retention: its topic-level policy
-(``worker.broker.topic_policies``, when its namespace's ``__change_events`` can be read without loading
-anything), else its namespace's (the ``/admin/policies/<namespace>`` znode), else the broker default. Its
-effective message TTL is read the same way (topic, namespace, broker default): a trim loads the topic, and a
-loaded topic's TTL acknowledges its old backlog (``worker.core.ttl_expiry``, with BookKeeper's records of the
-topic's first and last ledgers), so each topic found gets what a load would expire, and why ``--apply`` holds
-it back (``ttl_risk``).
-
-Trimming (``--apply``) is Pulsar's admin ``trim`` (``POST /admin/v2/persistent/{tenant}/{namespace}/{topic}/trim``),
-which loads the topic on its owner and runs the managed ledger's own trim: the broker, not this command,
-decides what goes, and its deletions take the broker's path (with the broker extension, queued on the
-pending-deletions topic first). At most ``rate`` topics a second, ``concurrency`` at a time; each topic done
-is appended to a state file, which a rerun reads to skip them. A topic whose load may let its TTL expire
-unacknowledged backlog is held back unless ``allow_ttl_expiry``.
+Finding loads nothing: topics a broker lists as loaded are left to it; every other is read from the metadata
+store (``worker.backends.pulsar_store``) and run through the broker's trim rule (``worker.core.retention``)
+with its effective retention and message TTL (topic policy from ``__change_events`` when readable, else
+namespace, else broker default), and what a load would let its TTL expire (``worker.core.ttl_expiry``).
+Trimming (``--apply``) is Pulsar's admin ``trim``, which loads the topic and lets the broker decide what goes;
+rate- and concurrency-bounded, resumable through a state file, and holding back a topic whose load may
+expire unacknowledged backlog unless ``allow_ttl_expiry``.
 """
 
 from __future__ import annotations
@@ -32,13 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from worker.backends.pulsar_metadata import PulsarMetadata, StoredTopic
-from worker.backends.zookeeper import optional_zookeeper
 from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound, open_admin
 from worker.broker.client import blocking_client
 from worker.broker.loaded_topics import LoadedTopics
 from worker.broker.topic_policies import NamespaceTopicPolicies, TopicPolicies
-from worker.core.metadata_stores import BookKeeperMetadataStore
+from worker.core.metadata_stores import BookKeeperMetadataStore, MetadataStores, PulsarMetadataStore, StoredTopic
 from worker.core.retention import EffectiveRetention, PastRetention, Retention, effective_retention, past_retention
 from worker.core.ttl_expiry import (
     COMPACTION_CURSOR,
@@ -52,15 +39,13 @@ from worker.core.ttl_expiry import (
 from worker.daemon.rate_limit import TokenBucket
 from worker.errors import BackendError
 from worker.formats.ledger_metadata import parse_serialized_metadata
-from worker.formats.metadata_paths import MANAGED_LEDGERS_ROOT, UnsupportedLedgerLayout
+from worker.formats.metadata_paths import UnsupportedLedgerLayout
 from worker.formats.protobuf_wire import MetadataFormatError
-from worker.formats.topic_name import InvalidTopicName, TopicName
+from worker.formats.topic_name import TopicName
 from worker.logs import get_logger
 from worker.settings import Settings
 
 log = get_logger(component="idle_trim")
-
-POLICIES_ROOT = "/admin/policies"
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +140,7 @@ class FindReport:
 class IdleTrimFinder:
     def __init__(
         self,
-        metadata: PulsarMetadata,
+        metadata: PulsarMetadataStore,
         loaded: LoadedTopics,
         topic_policies: TopicPolicies | None,
         *,
@@ -315,11 +300,11 @@ class IdleTrimFinder:
         return await self._namespace_policies[namespace]
 
     async def _read_namespace_policies(self, namespace: str) -> dict[str, Any]:
-        got = await self.metadata.store.get(f"{POLICIES_ROOT}/{namespace}")
+        got = await self.metadata.namespace_policies(namespace)
         if got is None:
-            raise BackendError("zookeeper", f"namespace {namespace} has no policies znode")
+            raise BackendError("zookeeper", f"namespace {namespace} has no policies record")
         try:
-            policies = json.loads(got[0] or b"{}")
+            policies = json.loads(got or b"{}")
         except ValueError as e:
             raise BackendError("zookeeper", f"policies of {namespace}: {e}") from e
         return policies if isinstance(policies, dict) else {}
@@ -328,30 +313,12 @@ class IdleTrimFinder:
         """Every persistent topic with a managed-ledger znode in the namespaces (all of them when none were
         named); system topics (``__change_events``, the deletion queue's ``__``-named topics) and Pulsar 5.0's
         segments are left out: their retention is the broker's and the worker's own business."""
-        store = self.metadata.store
-        namespaces = self.namespaces or [ns async for ns in self._all_namespaces()]
+        namespaces = self.namespaces or [ns async for ns in self.metadata.namespaces()]
         for ns in namespaces:
-            base = f"{ns}/persistent"
-            for encoded in sorted(await store.children(f"{MANAGED_LEDGERS_ROOT}/{base}") or []):
-                try:
-                    topic = TopicName.from_managed_ledger_name(f"{base}/{encoded}")
-                except InvalidTopicName:
-                    continue
+            for topic in await self.metadata.persistent_topics(ns):
                 if topic.local_name.startswith("__") or topic.is_segment:
                     continue
                 yield topic
-
-    async def _all_namespaces(self) -> AsyncIterator[str]:
-        store = self.metadata.store
-        for tenant in sorted(await store.children(MANAGED_LEDGERS_ROOT) or []):
-            for ns in sorted(await store.children(f"{MANAGED_LEDGERS_ROOT}/{tenant}") or []):
-                children = await store.children(f"{MANAGED_LEDGERS_ROOT}/{tenant}/{ns}") or []
-                if "persistent" in children:
-                    yield f"{tenant}/{ns}"
-                    continue
-                # A version-1 name: tenant/cluster/namespace.
-                for v1 in sorted(children):
-                    yield f"{tenant}/{ns}/{v1}"
 
 
 # --- applying ------------------------------------------------------------------------------------------------
@@ -408,7 +375,7 @@ class Trimmed:
 
 async def apply_trims(
     admin: PulsarAdmin,
-    metadata: PulsarMetadata,
+    metadata: PulsarMetadataStore,
     topics: Sequence[IdleTopic],
     state: TrimState,
     *,
@@ -504,19 +471,22 @@ async def broker_defaults(
 
 async def find_idle_past_retention(
     settings: Settings,
+    stores: MetadataStores | None,
     *,
     namespaces: Sequence[str] = (),
     broker_default: Retention | None = None,
     broker_default_ttl: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> FindReport:
-    """The dry run from the settings: its own admin session, metadata-store and client connections (the
-    nightly audit's "held past retention by idle topics", ``trim-idle``). Needs ``zookeeper.hosts``."""
-    async with open_admin(settings.pulsar) as admin, optional_zookeeper(settings.zookeeper) as zk:
-        if zk is None:
-            raise BackendError("zookeeper", "zookeeper.hosts is not set: idle topics are read from Pulsar's store")
+    """The dry run from the settings: its own admin session and client connection over ``stores`` (the
+    nightly audit's "held past retention by idle topics", ``trim-idle``). Needs Pulsar's metadata store."""
+    async with open_admin(settings.pulsar) as admin:
+        if stores is None:
+            raise BackendError(
+                "zookeeper", "zookeeper.metadata_store_url is not set: idle topics are read from Pulsar's store"
+            )
         default, default_ttl = await broker_defaults(admin, broker_default, broker_default_ttl)
-        metadata = PulsarMetadata(zk.session)
+        metadata = stores.pulsar
         # The lists are read once for the whole run: a topic a broker loads meanwhile is that broker's to trim.
         loaded = LoadedTopics(admin, metadata, ttl_s=3600)
         client = blocking_client(settings.pulsar)
@@ -527,7 +497,7 @@ async def find_idle_past_retention(
                 TopicPolicies(admin, loaded, client),
                 broker_default=default,
                 broker_default_ttl=default_ttl,
-                ledgers=zk.bookkeeper,
+                ledgers=stores.bookkeeper,
                 namespaces=namespaces,
                 progress=progress,
             )

@@ -1,20 +1,10 @@
 """Phase 1 (mark), the library other Python services import: queue a pending deletion, then update metadata.
 
-Ordering is the whole protocol. A ledger id may leave a topic's metadata only after the message that
-announces its deletion is durable on the pending topic; otherwise a crash between the two steps orphans
-the ledger for good. The reverse failure (message sent, metadata update lost) is harmless: the worker
-finds the ledger still in use and retries later. Hence the batch helper below: send one message per
-ledger, remove from the list exactly the ids whose send succeeded, write the metadata once.
-
-Messages are delivered no earlier than ``worker.send_delay_s`` after sending so the worker does not see
-a message before the caller's metadata write has landed (it would only find the ledger in use and retry,
-but that costs an attempt).
-
-Usage::
-
-    async with PendingDeleteSender(settings) as sender:
-        await sender.send_pending_delete(info)
-        result = await sender.send_batch(all_ids, infos, update_metadata)
+Ordering is the whole protocol: a ledger id may leave a topic's metadata only after the message announcing
+its deletion is durable, else a crash between the two orphans it for good; the reverse failure is harmless
+(the worker finds the ledger in use and retries). Messages are delivered ``worker.send_delay_s`` after
+sending, so the worker does not see one before the caller's metadata write lands. Usage and
+:meth:`PendingDeleteSender.send_batch`'s contract: docs/cli.md, "The phase-1 library".
 """
 
 from __future__ import annotations
@@ -53,13 +43,8 @@ MetadataUpdate = Callable[[list[int]], Awaitable[None] | None]
 
 
 def sent_counter(registry: CollectorRegistry = REGISTRY) -> Counter:
-    """``ledger_deletion_sent_total`` in ``registry`` (the process-global one by default), defined once.
-
-    The daemon keeps its metrics in a registry of its own (``worker.metrics.Metrics``) and can hand it to
-    :class:`PendingDeleteSender`; a service that only imports this library gets the counter in the global
-    registry its own ``/metrics`` already exports. Looking the name up first keeps a second sender, or a
-    second import path, from registering the same name twice (prometheus_client raises on that).
-    """
+    """``ledger_deletion_sent_total`` in ``registry`` (the process-global one by default), defined once: looked
+    up first, so a second sender or import path does not register the name twice (prometheus_client raises)."""
     # prometheus_client has no public lookup by name; this mapping is what its duplicate check uses.
     existing = registry._names_to_collectors.get(f"{SENT_METRIC}_total")
     if isinstance(existing, Counter):
@@ -78,12 +63,8 @@ class SendFailed(Exception):
 
 @dataclass(frozen=True, slots=True)
 class BatchResult:
-    """What :meth:`PendingDeleteSender.send_batch` did.
-
-    ``removed``: ids whose messages are all durable, dropped from the list handed to the callback.
-    ``kept``: ids that had a failed send and therefore stay in the metadata (deleted by a later run).
-    ``remaining``: the list handed to the metadata callback (original order).
-    """
+    """What :meth:`PendingDeleteSender.send_batch` did: ``removed``, the ids whose messages are all durable;
+    ``kept``, ids with a failed send, which stay in the metadata; ``remaining``, the list handed to the callback."""
 
     sent: tuple[PendingDeleteLedgerInfo, ...]
     failed: tuple[SendFailed, ...]
@@ -105,11 +86,8 @@ class BatchResult:
 
 
 class MetadataUpdateFailed(Exception):
-    """The sends went through but the caller's metadata write raised.
-
-    Nothing is lost: the messages are queued and the worker finds the ledgers still referenced (in use)
-    and retries; the caller may simply redo its metadata write with ``result.remaining``.
-    """
+    """The sends went through but the caller's metadata write raised: nothing is lost (the worker finds the
+    ledgers still referenced); the caller may redo its write with ``result.remaining``."""
 
     def __init__(self, result: BatchResult, cause: BaseException) -> None:
         super().__init__(f"metadata update failed after {len(result.sent)} sends: {cause}")
@@ -118,11 +96,8 @@ class MetadataUpdateFailed(Exception):
 
 
 class PendingDeleteSender:
-    """One long-lived producer on the pending topic (batching off, delayed delivery).
-
-    ``start`` makes sure the topics and the worker subscription exist first: a message published to a
-    topic without a subscription may be dropped by retention before any worker reads it.
-    """
+    """One long-lived producer on the pending topic (batching off, delayed delivery); ``start`` first makes the
+    topology exist, since a topic without a subscription may drop a message to retention before any worker reads it."""
 
     def __init__(
         self,
@@ -234,16 +209,10 @@ class PendingDeleteSender:
         update_metadata: MetadataUpdate,
     ) -> BatchResult:
         """PIP-186's batch: send one message per ledger, drop from ``ledger_ids`` exactly the ids whose
-        messages are all durable, and call ``update_metadata`` once with what remains.
-
-        A ledger with two messages (its BookKeeper copy and its offloaded copy) is dropped only if both
-        were sent. The callback is not called when no send succeeded: the list would be unchanged.
-        Raises :class:`MetadataUpdateFailed` (carrying the result) if the callback raises.
-
-        At most ``max_outstanding_sends`` sends are in flight at once (a fixed set of tasks takes the
-        messages in order), so a list of any length costs neither a coroutine per ledger nor a full
-        producer queue.
-        """
+        messages are all durable, and call ``update_metadata`` once with what remains (not at all when no send
+        succeeded); :class:`MetadataUpdateFailed` carries the result if it raises. At most
+        ``max_outstanding_sends`` sends are in flight (a fixed set of tasks takes the messages in order).
+        docs/cli.md, "The phase-1 library"."""
         outcomes: list[str | SendFailed | None] = [None] * len(infos)
         todo = iter(enumerate(infos))
 

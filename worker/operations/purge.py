@@ -1,22 +1,11 @@
-"""``purge-topic``: delete a whole topic the two-phase way.
+"""``purge-topic``: delete a whole topic the two-phase way (docs/cli.md, "Operator commands").
 
-Stock Pulsar deletes a topic's metadata and then its ledgers; a failure in between orphans them. Here
-every ledger the topic owns is first queued as a pending deletion (phase 1), and only then is the topic
-deleted through the admin API. Whatever Pulsar's own delete leaves behind, the worker removes; what
-Pulsar does delete, the worker finds already gone.
-
-Collected per partition (or for the topic itself), from the broker that has it loaded or, when none has,
-from Pulsar's metadata store (``worker.broker.live_state_reader``: a topic is never loaded to learn what it
-owns; without a metadata store the owner is asked, which loads it, as the purge deletes it anyway):
-managed-ledger ledgers, cursor ledgers, the compacted ledger, the delayed-delivery bucket ledgers its
-cursors' properties name (with ZooKeeper), and the offloaded copy of every ledger with an offload attempt
-recorded (its ``OffloadContext``: uuid and driver metadata from the managed-ledger metadata in ZooKeeper;
-``internal-info`` gives the uuid when ZooKeeper is not configured). Schema ledgers come from the schema
-registry of the base topic.
-
-Resumable without a state file: every send is idempotent downstream (the worker treats "not found" as
-done), so a re-run re-collects and re-sends everything while the topic exists. Once it is gone, all of
-its ledgers were queued before the delete (sends come first), so there is nothing left to do.
+Stock Pulsar deletes a topic's metadata and then its ledgers; a failure in between orphans them. Here every
+ledger the topic owns (managed-ledger, cursor, compacted, delayed-delivery bucket, schema ledgers and
+offloaded copies with their ``OffloadContext``) is first queued as a pending deletion, and only then is the
+topic deleted. Live state comes from ``worker.broker.live_state_reader`` (never loaded to learn what it owns;
+without a metadata store the owner is asked, as the purge deletes it anyway). Resumable without a state
+file: sends are idempotent downstream, and once the topic is gone everything was queued before the delete.
 """
 
 from __future__ import annotations
@@ -25,16 +14,15 @@ import asyncio
 import uuid as uuid_mod
 from collections import Counter as Tally
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from worker.backends.pulsar_store import UnreadableManagedLedger
-from worker.backends.zookeeper import ZooKeeper
 from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound
 from worker.broker.snapshot_cache import live_state_reader
 from worker.core.bucket_in_use import bucket_ledgers, subscription_of
 from worker.core.gone_proof import confirm_gone
 from worker.core.live_set import LiveSet
+from worker.core.metadata_stores import MetadataStores, UnreadableManagedLedger
 from worker.core.offload_driver_metadata import driver_metadata
 from worker.formats.managed_ledger_metadata import ManagedLedgerInfo
 from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
@@ -84,14 +72,9 @@ class PurgeResult:
     deleted: bool
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "topic": self.topic,
-            "existed": self.existed,
-            "queued": self.queued,
-            "counts": self.counts,
-            "failed": self.failed,
-            "topic_deleted": self.deleted,
-        }
+        d = asdict(self)
+        d["topic_deleted"] = d.pop("deleted")  # the last field, so the key order stays
+        return d
 
 
 def _offload_from_settings(offload: OffloadSettings) -> tuple[str, dict[str, str]] | None:
@@ -108,7 +91,7 @@ class Collector:
     def __init__(
         self,
         admin: PulsarAdmin,
-        zk: ZooKeeper | None,
+        zk: MetadataStores | None,
         offload: OffloadSettings,
         *,
         worker: WorkerSettings | None = None,
@@ -218,7 +201,7 @@ class Collector:
         if driver is None:
             raise PurgeError(
                 f"{pt} has offloaded ledgers but their driver metadata is only in ZooKeeper: configure"
-                " zookeeper.hosts, or exactly one offload target"
+                " zookeeper.metadata_store_url, or exactly one offload target"
             )
         out = {}
         for lid, u in raw.items():
@@ -248,7 +231,7 @@ async def purge_topic(
     admin: PulsarAdmin,
     *,
     delete_topic: bool = True,
-    zk: ZooKeeper | None = None,
+    zk: MetadataStores | None = None,
     sender: PendingDeleteSender | None = None,
     say: Callable[[str], None] = print,
     concurrency: int = 16,
@@ -346,7 +329,7 @@ async def _send_all(
 
 
 async def collect_only(
-    admin: PulsarAdmin, topic: TopicName, settings: Settings, zk: ZooKeeper | None
+    admin: PulsarAdmin, topic: TopicName, settings: Settings, zk: MetadataStores | None
 ) -> PurgePlan | None:
     """What a purge of ``topic`` would queue (for tests and dry runs)."""
     try:

@@ -22,12 +22,11 @@ import pulsar
 
 from worker.backends.storage_copy import BookKeeperCopy, OffloadedCopy, StorageCopy
 from worker.backends.tiered_storage import TieredStorage
-from worker.backends.zookeeper import optional_zookeeper
-from worker.backends.zookeeper_ledger_store import ZooKeeperLedgerStore
 from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound, open_admin
 from worker.broker.client import blocking_client
 from worker.core.freed_bytes import freed_bytes, sum_known
 from worker.core.message_properties import attempts_so_far, clamped_int
+from worker.core.metadata_stores import MetadataStores
 from worker.formats import message as m
 from worker.formats.topic_name import TopicName
 from worker.settings import Settings
@@ -120,7 +119,9 @@ async def inflight(admin: PulsarAdmin, settings: Settings) -> Inflight:
     return Inflight(tuple(parts))
 
 
-async def inflight_from_settings(settings: Settings, *, with_bytes: bool = False, limit: int = 10_000) -> Inflight:
+async def inflight_from_settings(
+    settings: Settings, *, with_bytes: bool = False, limit: int = 10_000, stores: MetadataStores | None = None
+) -> Inflight:
     """The backlogs; ``with_bytes``: also what the queued deletions would free, from the first ``limit``
     unacknowledged messages of each topic (read with a Reader, nothing acknowledged)."""
     async with open_admin(settings.pulsar) as admin:
@@ -132,7 +133,7 @@ async def inflight_from_settings(settings: Settings, *, with_bytes: bool = False
     complete = True
     for p in res.parts:
         read = await _list_unacked(settings, p.topic, p.subscription, limit=limit) if p.exists else []
-        sized = await sizes_of(settings, [info for _, info in read if info is not None])
+        sized = await sizes_of(settings, [info for _, info in read if info is not None], stores)
         every.update(sized)
         q = _queued(sized, complete=len(read) < limit or len(read) >= p.backlog)
         complete = complete and q.complete
@@ -148,26 +149,27 @@ def _queued(sized: Mapping[Any, int | None], *, complete: bool) -> QueuedBytes:
 # ---- what a queued deletion would free ----------------------------------------------------------------
 
 
-async def sizes_of(settings: Settings, infos: Sequence[m.PendingDeleteLedgerInfo]) -> dict[CopyKey, int | None]:
+async def sizes_of(
+    settings: Settings, infos: Sequence[m.PendingDeleteLedgerInfo], stores: MetadataStores | None
+) -> dict[CopyKey, int | None]:
     """What deleting each announced copy would free, keyed by :func:`copy_key`, read as the worker reads it
     before a delete (its storage copy's ``inspect``, then ``worker.core.freed_bytes``): a BookKeeper
     ledger's metadata from BookKeeper's store, an offloaded copy's object sizes from tiered storage. 0 when
     storage holds nothing of it (or names storage the worker refuses), None when unknown (never closed,
-    no ``zookeeper.hosts``, a target not there, storage failing). Identity is not judged here: the worker
+    no metadata store, a target not there, storage failing). Identity is not judged here: the worker
     still verifies before it deletes, and a rejected copy frees nothing."""
     out: dict[CopyKey, int | None] = {}
     if not infos:
         return out
     async with contextlib.AsyncExitStack() as stack:
-        zk = await stack.enter_async_context(optional_zookeeper(settings.zookeeper))
         tiered: TieredStorage | None = None
         try:
             tiered = await stack.enter_async_context(TieredStorage(settings.offload))
         except Exception:  # a target not there: offloaded copies are unknown, ledgers still read
             tiered = None
         by_type: dict[m.LedgerType, StorageCopy] = {}
-        if zk is not None:
-            by_type[m.LedgerType.LEDGER] = BookKeeperCopy(ZooKeeperLedgerStore(zk.bookkeeper), "zookeeper")
+        if stores is not None:
+            by_type[m.LedgerType.LEDGER] = BookKeeperCopy(stores.bookkeeper, "zookeeper")
         if tiered is not None:
             by_type[m.LedgerType.OFFLOAD_LEDGER] = OffloadedCopy(tiered)
         sem = asyncio.Semaphore(16)
@@ -320,7 +322,12 @@ def _decoded(data: bytes) -> m.PendingDeleteLedgerInfo | None:
 
 
 async def list_dead_letters(
-    settings: Settings, *, limit: int = 1000, include_replayed: bool = False, with_bytes: bool = True
+    settings: Settings,
+    *,
+    limit: int = 1000,
+    include_replayed: bool = False,
+    with_bytes: bool = True,
+    stores: MetadataStores | None = None,
 ) -> list[DeadLetter]:
     """The DLQ's messages, oldest first, without acknowledging any (a Reader has no subscription); each
     with what deleting its copy would free (``with_bytes``)."""
@@ -328,7 +335,7 @@ async def list_dead_letters(
     read = await _list_unacked(settings, t.dlq, t.dlq_replay_subscription, limit=limit, include=include_replayed)
     if not with_bytes:
         return [d for d, _ in read]
-    sizes = await sizes_of(settings, [info for _, info in read if info is not None])
+    sizes = await sizes_of(settings, [info for _, info in read if info is not None], stores)
     return [
         d if info is None else dataclasses.replace(d, bytes=sizes.get(copy_key(info)), offload_uuid=copy_key(info)[2])
         for d, info in read

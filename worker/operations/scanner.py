@@ -7,21 +7,16 @@ The scanner is an anti-join: every ledger BookKeeper has, minus every ledger som
 Being wrong one way costs disk; being wrong the other way loses data. So every doubt is a skip:
 - only ``application=pulsar`` ledgers with a known component and a parseable owner are considered
   (``worker.core.ledger_owner``: the very parse the worker verifies a message against);
-- a ledger younger than the minimum age may be one whose id is not yet in its topic's metadata
-  (``worker.core.ledger_age``, the worker's rule);
-- the live set comes from the broker that has the topic loaded, else from Pulsar's metadata store (never by
-  loading the topic: ``worker.broker.live_state_reader``), fetched after the ledger listing, so a ledger
-  older than the minimum age is either in it or no longer referenced;
+- each is judged by the worker's own decision (``worker.core.decision.decide``) on the message ``scan`` would
+  queue for it, and :func:`reported` maps the result to the scan's words: what the worker would delete (or
+  recover, then delete) is an orphan; what it keeps on a doubt (``Result.unproven``), or whose facts could
+  not be read (by the worker's gatherer, ``worker.broker.gatherer``), is skipped;
+- live sets come from the broker that has the topic loaded, else from Pulsar's metadata store (never by
+  loading the topic: ``worker.broker.live_state_reader``), fetched after the ledger listing; ages are taken
+  at an instant before that (after the ledger's chunk was read), so a ledger old enough is either in its
+  topic's live set or no longer referenced;
 - "the topic is gone" is believed only when the metadata store agrees: the managed ledger's znode is
   absent too (a managed ledger can exist without a loadable topic, e.g. a transaction log);
-- a delayed-delivery bucket ledger of a live topic is in use while its cursor's properties name it, and
-  is skipped while its subscription is live (``worker.core.bucket_in_use``, the worker's rule);
-- a schema ledger is in use while the schema registry's locator (``/schemas/<schemaId>``) references it,
-  whether its topic exists or not (``worker.core.schema_in_use``, the worker's rule): the registry
-  outlives topics;
-- an open ledger of a live topic may still be written, unless it is a data or cursor ledger that neither
-  its topic's owner nor its stored record names, older than the minimum age: the worker recovers and deletes
-  such a ledger, so it is an orphan of its kind (``worker.core.open_ledger``, the worker's rule);
 - an error while reading live state skips that topic's ledgers for this run.
 
 Memory is bounded: the listing is read one chunk at a time (a subtree of the ledgers root), candidates are
@@ -36,18 +31,19 @@ import enum
 import time
 import uuid
 from collections import Counter as Tally
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from worker.broker.snapshot_cache import LiveSet, SnapshotCache
-from worker.core.bucket_in_use import CursorRecord, bucket_hold, cursor_znode_name
-from worker.core.gone_proof import GoneUnconfirmed, ManagedLedgerRecords
+from worker.broker.gatherer import Gatherer, Unread
+from worker.broker.snapshot_cache import SnapshotCache
+from worker.core.decision import ASK, Ask, Facts, Needed, Outcome, Result, Rules, decide
+from worker.core.gone_proof import GoneUnconfirmed
 from worker.core.ledger_age import ledger_age
 from worker.core.ledger_owner import Owner, Unmapped, owner_of
-from worker.core.live_set import TopicGone, ledger_hold
-from worker.core.open_ledger import RECOVERABLE, may_be_written, open_kind, recovery_hold, znode_name
-from worker.core.schema_in_use import schema_ledger_hold
+from worker.core.live_set import Snapshot
+from worker.core.metadata_stores import PulsarMetadataStore
+from worker.core.stored import StoredLedger
 from worker.formats.ledger_metadata import LedgerMetadata
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
@@ -78,15 +74,8 @@ class Decision:
     def to_info(self, properties: dict[str, str] | None = None) -> PendingDeleteLedgerInfo:
         if self.verdict is not Verdict.ORPHAN or self.component is None or self.topic is None:
             raise ValueError(f"ledger {self.ledger_id} is not an orphan ({self.verdict}): nothing to send")
-        return PendingDeleteLedgerInfo(
-            topic_name=self.topic,
-            ledger_component=LedgerComponent(self.component),
-            ledger_type=LedgerType.LEDGER,
-            ledger_id=self.ledger_id,
-            cursor_name=self.cursor,
-            schema_id=self.schema_id,
-            properties=properties or {},
-        )
+        owner = Owner(LedgerComponent(self.component), TopicName.parse(self.topic), self.cursor, self.schema_id)
+        return message_for(owner, self.ledger_id, properties)
 
     def to_dict(self) -> dict[str, Any]:
         # By hand: dataclasses.asdict deep-copies every field, a measurable share of a large scan.
@@ -102,6 +91,34 @@ class Decision:
             "size": self.size,
             "state": self.state,
         }
+
+
+def message_for(owner: Owner, ledger_id: int, properties: dict[str, str] | None = None) -> PendingDeleteLedgerInfo:
+    """The message ``scan`` queues for a ledger of ``owner``: the one the scanner decides on, as the worker will."""
+    return PendingDeleteLedgerInfo(
+        topic_name=str(owner.topic),
+        ledger_component=owner.component,
+        ledger_type=LedgerType.LEDGER,
+        ledger_id=ledger_id,
+        cursor_name=owner.cursor,
+        schema_id=owner.schema_id,
+        properties=properties or {},
+    )
+
+
+def reported(res: Result) -> tuple[Verdict, str]:
+    """What the scan reports for the worker's decision on a ledger: the one mapping of :class:`Outcome` to
+    the scan's words. Only what the worker would delete is an orphan; what it keeps without proof is a skip."""
+    match res.outcome:
+        case Outcome.DELETED:
+            return Verdict.ORPHAN, res.reason
+        case Outcome.RECOVER:
+            return Verdict.ORPHAN, f"{res.reason}: recovered, then deleted"
+        case Outcome.IN_USE if not res.unproven:
+            return Verdict.IN_USE, res.reason
+        case Outcome.TOO_YOUNG if not res.unproven:
+            return Verdict.TOO_YOUNG, res.reason
+    return Verdict.SKIPPED, res.reason or res.outcome.value
 
 
 @dataclass
@@ -150,25 +167,6 @@ class ScanReport:
         }
 
 
-# ---- the metadata store: is a managed ledger / schema really gone? ------------------------------------
-
-
-class MetadataStoreView(ManagedLedgerRecords, Protocol):
-    """What the scanner asks Pulsar's metadata store (``worker.core.metadata_stores.PulsarMetadataStore``)."""
-
-    async def schema_ledgers(self, schema_id: str) -> frozenset[int] | None:
-        """Ledger ids the schema registry's locator references; None when there is no locator."""
-        ...
-
-    async def cursor_properties(self, topic: TopicName, cursor: str) -> Mapping[str, str] | None:
-        """A cursor's stored properties (``cursor``: its znode name); None when it has no znode."""
-        ...
-
-    async def records_ledger(self, topic: TopicName, ledger_id: int, cursor: str | None = None) -> bool:
-        """Whether the topic's stored record names the ledger (its cursor's, or its managed ledger's list)."""
-        ...
-
-
 # ---- the scan ---------------------------------------------------------------------------------------
 
 
@@ -193,17 +191,23 @@ class LedgerChunks(Protocol):
 class _Candidate:
     md: LedgerMetadata
     owner: Owner
-    age_s: float
+    now_ms: int  # when its age is taken: right after its chunk was read, before any live state
+    age_s: float | None
 
     def row(self) -> Row:
-        o, md = self.owner, self.md
-        return [md.ledger_id, md.ctime_ms, md.length, md.state, o.component.value, o.cursor, o.schema_id, self.age_s]
+        md = self.md
+        # The custom metadata travels with the row: the decision proves the ledger's identity again.
+        return [md.ledger_id, md.custom_metadata, md.ctime_ms, md.length, md.state, self.now_ms, self.age_s]
 
     @classmethod
-    def of_row(cls, topic: TopicName, row: Row) -> _Candidate:
-        lid, ctime, length, state, component, cursor, schema_id, age_s = row
-        md = LedgerMetadata(lid, {}, ctime, length, state)
-        return cls(md, Owner(LedgerComponent(component), topic, cursor, schema_id), age_s)
+    def of_row(cls, row: Row) -> _Candidate:
+        lid, custom, ctime, length, state, now_ms, age_s = row
+        owner = owner_of(custom)
+        assert owner is not None  # it was grouped by this very owner
+        return cls(LedgerMetadata(lid, custom, ctime, length, state), owner, now_ms, age_s)
+
+    def asking(self, live: Snapshot | Ask = ASK) -> Facts:
+        return Facts.asking(StoredLedger(self.md), live)
 
 
 # Ledgers whose metadata is read at once when the listing gives ids (the bookie HTTP API).
@@ -221,7 +225,7 @@ class Scanner:
         self,
         bookie: LedgerListing | LedgerChunks,
         snapshots: SnapshotCache,
-        metadata_store: MetadataStoreView | None,
+        metadata_store: PulsarMetadataStore | None,
         *,
         min_age_s: float,
         namespaces: Sequence[str] = (),
@@ -239,6 +243,7 @@ class Scanner:
         self.snapshots = snapshots
         self.store = metadata_store
         self.min_age_s = min_age_s
+        self.rules = Rules(int(min_age_s * 1000))
         self.namespaces = tuple(namespaces)
         self.concurrency = concurrency
         self.clock = clock
@@ -285,39 +290,27 @@ class Scanner:
         for md in chunk:
             try:
                 owner = owner_of(md.custom_metadata)
-            except Unmapped as e:
-                if not self.namespaces:
-                    self._decide(
-                        report, Decision(md.ledger_id, Verdict.SKIPPED, str(e), size=md.length, state=md.state)
-                    )
-                else:
-                    report.filtered += 1
-                continue
+                verdict, why = Verdict.NOT_PULSAR, "no application=pulsar"
+            except Unmapped as e:  # a Pulsar ledger whose owner cannot be read safely: never a candidate
+                owner, verdict, why = None, Verdict.SKIPPED, str(e)
             if owner is None:
                 if self.namespaces:
                     report.filtered += 1
                 else:
-                    self._decide(
-                        report,
-                        Decision(
-                            md.ledger_id, Verdict.NOT_PULSAR, "no application=pulsar", size=md.length, state=md.state
-                        ),
-                    )
+                    self._decide(report, Decision(md.ledger_id, verdict, why, size=md.length, state=md.state))
                 continue
             if self.namespaces and owner.topic.namespace_name not in self.namespaces:
                 report.filtered += 1
                 continue
-            age = ledger_age(md.ctime_ms, now_ms=now_ms, min_age_ms=self.min_age_s * 1000)
-            if age.age_ms is None:
-                self._decide(report, self._decision(md, owner, Verdict.SKIPPED, "no creation time: age unknown", None))
+            age_ms = ledger_age(md.ctime_ms, now_ms=now_ms, min_age_ms=0).age_ms
+            c = _Candidate(md, owner, int(now_ms), None if age_ms is None else age_ms / 1000)
+            try:
+                # Decided now when no live state is needed (its identity is not proven).
+                res = decide(message_for(owner, md.ledger_id), c.asking(), now_ms=c.now_ms, rules=self.rules)
+            except Needed:
+                groups.add(str(owner.topic), c.row())
                 continue
-            age_s = age.age_ms / 1000
-            if not age.old_enough:
-                self._decide(
-                    report, self._decision(md, owner, Verdict.TOO_YOUNG, f"younger than {self.min_age_s:g}s", age_s)
-                )
-                continue
-            groups.add(str(owner.topic), _Candidate(md, owner, age_s).row())
+            self._decide(report, self._decision(c, *reported(res)))
 
     async def _read_metadata(self, ids: Sequence[int], done_before: int, total: int) -> list[LedgerMetadata]:
         out: list[LedgerMetadata] = []
@@ -343,8 +336,7 @@ class Scanner:
         async def worker() -> None:
             nonlocal done
             for key, rows in it:  # one shared iterator: each topic is judged by exactly one worker
-                topic = TopicName.parse(key)
-                for d in await self._judge_topic(topic, [_Candidate.of_row(topic, r) for r in rows]):
+                for d in await self._judge_topic(TopicName.parse(key), [_Candidate.of_row(r) for r in rows]):
                     self._decide(report, d)
                 done += len(rows)
                 self.progress("ledgers", done, groups.rows)
@@ -353,113 +345,32 @@ class Scanner:
         self.progress("ledgers", groups.rows, groups.rows)
 
     async def _judge_topic(self, topic: TopicName, cands: list[_Candidate]) -> list[Decision]:
-        snap: LiveSet | TopicGone
+        snap: Snapshot
         try:
             # "Gone" is the snapshot cache's one rule (worker.broker.snapshot_cache.confirm_gone): the admin API said
             # not found and the metadata store has no managed ledger; anything less raises.
             snap = await self.snapshots.get(topic, fresh=True)
         except GoneUnconfirmed as e:
-            return [self._decision(c.md, c.owner, Verdict.SKIPPED, str(e), c.age_s) for c in cands]
+            return [self._decision(c, Verdict.SKIPPED, str(e)) for c in cands]
         except Exception as e:  # any doubt about live state is a skip, never an orphan
             why = f"live state unavailable: {type(e).__name__}: {e}"
-            return [self._decision(c.md, c.owner, Verdict.SKIPPED, why, c.age_s) for c in cands]
-        out = []
+            return [self._decision(c, Verdict.SKIPPED, why) for c in cands]
+        out, gatherer = [], Gatherer(self.store, one_topic=True)
         for c in cands:
+            info = message_for(c.owner, c.md.ledger_id)
             try:
-                verdict, why = await self._judge(c, snap)
-            except Exception as e:
-                verdict, why = Verdict.SKIPPED, f"metadata store unavailable: {type(e).__name__}: {e}"
-            if verdict is Verdict.ORPHAN and may_be_written(c.md.state, topic_exists=isinstance(snap, LiveSet)):
-                try:
-                    verdict, why = await self._judge_open(c)
-                except Exception as e:
-                    verdict, why = Verdict.SKIPPED, f"metadata store unavailable: {type(e).__name__}: {e}"
-            out.append(self._decision(c.md, c.owner, verdict, why, c.age_s))
+                # Aged at its chunk's instant, before this live state was read: a ledger old enough then and
+                # not in it is no longer referenced (the premise of the too-young rule).
+                res = await gatherer.decide(info, c.asking(snap), now_ms=c.now_ms, rules=self.rules)
+            except Unread as e:  # a fact the rules asked for could not be read: no verdict
+                out.append(self._decision(c, Verdict.SKIPPED, str(e)))
+                continue
+            out.append(self._decision(c, *reported(res)))
         return out
 
-    async def _judge(self, c: _Candidate, snap: LiveSet | TopicGone) -> tuple[Verdict, str]:
-        lid = c.md.ledger_id
-        owner = c.owner
-        if owner.component is LedgerComponent.SCHEMA_STORAGE:
-            return await self._judge_schema(c, snap)
-        if owner.component is LedgerComponent.DELAYED_INDEX_BUCKET and isinstance(snap, LiveSet):
-            return await self._judge_bucket(c, snap)
-        if isinstance(snap, LiveSet):
-            # The worker's rule (worker.core.live_set): what it would keep is never queued; what it keeps
-            # without proof of use (a compacted ledger its compacting topic does not name) is a skip.
-            hold = ledger_hold(snap, owner.component, lid)
-            if hold is not None:
-                return (Verdict.IN_USE if hold.proven else Verdict.SKIPPED), hold.value
-            what = {
-                LedgerComponent.MANAGED_LEDGER: "not in its topic's ledger list",
-                LedgerComponent.MANAGED_CURSOR: f"not the ledger of cursor {owner.cursor!r}",
-                LedgerComponent.COMPACTED_LEDGER: "not its topic's compacted ledger",
-            }[owner.component]
-            return Verdict.ORPHAN, what
-        return Verdict.ORPHAN, "topic gone"
-
-    async def _judge_open(self, c: _Candidate) -> tuple[Verdict, str]:
-        """An open ledger its live topic does not name: the worker's rule (``worker.core.open_ledger``). One
-        the worker would recover and delete is an orphan of its kind; any other is skipped, saying what it is."""
-        component, lid, state = c.owner.component, c.md.ledger_id, c.md.state
-        recorded = None
-        cursor = c.owner.cursor if component is LedgerComponent.MANAGED_CURSOR else None
-        if component in RECOVERABLE and self.store is not None and (cursor is None or znode_name(cursor)):
-            # After the live state (fetched by the caller), as the worker reads it.
-            recorded = await self.store.records_ledger(c.owner.topic, lid, cursor)
-        kept = recovery_hold(
-            component,
-            named=False,
-            recorded=recorded,
-            ctime_ms=c.md.ctime_ms,
-            now_ms=self.clock() * 1000,
-            min_age_ms=self.min_age_s * 1000,
-        )
-        if kept is None:
-            return Verdict.ORPHAN, f"{open_kind(component)} nothing names (state {state}): recovered, then deleted"
-        return (Verdict.TOO_YOUNG if kept.too_young else Verdict.SKIPPED), f"{kept.reason} (state {state})"
-
-    async def _judge_bucket(self, c: _Candidate, snap: LiveSet) -> tuple[Verdict, str]:
-        """A delayed-delivery bucket ledger of a live topic: the worker's rule (``worker.core.bucket_in_use``);
-        what it keeps without proof of use (its subscription is live) is a skip."""
-        lid = c.md.ledger_id
-        hold = ledger_hold(snap, c.owner.component, lid)
-        if hold is not None:
-            return (Verdict.IN_USE if hold.proven else Verdict.SKIPPED), hold.value
-        if self.store is None:
-            return Verdict.SKIPPED, "no metadata store to read its cursor's properties"
-        subscription = c.owner.cursor or ""
-        cursor = cursor_znode_name(subscription)
-        if cursor in ("", ".", ".."):
-            return Verdict.SKIPPED, f"no cursor can be named {subscription!r}"
-        # After the live state (fetched by the caller): see worker.daemon.decider.
-        record = CursorRecord(await self.store.cursor_properties(snap.topic, cursor))
-        held = bucket_hold(lid, record, subscription_live=cursor in snap.cursor_names)
-        if held is not None:
-            return (Verdict.IN_USE if held.proven else Verdict.SKIPPED), held.value
-        return Verdict.ORPHAN, f"not named by cursor {subscription!r}, which its topic no longer has"
-
-    async def _judge_schema(self, c: _Candidate, snap: LiveSet | TopicGone) -> tuple[Verdict, str]:
-        lid = c.md.ledger_id
-        assert c.owner.schema_id is not None
-        live = snap.schema_ledgers if isinstance(snap, LiveSet) else frozenset()
-        registry = None
-        if lid not in live:
-            if self.store is None:
-                # The registry's locator is the proof the worker asks for too: without it, no verdict.
-                return Verdict.SKIPPED, "no metadata store to read the schema registry"
-            registry = await self.store.schema_ledgers(c.owner.schema_id)
-        held = schema_ledger_hold(lid, registry=registry, live=live)
-        if held is not None:
-            return Verdict.IN_USE, held
-        if isinstance(snap, LiveSet):
-            return Verdict.ORPHAN, "not in its topic's schema ledger list"
-        if registry is None:
-            return Verdict.ORPHAN, "schemaId topic gone, no schema registry entry"
-        return Verdict.ORPHAN, "schemaId topic gone, not in the schema registry entry"
-
     @staticmethod
-    def _decision(md: LedgerMetadata, owner: Owner, verdict: Verdict, why: str, age_s: float | None) -> Decision:
+    def _decision(c: _Candidate, verdict: Verdict, why: str) -> Decision:
+        md, owner = c.md, c.owner
         return Decision(
             ledger_id=md.ledger_id,
             verdict=verdict,
@@ -468,7 +379,7 @@ class Scanner:
             topic=str(owner.topic),
             cursor=owner.cursor,
             schema_id=owner.schema_id,
-            age_s=None if age_s is None else round(age_s, 3),
+            age_s=None if c.age_s is None else round(c.age_s, 3),
             size=md.length,
             state=md.state,
         )

@@ -1,11 +1,9 @@
-"""The scanner's candidates grouped by owner topic, in bounded memory.
+"""The scanner's candidates grouped by owner topic, in bounded memory (docs/cli.md, "``scan``").
 
-A topic's ledgers are spread over the whole id space (ids are handed out cluster-wide as ledgers roll), so
-grouping them needs every ledger listed first. Up to ``max_rows`` rows are grouped in memory; past that,
-rows go to ``buckets`` temporary files by a hash of their topic, and the groups are then read back one
-file at a time: memory holds about ``rows / buckets`` rows (plus the largest topic), never the cluster's
-whole listing. The files are private to the process (a temporary directory, removed on close) and hold
-JSON, nothing that runs when read.
+A topic's ledgers are spread over the whole id space, so grouping needs every ledger listed first. Up to
+``max_rows`` rows are grouped in memory; past that, rows go to ``buckets`` private temporary files (JSON,
+nothing that runs when read) by a hash of their topic, read back one file at a time: memory holds about
+``rows / buckets`` rows (plus the largest topic), never the cluster's whole listing.
 """
 
 from __future__ import annotations
