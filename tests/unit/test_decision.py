@@ -402,7 +402,7 @@ def lazily(info: PendingDeleteLedgerInfo, facts: Facts) -> tuple[Result, list[Ne
             lazy = dataclasses.replace(lazy, **{n.need.field: getattr(facts, n.need.field)})
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(bookkeeper_cases())
 def test_a_decision_asking_for_its_facts_is_the_decision_on_all_of_them(
     case: tuple[PendingDeleteLedgerInfo, Facts],
