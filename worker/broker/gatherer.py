@@ -10,7 +10,6 @@ the owner did not list then cannot hold an older ledger (``worker.core.bucket_in
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from typing import Any
 
@@ -60,9 +59,7 @@ class Gatherer:
                 case Need.RECORDED:
                     named_by = info.cursor_name if info.ledger_component is LedgerComponent.MANAGED_CURSOR else None
                     return await store.records_ledger(info.topic, info.ledger_id, named_by)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
+        except Exception as e:  # CancelledError is no Exception: a cancelled read stays cancelled
             raise Unread(f"metadata store unavailable: {type(e).__name__}: {e} (reading {need.value})") from e
         raise AssertionError(need)
 
