@@ -222,7 +222,8 @@ def _referenced(c: _Case) -> Result | None:
         return None
     # A listed ledger whose BookKeeper copy the broker marked deleted after its offload is read from tiered
     # storage: that copy is Pulsar's to delete, and when Pulsar failed to, it is a leak this worker closes.
-    if info.ledger_component is LedgerComponent.MANAGED_LEDGER and info.ledger_id in live.offloaded_ledgers:
+    listed_offloaded = info.ledger_id in live.offloaded_ledgers and info.ledger_id in live.ml_ledgers
+    if info.ledger_component is LedgerComponent.MANAGED_LEDGER and listed_offloaded:
         if bookkeeper_copy_released(c.ask(c.facts.offload, Need.OFFLOAD)):
             return None
     listed = _listing(info, live, c.ledger.metadata.state) if hold is Hold.REFERENCED else None
