@@ -170,7 +170,8 @@ async def test_inflight_and_dlq_list_read_well(
         assert [r.split()[0] for r in rows] == ["41", "42"]
         for r in rows:
             assert re.search(r"\btransient\s+10\s+parked\b", r), r
-            assert re.search(r"\bpublic/default/\S*…x+ ", r), r
+            # tenant and namespace at the head (the width decides whether the slash after them fits)
+            assert re.search(r"\bpublic/default(/\S*)?…x+ ", r), r
             if terminal.width >= 200:
                 assert f"dl-{unique}" in r
                 assert r[header.index("LAST ERROR") :].startswith("bookie http://")
