@@ -221,3 +221,76 @@ async def test_the_ledger_walk_through_the_seam(stack: Stack, uri: str) -> None:
     assert set(ids) <= walked
     rows = read_subtrees(uri, ledger_subtrees(uri))
     assert set(ids) <= {lid for lid, _, _ in rows}
+
+
+class CuttableProxy:
+    """A TCP proxy to ZooKeeper on loopback that can be cut: its listener closed and every connection dropped,
+    so the client sees ZooKeeper go away (refused reconnects) while the real one keeps serving the others."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.server: asyncio.Server | None = None
+        self.writers: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        self.writers += [writer, up_writer]
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    async def cut(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        for w in self.writers:
+            w.transport.abort()
+        await self.server.wait_closed()
+
+
+@pytest.mark.timeout(120, method="thread")  # a blocked loop cannot time itself out: the thread method ends it
+async def test_calls_while_zookeeper_is_away_fail_at_once_and_never_block_the_loop(stack: Stack) -> None:
+    """kazoo queues a call made while its session reconnects and wakes its connection thread through a blocking
+    socket that nobody reads meanwhile: a few hundred calls filled it and blocked the event loop (and SIGTERM)
+    until ZooKeeper came back. Such calls fail at once, as transient errors, and the loop keeps running."""
+    proxy = CuttableProxy(int(stack.zookeeper_hosts.rsplit(":", 1)[1]))
+    port = await proxy.start()
+    async with Stores(f"zk:127.0.0.1:{port}") as zk:
+        assert await zk.kv.exists("/") is not None
+        await proxy.cut()
+        for _ in range(100):  # the client notices the cut
+            if not zk.kv.client.connected:
+                break
+            await asyncio.sleep(0.1)
+        assert not zk.kv.client.connected
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        t = asyncio.ensure_future(ticker())
+        try:
+            started = asyncio.get_running_loop().time()
+            # As a busy worker calls: thousands at once, far more than the wake socket's buffer holds.
+            got = await asyncio.gather(*(zk.kv.get("/ledgers") for _ in range(3000)), return_exceptions=True)
+            assert all(isinstance(g, BackendError) and "not connected" in str(g) for g in got), got[:3]
+            assert asyncio.get_running_loop().time() - started < 30
+            await asyncio.sleep(0.05)
+            assert ticks > 0, "the event loop stood still"
+        finally:
+            t.cancel()

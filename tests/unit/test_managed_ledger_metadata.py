@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import uuid
+import zlib
 
+import cramjam
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -156,15 +158,61 @@ def test_groups_are_skipped() -> None:
     assert without_ledgers(data, [7]) == bytes.fromhex("a3010801a401")
 
 
-def test_compressed_value_is_refused_clearly() -> None:
-    # MetaStoreImpl: magic 0x4778, 4-byte metadata size, ManagedLedgerInfoMetadata{ZSTD, 10}, payload.
-    data = bytes.fromhex("4778" + "00000004" + "0803100a") + b"\x28\xb5\x2f\xfd..."
-    with pytest.raises(CompressedMetadataError, match="ZSTD"):
-        parse_managed_ledger_info(data)
-    with pytest.raises(CompressedMetadataError):
-        without_ledgers(data, [1])
-    with pytest.raises(CompressedMetadataError, match="LZ4"):
-        parse_managed_cursor_info(bytes.fromhex("4778" + "00000004" + "08011005") + b"x")
+def compressed(compression: int, payload: bytes, size: int) -> bytes:
+    """MetaStoreImpl's compressed form: magic 0x4778, 4-byte metadata size, {compressionType, uncompressedSize}."""
+    meta = bytes([0x08, compression, 0x10]) + _varint(size)
+    return bytes.fromhex("4778") + len(meta).to_bytes(4, "big") + meta + payload
+
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, v = v & 0x7F, v >> 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def _zlib_sync_flushed(data: bytes) -> bytes:  # pulsar-common's CompressionCodecZLib: Deflater, SYNC_FLUSH, no end
+    c = zlib.compressobj()
+    return c.compress(data) + c.flush(zlib.Z_SYNC_FLUSH)
+
+
+CODECS = {
+    "LZ4": (1, lambda d: bytes(cramjam.lz4.compress_block(d, store_size=False))),  # a raw block, as airlift's
+    "ZLIB": (2, _zlib_sync_flushed),
+    "ZSTD": (3, lambda d: bytes(cramjam.zstd.compress(d))),
+    "SNAPPY": (4, lambda d: bytes(cramjam.snappy.compress_raw(d))),
+}
+
+
+@pytest.mark.parametrize("codec", sorted(CODECS))
+def test_compressed_values_read_as_the_broker_reads_them(codec: str) -> None:
+    number, compress = CODECS[codec]
+    ml = encode_managed_ledger_info(
+        ManagedLedgerInfo(tuple(LedgerInfo(i, 5, 100, 1_700_000_000_000 + i, None) for i in range(1, 2000)))
+    )
+    got = parse_managed_ledger_info(compressed(number, compress(ml), len(ml)))
+    assert got.ledger_ids == tuple(range(1, 2000))
+    cursor = encode_managed_cursor_info(ManagedCursorInfo(42, 41, 3, None, {}, {}))
+    assert parse_managed_cursor_info(compressed(number, compress(cursor), len(cursor))).cursors_ledger_id == 42
+    with pytest.raises(CompressedMetadataError, match=codec):  # an editor never rewrites a compressed value
+        without_ledgers(compressed(number, compress(ml), len(ml)), [1])
+
+
+def test_damaged_compressed_values_are_refused_clearly() -> None:
+    ml = encode_managed_ledger_info(ManagedLedgerInfo((LedgerInfo(7, 5, 100, 1, None),)))
+    lz4 = bytes(cramjam.lz4.compress_block(ml, store_size=False))
+    with pytest.raises(CompressedMetadataError, match=r"LZ4: its payload does not decompress"):
+        parse_managed_ledger_info(compressed(1, lz4[:-2], len(ml)))
+    with pytest.raises(CompressedMetadataError, match="where the header says"):
+        parse_managed_ledger_info(compressed(3, bytes(cramjam.zstd.compress(ml)), len(ml) + 5))
+    with pytest.raises(CompressedMetadataError, match="a codec Pulsar did not have"):
+        parse_managed_ledger_info(compressed(9, ml, len(ml)))
+    with pytest.raises(CompressedMetadataError, match="claims"):
+        parse_managed_ledger_info(compressed(1, lz4, 1 << 30))
+    with pytest.raises(CompressedMetadataError, match="cut short"):
+        parse_managed_cursor_info(bytes.fromhex("4778" + "00000009" + "0801"))
 
 
 @pytest.mark.parametrize(

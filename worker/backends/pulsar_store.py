@@ -155,7 +155,10 @@ class PulsarStore:
 
     async def _anchor(self, topics: Sequence[TopicName]) -> Anchor | None:
         for topic in topics:
-            info = await self.read_managed_ledger(topic)
+            try:
+                info = await self.read_managed_ledger(topic)
+            except UnreadableManagedLedger:
+                continue  # any topic that lists a ledger proves the store: another one will do
             if info is not None and info.ledger_ids:
                 return Anchor(topic, max(info.ledger_ids))
         return None
@@ -168,10 +171,7 @@ class PulsarStore:
                 if read >= max_topics:
                     return None
                 read += 1
-                try:
-                    found = await self._anchor([topic])
-                except UnreadableManagedLedger:
-                    continue
+                found = await self._anchor([topic])
                 if found is not None:
                     return found
         return None

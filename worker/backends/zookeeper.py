@@ -5,7 +5,10 @@
 - kazoo's asynchronous calls are awaited from asyncio (:class:`KazooCalls`: no thread per call, answers handed
   to the loop in bursts, one timer per call). NoNode, BadVersion, NodeExists and NotEmpty are answers;
   everything else (connection loss, session expiry, no answer in time) becomes
-  :class:`~worker.errors.BackendError`, which the daemon retries and never acks.
+  :class:`~worker.errors.BackendError`, which the daemon retries and never acks. A call made while the session
+  is not connected fails at once: kazoo would queue it and wake its connection thread through a blocking
+  socket that nobody reads while it reconnects, so a few hundred such calls blocked the event loop itself
+  (and with it SIGTERM) until ZooKeeper came back.
 - Every answered call's latency is kept by kind (:class:`StoreLatency`), the pace's signal (``worker.core.pace``).
 - The client polls with kept epoll selectors (:class:`ReusedSelectorHandler`): kazoo's default builds,
   registers and closes one per poll, a large share of a busy process's CPU (bench/results/LOG.md).
@@ -153,13 +156,16 @@ class KazooCalls:
     through the default executor, then a wake-up per answer, were the ZooKeeper route's main costs
     (bench/results/LOG.md). The timeout is a timer on the future, not a ``wait_for`` task per call."""
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, connected: Callable[[], bool] = lambda: True) -> None:
         self.timeout_s = timeout_s
+        self.connected = connected
         self._handoff: LoopHandoff | None = None
         # Every answered call's latency, by kind: the pace's signal (``worker.core.pace``).
         self.latency = StoreLatency()
 
     async def call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if not self.connected():
+            raise BackendError("zookeeper", "not connected (the session is reconnecting)")
         loop = asyncio.get_running_loop()
         handoff = self._handoff
         if handoff is None or handoff.loop is not loop:
@@ -270,7 +276,7 @@ class ZooKeeperStore:
         self.hosts = connect
         self.timeout_s = timeout_s
         self.client = kazoo_client(connect, timeout_s)
-        self.calls = KazooCalls(timeout_s)
+        self.calls = KazooCalls(timeout_s, lambda: bool(self.client.connected))
         self._multi_read = True  # until the server says it has no multiRead (ZooKeeper < 3.6)
 
     @property

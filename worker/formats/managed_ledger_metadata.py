@@ -19,11 +19,14 @@ and each child znode (one per cursor) a ``ManagedCursorInfo``; both are proto2 m
                            repeated StringProperty cursorProperties = 8; }
     LongProperty         { string name = 1; int64 value = 2; }
 
-Compression (``managedLedgerInfoCompressionType``, default NONE): MetaStoreImpl then writes
-``[0x4778 (2 bytes)][metadata size (4 bytes, big endian)][ManagedLedgerInfoMetadata][compressed payload]``.
-0x47 cannot start a valid protobuf message (field 8, wire type 7 does not exist), so the header is
-unambiguous. This module refuses compressed values with :class:`CompressedMetadataError` rather than
-guess: rewriting one would also mean re-compressing it exactly as the broker would.
+Compression (``managedLedgerInfoCompressionType`` / ``managedCursorInfoCompressionType``: NONE by default up to
+Pulsar 4.x, LZ4 from 5.0 for values over ``...CompressionThresholdInBytes``, 16 KiB): MetaStoreImpl then writes
+``[0x4778 (2 bytes)][metadata size (4 bytes, big endian)][Managed{Ledger,Cursor}InfoMetadata][compressed payload]``,
+the metadata being ``{CompressionType compressionType = 1; int32 uncompressedSize = 2}``. 0x47 cannot start a
+valid protobuf message (field 8, wire type 7 does not exist), so the header is unambiguous. The payload is what
+pulsar-common's codecs make: LZ4 and SNAPPY raw blocks (no frame), ZLIB a zlib stream ended by a sync flush (no
+final block), ZSTD a frame. Reading decompresses (:func:`decompressed`); editing refuses a compressed value
+(:class:`CompressedMetadataError`): rewriting one would mean re-compressing it exactly as the broker would.
 
 The worker only reads these values. Staging writes them too (tests, benchmarks, demos): their encoder and
 editor are ``testkit.managed_ledger_encoding``.
@@ -32,8 +35,11 @@ editor are ``testkit.managed_ledger_encoding``.
 from __future__ import annotations
 
 import uuid as uuid_mod
-from collections.abc import Mapping
+import zlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+
+import cramjam
 
 from worker.formats.protobuf_wire import _LEN, _U64, _VARINT
 from worker.formats.protobuf_wire import MetadataFormatError as MetadataFormatError
@@ -44,37 +50,82 @@ from worker.formats.protobuf_wire import fields as _fields
 
 # MetaStoreImpl.MAGIC_MANAGED_INFO_METADATA
 COMPRESSION_MAGIC = 0x4778
-_COMPRESSION_NAMES = {0: "NONE", 1: "LZ4", 2: "ZLIB", 3: "ZSTD", 4: "SNAPPY"}
+
+
+# The largest value decompressed: ZooKeeper's own limit on a znode (jute.maxbuffer) is 1 MiB by default, and a
+# header claiming more than this is damaged or hostile, not a topic.
+MAX_UNCOMPRESSED_BYTES = 64 * 1024 * 1024
 
 
 class CompressedMetadataError(MetadataFormatError):
-    """The value carries MetaStoreImpl's compression header; decompression is not supported."""
+    """A compressed value that cannot be read (an unknown codec, a damaged header or payload), or that an editor
+    was asked to rewrite."""
 
-    def __init__(self, compression: str) -> None:
-        super().__init__(
-            f"managed-ledger metadata is compressed ({compression}); set managedLedgerInfoCompressionType"
-            " / managedCursorInfoCompressionType to NONE or extend this codec"
-        )
+    def __init__(self, compression: str, why: str = "") -> None:
+        super().__init__(f"managed-ledger metadata compressed with {compression}: {why or 'not editable'}")
         self.compression = compression
+
+
+def _zlib(payload: bytes, size: int) -> bytes:
+    d = zlib.decompressobj()  # a sync-flushed stream has no end: zlib.decompress would call it truncated
+    return d.decompress(payload, size)
+
+
+_CODECS: dict[int, tuple[str, Callable[[bytes, int], bytes]]] = {
+    0: ("NONE", lambda payload, size: payload),
+    1: ("LZ4", lambda payload, size: bytes(cramjam.lz4.decompress_block(payload, output_len=size))),
+    2: ("ZLIB", _zlib),
+    3: ("ZSTD", lambda payload, size: bytes(cramjam.zstd.decompress(payload))),  # a frame: it knows its size
+    4: ("SNAPPY", lambda payload, size: bytes(cramjam.snappy.decompress_raw(payload))),
+}
 
 
 def is_compressed(data: bytes) -> bool:
     return len(data) >= 2 and int.from_bytes(data[:2], "big") == COMPRESSION_MAGIC
 
 
+def _header(data: bytes) -> tuple[int, int, int]:
+    """(compression type, uncompressed size, payload offset) of a compressed value."""
+    if len(data) < 6:
+        raise CompressedMetadataError("an unknown codec", "the header is cut short")
+    end = 6 + int.from_bytes(data[2:6], "big")
+    if end > len(data):
+        raise CompressedMetadataError("an unknown codec", "the header is cut short")
+    compression = size = None
+    for f in _fields(data[6:end]):
+        if f.number == 1 and f.wire_type == _VARINT:
+            compression = _int(f)
+        elif f.number == 2 and f.wire_type == _VARINT:
+            size = _int(f)
+    if compression is None or size is None:
+        raise CompressedMetadataError("an unknown codec", "the header lacks its compression type or size")
+    return compression, size, end
+
+
+def decompressed(data: bytes) -> bytes:
+    """``data`` as MetaStoreImpl reads it: itself when uncompressed, else its payload decompressed."""
+    if not is_compressed(data):
+        return data
+    compression, size, start = _header(data)
+    name, decode = _CODECS.get(compression, (str(compression), None))
+    if decode is None:
+        raise CompressedMetadataError(name, "a codec Pulsar did not have when this was written")
+    if not 0 <= size <= MAX_UNCOMPRESSED_BYTES:
+        raise CompressedMetadataError(name, f"its header claims {size} bytes uncompressed")
+    try:
+        out = decode(data[start:], size)
+    except (cramjam.DecompressionError, zlib.error, ValueError) as e:
+        raise CompressedMetadataError(name, f"its payload does not decompress: {e}") from e
+    if len(out) != size:
+        raise CompressedMetadataError(name, f"{len(out)} bytes decompressed where the header says {size}")
+    return out
+
+
 def refuse_compressed(data: bytes) -> None:
-    """Refuse MetaStoreImpl's compressed form, naming its compression type (for the operator)."""
+    """Refuse MetaStoreImpl's compressed form where a value is to be edited, naming its compression type."""
     if is_compressed(data):
-        compression = "unknown"
-        if len(data) >= 6:
-            size = int.from_bytes(data[2:6], "big")
-            try:
-                for f in _fields(data[6 : 6 + size]):
-                    if f.number == 1 and f.wire_type == _VARINT:
-                        compression = _COMPRESSION_NAMES.get(_int(f), str(_int(f)))
-            except MetadataFormatError:
-                pass
-        raise CompressedMetadataError(compression)
+        compression, _, _ = _header(data)
+        raise CompressedMetadataError(_CODECS.get(compression, (str(compression), None))[0])
 
 
 # ---- model -----------------------------------------------------------------------------------------
@@ -211,7 +262,7 @@ def _parse_ledger_info(data: bytes) -> LedgerInfo:
 
 def parse_managed_ledger_info(data: bytes) -> ManagedLedgerInfo:
     """Decode a topic's znode value. An empty value is valid: the broker creates the znode empty."""
-    refuse_compressed(data)
+    data = decompressed(data)
     _, sub, lists = _scalars(data, (), (2,), (1, 3))
     ledgers = tuple(_parse_ledger_info(b) for b in lists.get(1, []))
     props = dict(_key_value(b) for b in lists.get(3, []))
@@ -225,7 +276,7 @@ def parse_managed_ledger_info(data: bytes) -> ManagedLedgerInfo:
 
 
 def parse_managed_cursor_info(data: bytes) -> ManagedCursorInfo:
-    refuse_compressed(data)
+    data = decompressed(data)
     v, _, lists = _scalars(data, (1, 2, 3, 6), (), (5, 8))
     position_props = dict(_long_property(b) for b in lists.get(5, []))
     props = dict(_key_value(b) for b in lists.get(8, []))  # StringProperty {name = 1, value = 2}
