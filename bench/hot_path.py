@@ -22,7 +22,7 @@ from worker.core.stored import Missing
 from worker.formats.message import LedgerComponent, LedgerType, PendingDeleteLedgerInfo, decode, encode
 from worker.formats.topic_name import TopicName
 from worker.logs import configure, get_logger
-from worker.metrics import Metrics
+from worker.metrics import Metrics, decoded_labels
 from worker.settings import WorkerSettings
 
 N = int(os.environ.get("BENCH_HOT_N", "20000"))
@@ -83,6 +83,7 @@ def main() -> int:
 
         def metrics() -> None:
             m.received.inc()
+            m.decoded.labels(*decoded_labels(info.properties)).inc()
             m.deleted.labels(ledger_type="LEDGER", route="direct", result="already_gone").inc()
             m.acked.inc()
             m.processing.labels(route="direct", outcome="already_gone").observe(0.01)

@@ -312,6 +312,20 @@ def build() -> dash_b.Dashboard:
             width=8,
         )
     )
+    d = d.with_panel(
+        _ts(
+            "Decoded by writer",
+            [(_rate("ledger_deletion_decoded_total", "source, writer"), "{{source}} {{writer}}")],
+            unit="ops",
+            description=(
+                "Pending deletions decoded/s by who queued them (the payload's source: broker-extension, scanner, "
+                "audit, ...) and the Pulsar version of the broker that wrote them (unknown: not written by the "
+                "broker extension, or by a version of it that did not say). In a rolling upgrade both Pulsar "
+                "lines show here while their brokers serve topics."
+            ),
+            width=8,
+        )
+    )
 
     d = d.with_row(dash_b.Row("Queue topics"))
     d = d.with_panel(

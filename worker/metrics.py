@@ -11,6 +11,15 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+# The payload properties (PendingDeleteLedgerInfo.properties) that say who queued a pending deletion: every
+# producer of this project sets source; the broker extension also the Pulsar version of the broker that wrote it.
+SOURCE_PROPERTY = "source"
+PULSAR_VERSION_PROPERTY = "pulsar_version"
+# Any producer of the queue writes these properties: a label value is cut short so that what it carries stays a
+# short name, whatever the producer put there.
+DECODED_LABEL_MAX_CHARS = 64
+UNKNOWN_LABEL = "unknown"
+
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 _E2E_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
 
@@ -31,6 +40,13 @@ class Metrics:
 
         self.sent = counter("sent", "Pending deletions sent by phase 1 in this process")
         self.received = counter("received", "Pending-deletion messages received")
+        # Which brokers' (and tools') pending deletions this worker reads: in a rolling upgrade, both Pulsar lines'.
+        self.decoded = counter(
+            "decoded",
+            "Pending deletions decoded, by who queued them (the payload's source property) and the Pulsar version"
+            " of the broker that wrote them (pulsar_version; 'unknown' when absent)",
+            ("source", "writer"),
+        )
         self.deleted = counter(
             "deleted",
             "Ledgers settled as deleted (result=deleted: this worker deleted it; already_gone: not found)",
@@ -126,6 +142,16 @@ class Metrics:
             "Bytes of BookKeeper ledgers deleted since the last garbage collection asked of the bookies",
         )
         self.ready = gauge("ready", "1 when the worker is subscribed and processing")
+
+
+def decoded_labels(properties: Mapping[str, str]) -> tuple[str, str]:
+    """The ``decoded`` counter's ``(source, writer)`` for a decoded record's payload properties: each cut to
+    :data:`DECODED_LABEL_MAX_CHARS` characters, :data:`UNKNOWN_LABEL` when absent or empty."""
+
+    def label(key: str) -> str:
+        return (properties.get(key) or "")[:DECODED_LABEL_MAX_CHARS] or UNKNOWN_LABEL
+
+    return label(SOURCE_PROPERTY), label(PULSAR_VERSION_PROPERTY)
 
 
 def oldest_backlog_age_s(subscription_stats: Mapping[str, Any], now_ms: int) -> float:

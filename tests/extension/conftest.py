@@ -86,6 +86,8 @@ def start_broker(*, extension: bool = True, extra_conf: str = "") -> None:
 @dataclass(frozen=True)
 class ExtStack(Stack):
     stack_dir: str = ""
+    # The Pulsar its broker runs (stack.sh env's PULSAR_VERSION): what the extension writes as pulsar_version.
+    pulsar_version: str = ""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -95,7 +97,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def ext_stack() -> Iterator[ExtStack]:
     with running(EXTENSION) as addresses:
-        yield ExtStack(**asdict(stack_of(addresses)), stack_dir=addresses["STACK_DIR"])
+        yield ExtStack(
+            **asdict(stack_of(addresses)),
+            stack_dir=addresses["STACK_DIR"],
+            pulsar_version=addresses["PULSAR_VERSION"],
+        )
 
 
 @pytest.fixture

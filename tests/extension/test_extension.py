@@ -71,11 +71,21 @@ async def test_trims_and_rollovers_are_queued_before_the_metadata_forgets(
     for info, _ in queued.values():
         assert info.ledger_component is LedgerComponent.MANAGED_LEDGER
         assert info.properties.get("source") == "broker-extension"
+        assert info.properties.get("pulsar_version") == ext_stack.pulsar_version
     assert assert_signed_by_the_broker(ext_stack, topic) >= len(queued)
 
     outcomes = await wait_settled(worker, topic, set(queued))
     print(f"{topic}: dropped {sorted(watch.gone_at_ms)}, queued {sorted(queued)}, settled {outcomes}")
     assert set(outcomes.values()) <= SETTLED
+    # The worker says whose deletions it decoded: this broker's Pulsar line. At least these (the queue may hold
+    # other topics' deletions too, and ones an older jar wrote without a version: writer="unknown").
+    decoded = {"source": "broker-extension", "writer": ext_stack.pulsar_version}
+
+    async def counted() -> float:
+        n = worker.metric("ledger_deletion_decoded_total", **decoded)
+        return n if n >= len(queued) else 0
+
+    await eventually(counted, timeout=10, what=f"ledger_deletion_decoded_total{decoded} >= {len(queued)}")
     assert scan_orphans(ext_stack, tmp_path, namespace) == []
 
 

@@ -1,12 +1,12 @@
-"""The operators' metrics of both modules named ``metrics``: the backlog age (``worker.metrics``) and the nightly
-jobs' pushed run metrics (``worker.nightly.metrics``)."""
+"""The operators' metrics of both modules named ``metrics``: the backlog age and the decoded counter's labels
+(``worker.metrics``) and the nightly jobs' pushed run metrics (``worker.nightly.metrics``)."""
 
 from __future__ import annotations
 
 import pytest
 from prometheus_client import generate_latest
 
-from worker.metrics import oldest_backlog_age_s
+from worker.metrics import DECODED_LABEL_MAX_CHARS, decoded_labels, oldest_backlog_age_s
 from worker.nightly import metrics as nm
 
 
@@ -30,6 +30,29 @@ def test_backlog_age_is_zero_when_unknown_or_empty(sub: dict[str, object]) -> No
 
 def test_backlog_age_never_negative_on_clock_skew() -> None:
     assert oldest_backlog_age_s({"msgBacklog": 1, "earliestMsgPublishTimeInBacklog": 5_000}, now_ms=4_000) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("properties", "labels"),
+    [
+        ({"source": "broker-extension", "broker": "b1", "pulsar_version": "4.0.8"}, ("broker-extension", "4.0.8")),
+        ({"source": "broker-extension", "pulsar_version": "5.0.0-M1"}, ("broker-extension", "5.0.0-M1")),
+        ({"source": "scanner", "scan_id": "s"}, ("scanner", "unknown")),  # this project's tools name no broker
+        ({}, ("unknown", "unknown")),
+        ({"source": "", "pulsar_version": ""}, ("unknown", "unknown")),
+    ],
+)
+def test_decoded_labels_are_the_source_and_the_writers_pulsar_version(
+    properties: dict[str, str], labels: tuple[str, str]
+) -> None:
+    assert decoded_labels(properties) == labels
+
+
+def test_decoded_labels_are_cut_to_a_bounded_length() -> None:
+    source, writer = decoded_labels({"source": "s" * 10_000, "pulsar_version": "4.0.8-" + "x" * 10_000})
+    assert DECODED_LABEL_MAX_CHARS == 64
+    assert source == "s" * 64
+    assert writer == ("4.0.8-" + "x" * 10_000)[:64]
 
 
 # ---- the nightly jobs' run metrics, pushed to the Pushgateway -------------------------------------------------

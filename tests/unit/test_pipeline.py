@@ -314,3 +314,67 @@ async def test_no_batch_is_swept_before_the_storage_is_proven() -> None:
     envs = p.read([Msg(), Msg()])
     left, reads = await p.settle_already_gone(envs)
     assert left == envs and reads == {}
+
+
+def decoded(p: Pipeline) -> dict[tuple[str, str], float]:
+    """The pipeline's ``ledger_deletion_decoded_total`` samples by (source, writer)."""
+    return {
+        (s.labels["source"], s.labels["writer"]): s.value
+        for fam in p.metrics.decoded.collect()
+        for s in fam.samples
+        if s.name.endswith("_total")
+    }
+
+
+def written_by(ledger_id: int, **properties: str) -> bytes:
+    return encode(
+        PendingDeleteLedgerInfo(
+            INFO.topic_name, LedgerComponent.MANAGED_LEDGER, LedgerType.LEDGER, ledger_id, properties=properties
+        )
+    )
+
+
+async def test_each_decoded_record_is_counted_by_its_source_and_writer() -> None:
+    p = make(Decider(Result(Outcome.DELETED, Route.DIRECT, "deleted")), Events())
+    await handle(p, Msg(data=written_by(1, source="broker-extension", broker="b1", pulsar_version="4.0.8")))
+    await handle(p, Msg(data=written_by(2, source="broker-extension", broker="b2", pulsar_version="5.0.0-M1")))
+    await handle(p, Msg(data=written_by(3, source="broker-extension", broker="b2", pulsar_version="5.0.0-M1")))
+    await handle(p, Msg(data=written_by(4, source="scanner")))
+    await handle(p, Msg(data=b"not avro"))  # received, not decoded
+    assert decoded(p) == {
+        ("broker-extension", "4.0.8"): 1,
+        ("broker-extension", "5.0.0-M1"): 2,
+        ("scanner", "unknown"): 1,
+    }
+    assert p.metrics.received._value.get() == 5
+
+
+async def test_the_already_gone_sweep_counts_each_message_under_its_own_writer() -> None:
+    class Gone(Decider):
+        """Every ledger asked about is missing from BookKeeper's metadata store: the sweep settles them all."""
+
+        def __init__(self) -> None:
+            super().__init__(TRANSIENT)
+            self.bookkeeper = self
+
+        async def read_ledgers_metadata(self, ids: list[int]) -> list[None]:
+            return [None] * len(ids)
+
+    ev = Events()
+    p = make(Gone(), ev)
+    envs = p.read(
+        [
+            Msg(data=written_by(1, source="broker-extension", pulsar_version="4.0.8")),
+            Msg(data=written_by(2, source="broker-extension", pulsar_version="5.0.0-M1")),
+            Msg(data=written_by(3, source="broker-extension", pulsar_version="5.0.0-M1")),
+            Msg(data=written_by(4)),
+        ]
+    )
+    left, _ = await p.settle_already_gone(envs)
+    assert left == [] and len(ev.acked) == 4
+    assert decoded(p) == {
+        ("broker-extension", "4.0.8"): 1,
+        ("broker-extension", "5.0.0-M1"): 2,
+        ("unknown", "unknown"): 1,
+    }
+    assert p.metrics.received._value.get() == 4

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +27,7 @@ from worker.daemon.envelope import Envelope
 from worker.daemon.settlement import DeadLetterRefused, Settler
 from worker.formats.message import LedgerType, PendingDeleteLedgerInfo
 from worker.logs import get_logger
-from worker.metrics import Metrics
+from worker.metrics import Metrics, decoded_labels
 from worker.settings import WorkerSettings
 
 log = get_logger()
@@ -112,11 +113,15 @@ class Pipeline:
         processing = self.metrics.processing.labels(route=res.route.value, outcome=res.outcome.value)
         elapsed = time.monotonic() - started
         settled = 0
+        # Unlike the rest, the decoded count's labels are each message's own (brokers of two Pulsar lines share
+        # the queue in a rolling upgrade): summed per label pair, then added once.
+        decoded: Counter[tuple[str, str]] = Counter()
         for (env, info), failure in zip(gone, failures, strict=True):
             if failure is not None:
                 left.append(env)  # the full path acknowledges it again, or dead-letters it
                 continue
             settled += 1
+            decoded[decoded_labels(info.properties)] += 1
             processing.observe(elapsed)
             self._observe_end_to_end(env)
             log.info(
@@ -132,6 +137,8 @@ class Pipeline:
             )
         if settled:
             self.metrics.received.inc(settled)
+            for (source, writer), n in decoded.items():
+                self.metrics.decoded.labels(source=source, writer=writer).inc(n)
             self._count(gone[0][1], res, settled)  # every swept message is a BookKeeper LEDGER
         return left, reads
 
@@ -146,6 +153,8 @@ class Pipeline:
         context: dict[str, Any] = {"msg_topic": env.topic, "message_id": env.message_id, "attempt": env.attempt}
         info = env.record
         if info is not None:
+            source, writer = decoded_labels(info.properties)
+            self.metrics.decoded.labels(source=source, writer=writer).inc()
             context["topic"] = head_text(info.topic_name)
             context["ledger_id"], context["ledger_type"] = info.ledger_id, info.ledger_type.value
         res: Result | None = None

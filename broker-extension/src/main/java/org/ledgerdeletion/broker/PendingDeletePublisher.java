@@ -12,6 +12,7 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
+import org.apache.pulsar.PulsarVersion;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -67,8 +68,22 @@ final class PendingDeletePublisher implements Marker, AutoCloseable {
         } catch (Exception e) {
             host = "unknown";
         }
-        // Informational, inside the payload: who queued it. What the worker trusts is the signature.
-        this.payloadProperties = Map.of("source", "broker-extension", "broker", host);
+        // Informational, inside the payload: who queued it, and on which Pulsar (the worker counts decoded
+        // deletions by it, so a rolling upgrade shows both lines' brokers being read). What the worker trusts is
+        // the signature.
+        this.payloadProperties = Map.of("source", "broker-extension", "broker", host,
+                "pulsar_version", pulsarVersion());
+    }
+
+    /** The running broker's Pulsar version, as Pulsar reports its own; "unknown" when it cannot say. */
+    static String pulsarVersion() {
+        try {
+            String version = PulsarVersion.getVersion();
+            return version == null || version.isBlank() ? "unknown" : version;
+        } catch (RuntimeException | LinkageError e) {
+            // Informational only: never a reason for the broker's managed-ledger storage not to start.
+            return "unknown";
+        }
     }
 
     ExtensionConfig config() {

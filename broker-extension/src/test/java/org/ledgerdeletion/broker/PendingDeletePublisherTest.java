@@ -2,6 +2,7 @@ package org.ledgerdeletion.broker;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -19,6 +20,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.avro.generic.GenericDatumReader;
 import org.apache.avro.generic.GenericRecord;
 import org.apache.avro.io.DecoderFactory;
+import org.apache.avro.util.Utf8;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -103,12 +105,18 @@ class PendingDeletePublisherTest {
             assertEquals(Map.of(MarkSigner.PROPERTY, signer.sign(payload)), sender.properties.get(i));
             assertTrue(sender.properties.get(i).get(MarkSigner.PROPERTY).matches("hmac-sha256:[0-9a-f]{64}"));
         }
-        // The payload is the worker's record, with the informational source inside it.
+        // The payload is the worker's record, with the informational source inside it, and the Pulsar version of
+        // the broker that wrote it: the classes on this run's classpath (surefire's pulsar.version: 4.0.8, or
+        // 4.2.4 and 5.0.0-M1 with the profiles).
         GenericRecord r = new GenericDatumReader<GenericRecord>(PendingDeleteCodec.SCHEMA)
                 .read(null, DecoderFactory.get().binaryDecoder(sender.payloads.get(0), null));
         assertEquals(42L, r.get("ledgerId"));
-        assertEquals("broker-extension", ((Map<?, ?>) r.get("properties")).get(new org.apache.avro.util.Utf8("source"))
-                .toString());
+        Map<?, ?> payloadProperties = (Map<?, ?>) r.get("properties");
+        assertEquals("broker-extension", payloadProperties.get(new Utf8("source")).toString());
+        String pulsarVersion = System.getProperty("pulsar.version");
+        assertNotNull(pulsarVersion, "surefire sets pulsar.version");
+        assertEquals(pulsarVersion, PendingDeletePublisher.pulsarVersion());
+        assertEquals(pulsarVersion, payloadProperties.get(new Utf8("pulsar_version")).toString());
     }
 
     @Test
