@@ -51,8 +51,10 @@ import statistics
 import subprocess
 import threading
 import time
+import urllib.parse
 import urllib.request
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,7 +67,7 @@ from bench.run import _git_head, _loadavg, _machine
 from bench.stats import sample_quantiles
 from testkit.harness import quiet_logger
 from testkit.stack import REPO, STACK, Profile, Stack, admin_for, healthy, stack_of
-from worker.broker.admin import PulsarAdmin
+from worker.broker.admin import NotOwner, PulsarAdmin
 from worker.formats.topic_name import TopicName
 
 MODES = ("stock", "extension")
@@ -160,58 +162,82 @@ class Knobs:
 # ---------------------------------------------------------------------------------------------- instances
 
 
-def instance(mode: str) -> Profile:
+def rollover_conf() -> str:
+    """``PULSAR_ROLLOVER`` as the stack's ``BROKER_CONF`` (space-separated key=value)."""
+    return " ".join(f"{k}={v}" for k, v in PULSAR_ROLLOVER.items())
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two standalone instances side by side, stock brokers and the extension's: their placements (ports, data
+    directories, ``BROKER_EXTENSION``), the prefixes of the variables that move them (``<prefix><VAR>``), the
+    ledgers they roll (``None``: ``BENCH_EXT_LEDGERS``) and the name of the lock that keeps one run on them."""
+
+    placements: Mapping[str, Mapping[str, str]]
+    prefixes: Mapping[str, str]
+    ledgers: str | None = None
+    lock: str = "extension"
+
+
+PAIR = Pair(INSTANCES, _PREFIX)  # bench.extension's own
+
+
+def instance(mode: str, pair: Pair = PAIR) -> Profile:
     """The mode's own instance (``<prefix><VAR>`` sets its ``<VAR>``): stock brokers or the extension, and the
-    rollover of the stack or of Pulsar (``BENCH_EXT_LEDGERS``)."""
-    placement = {**_COMMON, **INSTANCES[mode]}
-    if _ledgers() == "pulsar":
-        placement["BROKER_CONF"] = " ".join(f"{k}={v}" for k, v in PULSAR_ROLLOVER.items())
-    return Profile("standalone", placement, prefix=_PREFIX[mode])
+    rollover of the stack or of Pulsar (``BENCH_EXT_LEDGERS``, unless the pair names its ledgers)."""
+    placement = {**_COMMON, **pair.placements[mode]}
+    if (pair.ledgers or _ledgers()) == "pulsar":
+        placement["BROKER_CONF"] = rollover_conf()
+    return Profile("standalone", placement, prefix=pair.prefixes[mode])
 
 
-def instance_env(mode: str) -> dict[str, str]:
+def instance_env(mode: str, pair: Pair = PAIR) -> dict[str, str]:
     # BROKER_EXTENSION is the one thing that tells them apart: no LDW_BENCH_* variable changes it.
-    return instance(mode).environ(BROKER_EXTENSION=INSTANCES[mode]["BROKER_EXTENSION"])
+    return instance(mode, pair).environ(BROKER_EXTENSION=pair.placements[mode]["BROKER_EXTENSION"])
 
 
-def _stack_sh(mode: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return instance(mode).run(*args, timeout=timeout, BROKER_EXTENSION=INSTANCES[mode]["BROKER_EXTENSION"])
+def _stack_sh(mode: str, *args: str, pair: Pair = PAIR, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return instance(mode, pair).run(*args, timeout=timeout, BROKER_EXTENSION=pair.placements[mode]["BROKER_EXTENSION"])
 
 
-def exclusive() -> Any:
+def exclusive(pair: Pair = PAIR) -> Any:
     """One run at a time per pair of instances (a second run on the same ports would measure the first's load
     and stop its instances): a lock named after the stock instance's web port, held until exit."""
     import fcntl
 
-    port = instance_env("stock")["WEB_PORT"]
+    port = instance_env("stock", pair)["WEB_PORT"]
     OUT.mkdir(parents=True, exist_ok=True)
-    lock = open(OUT / f"extension-{port}.lock", "w")  # held open (locked) for the whole run
+    lock = open(OUT / f"{pair.lock}-{port}.lock", "w")  # held open (locked) for the whole run
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         raise SystemExit(
-            f"another bench.extension run is using the instances on port {port} (LDW_BENCH_STOCK_* / "
-            "LDW_BENCH_EXT_* move a run to ports of its own)"
+            f"another run is using the instances on port {port} ({', '.join(pair.prefixes.values())}<VAR> move a "
+            "run to ports of its own)"
         ) from None
     return lock
 
 
-def bring_up() -> tuple[dict[str, Stack], list[str]]:
+def bring_up(pair: Pair = PAIR) -> tuple[dict[str, Stack], list[str]]:
     """Both instances up (started at once: ~20 s together); returns their handles and the modes this run
     started (the ones it stops)."""
     for m in MODES:
         # It stops, and empties, what it starts: never a stack it does not own (the shared one included).
-        if not Path(instance_env(m)["STACK_DIR"]).name.startswith(".data-bench"):
-            raise SystemExit(f"{_PREFIX[m]}STACK_DIR must name a .data-bench* directory of its own")
-    started = [m for m in MODES if not healthy(instance(m).addresses())]
+        if not Path(instance_env(m, pair)["STACK_DIR"]).name.startswith(".data-bench"):
+            raise SystemExit(f"{pair.prefixes[m]}STACK_DIR must name a .data-bench* directory of its own")
+    started = [m for m in MODES if not healthy(instance(m, pair).addresses())]
     for m in started:
         # Ours only (its own STACK_DIR): whatever an earlier run left (a crashed start) is stopped, and the
         # instance starts from empty data, so no run reads back an earlier run's queue or topics.
-        _stack_sh(m, "down")
-        shutil.rmtree(instance_env(m)["STACK_DIR"], ignore_errors=True)
+        _stack_sh(m, "down", pair=pair)
+        shutil.rmtree(instance_env(m, pair)["STACK_DIR"], ignore_errors=True)
     procs = {
         m: subprocess.Popen(
-            ["bash", str(STACK), "up"], env=instance_env(m), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            ["bash", str(STACK), "up"],
+            env=instance_env(m, pair),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for m in MODES
     }
@@ -221,20 +247,20 @@ def bring_up() -> tuple[dict[str, Stack], list[str]]:
         if p.returncode != 0:
             failed.append(f"{m}: stack.sh up failed:\n{err[-2000:]}")
     if failed:
-        bring_down(started)
+        bring_down(started, pair)
         raise SystemExit("\n".join(failed))
-    stacks = {m: stack_of(instance(m).addresses()) for m in MODES}
+    stacks = {m: stack_of(instance(m, pair).addresses()) for m in MODES}
     return stacks, started
 
 
-def bring_down(modes: list[str]) -> None:
+def bring_down(modes: list[str], pair: Pair = PAIR) -> None:
     for m in modes:
-        r = _stack_sh(m, "down")
+        r = _stack_sh(m, "down", pair=pair)
         if r.returncode != 0:
             print(f"[bench] stack.sh down ({m}) failed: {r.stderr[-500:]}", flush=True)
 
 
-def _marked_total(s: Stack) -> float:
+def marked_total(s: Stack) -> float:
     """The extension's ``ledger_deletion_broker_marked_total`` on this broker (0 on stock brokers)."""
     try:
         with urllib.request.urlopen(f"{s.admin_url}/metrics/", timeout=30) as r:
@@ -357,7 +383,14 @@ def _fill(s: Stack, topics: list[str], per_topic: int, size: int) -> None:
 
 
 async def _ledger_ids(admin: PulsarAdmin, topic: str) -> set[int]:
-    st = await admin.internal_stats(TopicName.parse(topic))
+    t = TopicName.parse(topic)
+    try:
+        st = await admin.internal_stats(t)
+    except NotOwner as e:  # a cluster's other broker owns it (bench.perf_cost): asked there
+        if not e.location:
+            raise
+        u = urllib.parse.urlsplit(e.location)
+        st = await admin.internal_stats(t, base=f"{u.scheme}://{u.netloc}")
     return {int(x["ledgerId"]) for x in st.get("ledgers", [])}
 
 
@@ -606,10 +639,10 @@ async def amain() -> int:
             order = MODES if r % 2 == 0 else tuple(reversed(MODES))
             for wl in WORKLOADS:
                 for m in order:
-                    before = _marked_total(stacks[m]) if m == "extension" else 0.0
+                    before = marked_total(stacks[m]) if m == "extension" else 0.0
                     sample, gone = await run_workload(wl, m, stacks[m], run_id, r, k)
                     if m == "extension":
-                        sample.marked = _marked_total(stacks[m]) - before
+                        sample.marked = marked_total(stacks[m]) - before
                         marked[wl] = marked.get(wl, 0.0) + sample.marked
                     dropped[m] |= gone
                     if wl == "trim":
