@@ -28,7 +28,7 @@ PULSAR5_SUBSET ?= tests/extension/test_extension.py tests/integration/test_worke
 	tests/integration/test_scanner.py::test_scan_queues_orphans_and_the_worker_deletes_them \
 	tests/integration/test_scalable_segments.py
 
-.PHONY: venv protos system-packages check helm helm-chart dashboards broker-extension broker-extension-jar pulsar-dist offloader stack-builds stack-builds-pulsar5 stack-down-pulsar5 leak-demo reclaim-demo stack-up stack-down stack-status test test-shared-stack test-own-stacks test-serial test-cluster test-pulsar5 chaos unit integration lint run demo bench bench-bookies bench-extension bench-scale bench-purge clean
+.PHONY: venv protos system-packages check helm helm-chart dashboards broker-extension broker-extension-jar pulsar-dist offloader stack-builds stack-builds-pulsar5 stack-down-pulsar5 leak-demo reclaim-demo stack-up stack-down stack-status test test-shared-stack test-own-stacks test-serial test-cluster test-pulsar5 chaos unit integration lint run demo bench bench-bookies bench-extension bench-extension-perf bench-scale bench-purge upgrade-test clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -223,12 +223,21 @@ test-shared-stack: venv stack-builds
 # Lane 2: the suites on stacks of their own, then the Pulsar 5.0 subset (its extension tests take the extension
 # suite's ports, so they come after it).
 test-own-stacks: venv stack-builds $(PULSAR5_BUILDS)
-	@echo "== lane own-stacks: extension, auth, cluster on stacks of their own, then Pulsar 5.0's subset"
+	@echo "== lane own-stacks: extension, auth, cluster, upgrade on stacks of their own, then Pulsar 5.0's subset"
 	@start=$$SECONDS; rc=0; \
-	$(PYTEST) -m "$(TEST_MARKS) and not serial" tests/extension tests/auth tests/cluster || rc=$$?; \
+	$(PYTEST) -m "$(TEST_MARKS) and not serial" tests/extension tests/auth tests/cluster tests/upgrade || rc=$$?; \
 	if [[ "$${LDW_PULSAR5:-1}" == 0 ]]; then echo "make test: the Pulsar 5.0 subset skipped (LDW_PULSAR5=0)"; \
 	else $(MAKE) --no-print-directory test-pulsar5 PULSAR5_TESTS="$(PULSAR5_SUBSET)" || rc=$$?; fi; \
 	echo "== lane own-stacks: exit $$rc after $$((SECONDS - start)) s"; exit $$rc
+
+# The rolling upgrade (tools/upgrade_run.py): the upgrade-cluster profile (one ZooKeeper, two bookies, two brokers with
+# the extension; ports and data of its own) started afresh on the default line with a worker draining the queue,
+# pulsar-perf produce/consume and a churn of every drop path running throughout; broker1, then broker2 (broker1
+# killed with SIGKILL mid-way), then each bookie moved to the 5.0 line, then broker1 rolled back; the queue drained;
+# the checks and one row per phase printed and kept under bench/results/. UPGRADE_ARGS, e.g. "--phase-s 60";
+# about 25 minutes. make test runs the short form (tests/upgrade: a standalone moved to 5.0 and back).
+upgrade-test: venv stack-builds stack-builds-pulsar5
+	$(PY) -m tools.upgrade_run $(UPGRADE_ARGS)
 
 # The tests that restart the shared stack, alone.
 test-serial: venv stack-up
@@ -286,6 +295,13 @@ bench-bookies: venv stack-builds
 # of its own (started and stopped by it, beside the shared stack). BENCH_EXT_* sizes it.
 bench-extension: venv broker-extension stack-builds
 	$(PY) -m bench.extension
+
+# The broker extension's cost under Pulsar's own load generator (bench/perf_cost.py): pulsar-perf produce at a fixed
+# rate and at its maximum with a pulsar-perf consume, and trims/s, stock brokers vs the extension's with Pulsar's
+# rollover defaults: two standalone instances of its own, then one cluster-profile instance of its own whose brokers
+# are restarted between the sides; checks the fixed-rate goals. BENCH_PERF_* sizes it (about 40 minutes).
+bench-extension-perf: venv broker-extension stack-builds
+	$(PY) -m bench.perf_cost
 
 # The purge benchmark (bench/purge.py): retention cut to 0 on 100 topics x 200 closed ledgers (BENCH_PURGE_* sizes
 # it), a ZooKeeper probe and a paced producer running, stock brokers vs the extension vs defer mode with the worker

@@ -92,8 +92,33 @@ run=$STACK_DIR/run
 logs=$STACK_DIR/logs
 auth=$STACK_DIR/auth
 mkdir -p "$run" "$logs"
+stack_version=$PULSAR_VERSION
 
 log() { echo "stack: $*" >&2; }
+
+# A process on another line (rolling upgrades and rollbacks): every process of a stack runs the stack's
+# PULSAR_VERSION unless it was started on another (`start C VERSION` and `restart C VERSION` on the cluster
+# profile, `restart-pulsar VERSION` on a standalone one). Its version is kept in $run/<name>.version, so the
+# next start (and `up`) keeps it until it is moved again; the profile, its ports and its data stay the stack's.
+node_version() { if [[ -s $run/$1.version ]]; then cat "$run/$1.version"; else echo "$stack_version"; fi; }
+
+use_line() {
+  # use_line VERSION: this script's line variables (Pulsar, offloader, JDK, the brokers' offloaders directory)
+  # for VERSION, in place of the stack's. Called in a subshell, so the caller keeps its own.
+  [[ $1 == "$PULSAR_VERSION" ]] && return 0
+  PULSAR_VERSION=$1
+  unset PULSAR_DIST OFFLOADER_VERSION
+  pulsar_line
+  build_paths
+  broker_offloaders=$run/offloaders-$PULSAR_VERSION
+  if [[ -n $LINE_JAVA_HOME && -x $LINE_JAVA_HOME/bin/java ]]; then export PULSAR_JAVA_HOME=$LINE_JAVA_HOME; else unset PULSAR_JAVA_HOME; fi
+}
+
+broker_version_is() {  # broker_version_is WEB_PORT VERSION: the broker answering there says it runs VERSION
+  local v
+  v=$(curl -fsS -m 3 "http://127.0.0.1:$1/admin/v2/brokers/version" 2>/dev/null || true)
+  [[ $v == "$2" ]] || { log "FAILED: the broker on port $1 runs ${v:-nothing}, not $2"; return 1; }
+}
 
 http_ok() { curl -fsS -m 3 -o /dev/null "$1" 2>/dev/null; }
 
@@ -379,37 +404,48 @@ component_ready() {  # component_ready NAME
   esac
 }
 
-render_cluster_conf() {
-  # The distribution's own files (an assembled Pulsar has none: the project's, deploy/local/assembly/conf)
-  # with this profile's keys: overrides/cluster-*.conf, per node.
-  local c=$pulsar_home/conf n f
-  [[ $PULSAR_DIST == jars ]] && c=$here/assembly/conf
-  f=$run/zookeeper.conf
-  cp "$c/zookeeper.conf" "$f"
-  conf_apply "$f" "$overrides/cluster-zookeeper.conf"
-  sed -i 's/^metricsProvider\./#metricsProvider./' "$f"
+conf_dir() {  # the line's own configuration files (an assembled Pulsar has none: deploy/local/assembly/conf)
+  if [[ $PULSAR_DIST == jars ]]; then echo "$here/assembly/conf"; else echo "$pulsar_home/conf"; fi
+}
 
+render_node() {
+  # render_node NAME: NAME's configuration file, its line's own file with this profile's keys
+  # (overrides/cluster-*.conf). Called after use_line for a process on another line.
+  local name=$1 c f n=${1: -1}
+  c=$(conf_dir)
+  f=$run/$name.conf
   local node_port node_http_port node_metrics_port node_dir node_web_port node_broker_port
-  for n in 1 2; do
-    node_port=$BOOKIE_PORT node_http_port=$BOOKIE_HTTP_PORT node_dir=$STACK_DIR/bookie$n
-    [[ $n == 2 ]] && node_port=$BOOKIE_PORT_2 node_http_port=$BOOKIE_HTTP_PORT_2
-    node_metrics_port=$((node_http_port + 100))
-    f=$run/bookie$n.conf
-    cp "$c/bookkeeper.conf" "$f"
-    conf_apply "$f" "$overrides/cluster-bookie.conf"
-    conf_apply "$f" "$overrides/bookie-reclaim.conf"
-  done
+  case $name in
+    zookeeper)
+      cp "$c/zookeeper.conf" "$f"
+      conf_apply "$f" "$overrides/cluster-zookeeper.conf"
+      sed -i 's/^metricsProvider\./#metricsProvider./' "$f"
+      ;;
+    bookie1 | bookie2)
+      node_port=$BOOKIE_PORT node_http_port=$BOOKIE_HTTP_PORT node_dir=$STACK_DIR/bookie$n
+      [[ $n == 2 ]] && node_port=$BOOKIE_PORT_2 node_http_port=$BOOKIE_HTTP_PORT_2
+      node_metrics_port=$((node_http_port + 100))
+      cp "$c/bookkeeper.conf" "$f"
+      conf_apply "$f" "$overrides/cluster-bookie.conf"
+      conf_apply "$f" "$overrides/bookie-reclaim.conf"
+      ;;
+    broker1 | broker2)
+      node_web_port=$WEB_PORT node_broker_port=$BROKER_PORT
+      [[ $n == 2 ]] && node_web_port=$WEB_PORT_2 node_broker_port=$BROKER_PORT_2
+      cp "$c/broker.conf" "$f"
+      conf_apply "$f" "$overrides/cluster-broker.conf"
+      offload_conf "$f"
+      extension_conf "$f"
+      conf_lines "$f" "${BROKER_CONF:-}"
+      ;;
+  esac
+}
 
-  for n in 1 2; do
-    node_web_port=$WEB_PORT node_broker_port=$BROKER_PORT
-    [[ $n == 2 ]] && node_web_port=$WEB_PORT_2 node_broker_port=$BROKER_PORT_2
-    f=$run/broker$n.conf
-    cp "$c/broker.conf" "$f"
-    conf_apply "$f" "$overrides/cluster-broker.conf"
-    offload_conf "$f"
-    extension_conf "$f"
-    conf_lines "$f" "${BROKER_CONF:-}"
-  done
+cluster_nodes=(zookeeper bookie1 bookie2 broker1 broker2)
+
+render_cluster_conf() {  # every process's file, each on its own line
+  local name
+  for name in "${cluster_nodes[@]}"; do (use_line "$(node_version "$name")" && render_node "$name"); done
 }
 
 init_cluster_metadata() {
@@ -428,7 +464,7 @@ init_cluster_metadata() {
 
 launch() {  # launch NAME COMMAND CONF_VAR CONF_FILE MEM: `bin/pulsar COMMAND` in its own session
   local name=$1 cmd=$2 confvar=$3 conf=$4 mem=$5
-  log "starting $name"
+  log "starting $name (pulsar $PULSAR_VERSION)"
   (
     cd "$STACK_DIR"
     export "$confvar=$conf"
@@ -463,24 +499,33 @@ wait_ready() {  # wait_ready NAME...
   log "ready: $*"
 }
 
-start_component() {  # idempotent; a component that died (kill -9) starts again on its data
-  local name=$1
+start_component() {
+  # start_component NAME [VERSION]: idempotent; a component that died (kill -9) starts again on its data, on
+  # VERSION (default: the one it last ran) from that line's build, with that line's configuration file.
+  local name=$1 version=${2:-$(node_version "$1")}
+  [[ " ${cluster_nodes[*]} " == *" $name "* ]] || { echo "stack: unknown component $name" >&2; exit 2; }
   component_ready "$name" && return 0
   if pid_alive "$name"; then log "$name is starting (pid $(cat "$run/$name.pid"))"; return 0; fi
-  case $name in
-    zookeeper) launch zookeeper zookeeper PULSAR_ZK_CONF "$run/zookeeper.conf" "$ZK_MEM" ;;
-    bookie1 | bookie2) launch "$name" bookie PULSAR_BOOKKEEPER_CONF "$run/$name.conf" "$PULSAR_MEM" ;;
-    broker1 | broker2) launch "$name" broker PULSAR_BROKER_CONF "$run/$name.conf" "$PULSAR_MEM" ;;
-    *) echo "stack: unknown component $name" >&2; exit 2 ;;
-  esac
+  (
+    use_line "$version"
+    require_builds
+    render_node "$name"
+    case $name in
+      zookeeper) launch zookeeper zookeeper PULSAR_ZK_CONF "$run/zookeeper.conf" "$ZK_MEM" ;;
+      bookie1 | bookie2) launch "$name" bookie PULSAR_BOOKKEEPER_CONF "$run/$name.conf" "$PULSAR_MEM" ;;
+      broker1 | broker2) link_offloader; launch "$name" broker PULSAR_BROKER_CONF "$run/$name.conf" "$PULSAR_MEM" ;;
+    esac
+  )
+  echo "$version" >"$run/$name.version"
 }
+
+node_web_port() { case $1 in broker1) echo "$WEB_PORT" ;; broker2) echo "$WEB_PORT_2" ;; esac; }
 
 cluster_up() {
   local t0=$SECONDS n
-  for n in zookeeper bookie1 bookie2 broker1 broker2; do component_ready "$n" || { require_builds; break; }; done
+  # Every build the processes to start need, before anything starts (each on the line it runs).
+  for n in "${cluster_nodes[@]}"; do component_ready "$n" || (use_line "$(node_version "$n")" && require_builds); done
   start_s3
-  link_offloader
-  render_cluster_conf
   start_component zookeeper
   wait_ready zookeeper
   init_cluster_metadata
@@ -490,7 +535,7 @@ cluster_up() {
   start_component broker1
   start_component broker2
   wait_ready broker1 broker2
-  log "cluster $CLUSTER_NAME (pulsar $PULSAR_VERSION, $(offload_said)) ready; up took $((SECONDS - t0)) s"
+  log "cluster $CLUSTER_NAME (pulsar $(node_versions), $(offload_said)) ready; up took $((SECONDS - t0)) s"
 }
 
 cluster_ports() {
@@ -505,10 +550,16 @@ cluster_down() {
   ports_free $(cluster_ports) || { sleep 3; ports_free $(cluster_ports); }
 }
 
+node_versions() {  # NAME:VERSION of every process, comma-separated
+  local name out=()
+  for name in "${cluster_nodes[@]}"; do out+=("$name:$(node_version "$name")"); done
+  (IFS=,; echo "${out[*]}")
+}
+
 cluster_status() {
   local rc=0 n
-  for n in zookeeper bookie1 bookie2 broker1 broker2; do
-    if component_ready "$n"; then echo "$n: up"; else echo "$n: down"; rc=1; fi
+  for n in "${cluster_nodes[@]}"; do
+    if component_ready "$n"; then echo "$n: up (pulsar $(node_version "$n"))"; else echo "$n: down"; rc=1; fi
   done
   if s3_ready; then echo "s3: up (http://127.0.0.1:$S3_PORT, bucket $S3_BUCKET)"; else echo "s3: down"; rc=1; fi
   return $rc
@@ -526,6 +577,7 @@ BOOKIE_HTTP_URL=http://127.0.0.1:$BOOKIE_HTTP_PORT
 BOOKIE_HTTP_URL_2=http://127.0.0.1:$BOOKIE_HTTP_PORT_2
 BOOKIE_ID=127.0.0.1:$BOOKIE_PORT
 BOOKIE_ID_2=127.0.0.1:$BOOKIE_PORT_2
+NODE_VERSIONS=$(node_versions)
 EOF
 }
 
@@ -544,6 +596,7 @@ EOF
   cat <<EOF
 PULSAR_SERVICE_URL=pulsar://127.0.0.1:$BROKER_PORT
 BOOKIE_HTTP_URL=http://127.0.0.1:$BOOKIE_HTTP_PORT
+NODE_VERSIONS=pulsar:$(node_version pulsar)
 EOF
 }
 
@@ -603,14 +656,16 @@ if [[ $KIND == cluster ]]; then
       render_cluster_conf
       log "configuration in $run"
       ;;
-    start)
-      component_ready "${2:?component}" || require_builds
-      render_cluster_conf
-      start_component "${2:?component}"
+    # `start C [VERSION]`: C on VERSION (default: the version it last ran); `restart C [VERSION]`: stopped
+    # gracefully first. A rolling upgrade is `restart` of one process after another; a rollback the same.
+    start | restart)
+      [[ $1 == restart ]] && stop_one "${2:?component}"
+      start_component "${2:?component}" "${3:-}"
       wait_ready "$2"
+      if [[ $2 == broker* ]]; then broker_version_is "$(node_web_port "$2")" "$(node_version "$2")" || exit 1; fi
       ;;
     *)
-      echo "usage: PROFILE=$PROFILE $0 up|down|status|env [--json]|kill9 C|stop C|start C" \
+      echo "usage: PROFILE=$PROFILE $0 up|down|status|env [--json]|kill9 C|stop C|start C [VERSION]|restart C [VERSION]" \
         "(C: zookeeper bookie1 bookie2 broker1 broker2)" >&2
       exit 2
       ;;
@@ -620,9 +675,10 @@ fi
 
 case ${1:-} in
   up)
-    pulsar_ready || pid_alive pulsar || require_builds
+    version=$(node_version pulsar)
+    (use_line "$version" && { pulsar_ready || pid_alive pulsar || require_builds; })
     start_s3
-    start_pulsar
+    (use_line "$version" && start_pulsar)
     if [[ -f $run/pulsar.t0 ]]; then log "pulsar start took $((SECONDS - $(cat "$run/pulsar.t0"))) s"; rm -f "$run/pulsar.t0"; fi
     ;;
   down)
@@ -633,13 +689,16 @@ case ${1:-} in
     ;;
   restart-pulsar)
     # For fault tests: the broker (and its bookie and ZooKeeper) goes away and comes back on the same
-    # data; S3 is left alone.
+    # data; S3 is left alone. `restart-pulsar VERSION`: it comes back on VERSION (an upgrade, or a rollback).
+    version=${2:-$(node_version pulsar)}
+    (use_line "$version" && require_builds)
     stop_one pulsar
     ports_free "$WEB_PORT" "$BROKER_PORT" "$BOOKIE_PORT" "$BOOKIE_HTTP_PORT" "$ZK_PORT" || sleep 3
-    start_pulsar
+    (use_line "$version" && start_pulsar)
+    echo "$version" >"$run/pulsar.version"
     ;;
   status) status ;;
   env) show_env "${2:-}" ;;
   render) render_conf; log "configuration in $run" ;;
-  *) echo "usage: PROFILE=$PROFILE $0 up|down|status|env [--json]|restart-pulsar" >&2; exit 2 ;;
+  *) echo "usage: PROFILE=$PROFILE $0 up|down|status|env [--json]|restart-pulsar [VERSION]" >&2; exit 2 ;;
 esac
