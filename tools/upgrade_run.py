@@ -57,7 +57,7 @@ import pulsar
 from testkit.admin import StagingAdmin
 from testkit.harness import WorkerHarness, quiet_logger
 from testkit.stack import REPO, Profile, Stack, pulsar_line, stack_of
-from tools.leak_demo import DEMO_BROKER_CONF, DropPath, Round, acknowledge_until
+from tools.leak_demo import DEMO_BROKER_CONF, PATHS, DropPath, Round, acknowledge_until
 from worker.backends.stores import Stores
 from worker.formats.message import InvalidMessage, decode
 from worker.formats.topic_name import TopicName
@@ -70,18 +70,7 @@ AUDIT = "upgrade-audit"  # a subscription on the queue nobody acknowledges: what
 PERF_NAMESPACE = "public/upgrade"
 PERF_TOPIC = f"persistent://{PERF_NAMESPACE}/perf"
 PERF_PARTITIONS = 4
-CHURN = (
-    "trim",
-    "rollover-cleanup",
-    "cursor-switch",
-    "unsubscribe",
-    "topic-deletion",
-    "namespace-deletion",
-    "offload",
-    "compaction",
-    "schema-deletion",
-    "delayed-buckets",
-)
+CHURN = PATHS  # every drop path the crash matrix knows
 RESULTS = REPO / "bench" / "results"
 
 

@@ -29,6 +29,7 @@ from worker.formats.metadata_paths import (
     managed_ledger_path,
     parse_layout,
 )
+from worker.formats.protobuf_wire import encode_field
 from worker.formats.topic_name import TopicName, java_url_encode
 
 # Written by Pulsar 4.0.8 standalone (ZooKeeper metadata) for a topic with 17 messages, 5 entries per
@@ -160,17 +161,8 @@ def test_groups_are_skipped() -> None:
 
 def compressed(compression: int, payload: bytes, size: int) -> bytes:
     """MetaStoreImpl's compressed form: magic 0x4778, 4-byte metadata size, {compressionType, uncompressedSize}."""
-    meta = bytes([0x08, compression, 0x10]) + _varint(size)
+    meta = encode_field(1, compression) + encode_field(2, size)
     return bytes.fromhex("4778") + len(meta).to_bytes(4, "big") + meta + payload
-
-
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        b, v = v & 0x7F, v >> 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
 
 
 def _zlib_sync_flushed(data: bytes) -> bytes:  # pulsar-common's CompressionCodecZLib: Deflater, SYNC_FLUSH, no end
