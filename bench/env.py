@@ -15,6 +15,14 @@ OUT = REPO / "bench" / "out"
 RESULTS = Path(os.environ.get("BENCH_RESULTS_DIR") or REPO / "bench" / "results")
 
 
+def int_knob(name: str, default: int, lo: int, hi: int) -> int:
+    """The integer environment variable ``name`` (``default`` unset), refused outside ``lo..hi`` naming it."""
+    v = int(os.environ.get(name, str(default)))
+    if not lo <= v <= hi:
+        raise SystemExit(f"{name} must be {lo}..{hi}")
+    return v
+
+
 @dataclass(frozen=True)
 class Knobs:
     n: int

@@ -62,7 +62,7 @@ from typing import Any
 
 import pulsar
 
-from bench.env import OUT, RESULTS
+from bench.env import OUT, RESULTS, int_knob
 from bench.run import _git_head, _loadavg, _machine
 from bench.stats import sample_quantiles
 from testkit.harness import quiet_logger
@@ -121,13 +121,6 @@ def _ledgers() -> str:
     return v
 
 
-def _int(name: str, default: int, lo: int, hi: int) -> int:
-    v = int(os.environ.get(name, str(default)))
-    if not lo <= v <= hi:
-        raise SystemExit(f"{name} must be {lo}..{hi}")
-    return v
-
-
 @dataclass(frozen=True)
 class Knobs:
     rounds: int
@@ -145,15 +138,15 @@ class Knobs:
     @classmethod
     def from_env(cls) -> Knobs:
         return cls(
-            rounds=_int("BENCH_EXT_ROUNDS", 3, 1, 50),
-            msgs=_int("BENCH_EXT_MSGS", 2000, 10, 10_000_000),
-            batched_msgs=_int("BENCH_EXT_BATCHED_MSGS", 50000, 10, 100_000_000),
-            size=_int("BENCH_EXT_SIZE", 1024, 1, 4 * 1024 * 1024),
-            window=_int("BENCH_EXT_WINDOW", 1000, 1, 100_000),
-            rate=_int("BENCH_EXT_RATE", 200, 1, 100_000),
-            paced_msgs=_int("BENCH_EXT_PACED_MSGS", 1000, 10, 10_000_000),
-            trim_topics=_int("BENCH_EXT_TRIM_TOPICS", 20, 1, 1000),
-            trim_ledgers=_int("BENCH_EXT_TRIM_LEDGERS", 6, 1, 100),
+            rounds=int_knob("BENCH_EXT_ROUNDS", 3, 1, 50),
+            msgs=int_knob("BENCH_EXT_MSGS", 2000, 10, 10_000_000),
+            batched_msgs=int_knob("BENCH_EXT_BATCHED_MSGS", 50000, 10, 100_000_000),
+            size=int_knob("BENCH_EXT_SIZE", 1024, 1, 4 * 1024 * 1024),
+            window=int_knob("BENCH_EXT_WINDOW", 1000, 1, 100_000),
+            rate=int_knob("BENCH_EXT_RATE", 200, 1, 100_000),
+            paced_msgs=int_knob("BENCH_EXT_PACED_MSGS", 1000, 10, 10_000_000),
+            trim_topics=int_knob("BENCH_EXT_TRIM_TOPICS", 20, 1, 1000),
+            trim_ledgers=int_knob("BENCH_EXT_TRIM_LEDGERS", 6, 1, 100),
             policy_wait_s=float(os.environ.get("BENCH_EXT_POLICY_WAIT_S", "2")),
             ledgers=_ledgers(),
         )

@@ -72,7 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import extension as ext
-from bench.env import OUT, RESULTS
+from bench.env import OUT, RESULTS, int_knob
 from bench.run import _git_head, _loadavg, _machine
 from bench.stats import sample_quantiles
 from testkit.stack import REPO, Profile, Stack, healthy, stack_of
@@ -131,13 +131,6 @@ CLUSTER_PLACEMENT = {
 BROKERS = ("broker1", "broker2")
 
 
-def _int(name: str, default: int, lo: int, hi: int) -> int:
-    v = int(os.environ.get(name, str(default)))
-    if not lo <= v <= hi:
-        raise SystemExit(f"{name} must be {lo}..{hi}")
-    return v
-
-
 @dataclass(frozen=True)
 class Knobs:
     profiles: tuple[str, ...]
@@ -158,13 +151,13 @@ class Knobs:
             raise SystemExit(f"BENCH_PERF_PROFILES: a comma-separated subset of {','.join(PROFILES)}")
         return cls(
             profiles=profiles,
-            rounds=_int("BENCH_PERF_ROUNDS", 2, 1, 50),
-            rate=_int("BENCH_PERF_RATE", 1000, 1, 10_000_000),
-            max_rate=_int("BENCH_PERF_MAX_RATE", 1_000_000, 1, 100_000_000),
-            size=_int("BENCH_PERF_SIZE", 1024, 1, 4 * 1024 * 1024),
-            seconds=_int("BENCH_PERF_SECONDS", 30, 5, 3600),
-            trim_topics=_int("BENCH_PERF_TRIM_TOPICS", 20, 1, 1000),
-            trim_ledgers=_int("BENCH_PERF_TRIM_LEDGERS", 6, 1, 100),
+            rounds=int_knob("BENCH_PERF_ROUNDS", 2, 1, 50),
+            rate=int_knob("BENCH_PERF_RATE", 1000, 1, 10_000_000),
+            max_rate=int_knob("BENCH_PERF_MAX_RATE", 1_000_000, 1, 100_000_000),
+            size=int_knob("BENCH_PERF_SIZE", 1024, 1, 4 * 1024 * 1024),
+            seconds=int_knob("BENCH_PERF_SECONDS", 30, 5, 3600),
+            trim_topics=int_knob("BENCH_PERF_TRIM_TOPICS", 20, 1, 1000),
+            trim_ledgers=int_knob("BENCH_PERF_TRIM_LEDGERS", 6, 1, 100),
             policy_wait_s=float(os.environ.get("BENCH_PERF_POLICY_WAIT_S", "2")),
             jvm=os.environ.get("BENCH_PERF_JVM", "-Xms256m -Xmx1g -XX:MaxDirectMemorySize=512m"),
         )

@@ -46,7 +46,7 @@ import pulsar
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from bench.env import RESULTS
+from bench.env import RESULTS, int_knob
 from bench.run import _git_head, _loadavg, _machine
 from bench.stats import sample_quantiles
 from testkit.harness import WorkerHarness, quiet_logger
@@ -73,13 +73,6 @@ PURGE = {
 }
 
 
-def _int(name: str, default: int, lo: int, hi: int) -> int:
-    v = int(os.environ.get(name, str(default)))
-    if not lo <= v <= hi:
-        raise SystemExit(f"{name} must be {lo}..{hi}")
-    return v
-
-
 @dataclass(frozen=True)
 class Knobs:
     modes: tuple[str, ...]
@@ -97,12 +90,12 @@ class Knobs:
             raise SystemExit(f"BENCH_PURGE_MODES must name some of {', '.join(MODES)}")
         return cls(
             modes,
-            _int("BENCH_PURGE_TOPICS", 100, 1, 10_000),
-            _int("BENCH_PURGE_LEDGERS", 200, 1, 10_000),
-            _int("BENCH_PURGE_RATE", 20, 1, 1000),
-            _int("BENCH_PURGE_IDLE_S", 30, 5, 600),
-            _int("BENCH_PURGE_CEILING", 5000, 1, 100_000),
-            _int("BENCH_PURGE_TIMEOUT_S", 1800, 60, 36_000),
+            int_knob("BENCH_PURGE_TOPICS", 100, 1, 10_000),
+            int_knob("BENCH_PURGE_LEDGERS", 200, 1, 10_000),
+            int_knob("BENCH_PURGE_RATE", 20, 1, 1000),
+            int_knob("BENCH_PURGE_IDLE_S", 30, 5, 600),
+            int_knob("BENCH_PURGE_CEILING", 5000, 1, 100_000),
+            int_knob("BENCH_PURGE_TIMEOUT_S", 1800, 60, 36_000),
         )
 
 

@@ -84,7 +84,6 @@ class Phase:
     deleted: float = 0.0  # the worker's deletes so far
     settled: float = 0.0  # and the ledgers it found gone already (the broker deleted them itself)
     orphans: int = 0
-    orphans_queued: int = 0
     churn_cycles: int = 0
     churn_failures: int = 0
 

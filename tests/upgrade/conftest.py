@@ -18,7 +18,7 @@ from testkit.stack import Profile, mark_directory, pulsar_line
 
 OLD = pulsar_line("default").version
 NEW = pulsar_line("5.0").version
-UPGRADE = Profile("upgrade-standalone", {"PULSAR_VERSION": OLD}, prefix="LDW_UPGRADE_", off="LDW_PULSAR5")
+UPGRADE = Profile("upgrade-standalone", {"PULSAR_VERSION": OLD}, prefix="LDW_UPGRADE_")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -156,7 +156,7 @@ class KazooCalls:
     through the default executor, then a wake-up per answer, were the ZooKeeper route's main costs
     (bench/results/LOG.md). The timeout is a timer on the future, not a ``wait_for`` task per call."""
 
-    def __init__(self, timeout_s: float, connected: Callable[[], bool] = lambda: True) -> None:
+    def __init__(self, timeout_s: float, connected: Callable[[], bool]) -> None:
         self.timeout_s = timeout_s
         self.connected = connected
         self._handoff: LoopHandoff | None = None
