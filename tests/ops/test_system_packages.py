@@ -29,7 +29,9 @@ def script(path: Path, body: str) -> None:
     path.chmod(0o755)
 
 
-def machine(tmp_path: Path, present: list[str], apt_installs: bool, apt_fails: bool = False) -> Path:
+def machine(
+    tmp_path: Path, present: list[str], apt_installs: bool, apt_fails: bool = False, update_fails: bool = False
+) -> Path:
     """A PATH directory holding ``present`` and an ``apt-get`` that logs its arguments and, if ``apt_installs``,
     makes every system command appear (as `apt-get install` of the packages would)."""
     bindir = tmp_path / "bin"
@@ -40,7 +42,13 @@ def machine(tmp_path: Path, present: list[str], apt_installs: bool, apt_fails: b
     script(
         bindir / "apt-get",
         f'echo "$*" >> {tmp_path}/apt.log\n'
-        + ("exit 100" if apt_fails else f'case "$1" in install) {install if apt_installs else ":"};; esac'),
+        + (
+            "exit 100"
+            if apt_fails
+            else f'case "$1" in install) {install if apt_installs else ":"};;'
+            + (" update) exit 100;;" if update_fails else "")
+            + " esac"
+        ),
     )
     return bindir
 
@@ -87,6 +95,15 @@ def test_a_failing_apt_get_fails_the_target(tmp_path: Path) -> None:
     bindir = machine(tmp_path, COMMANDS[1:], apt_installs=False, apt_fails=True)
     r = make("system-packages", bindir)
     assert r.returncode != 0 and "apt-get failed" in r.stderr
+
+
+def test_a_failing_apt_get_update_does_not_stop_the_install(tmp_path: Path) -> None:
+    # A fresh machine: no package lists yet, or a mirror down for the update. The install still runs and decides.
+    bindir = machine(tmp_path, [], apt_installs=True, update_fails=True)
+    r = make("system-packages", bindir)
+    assert r.returncode == 0, r.stderr
+    assert "apt-get update failed" in r.stderr
+    assert [c.split()[0] for c in apt_calls(tmp_path)] == ["update", "install"]
 
 
 def test_nothing_is_installed_when_every_command_is_there(tmp_path: Path) -> None:
