@@ -10,14 +10,37 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from worker.formats.managed_ledger_metadata import (
+    CompressedMetadataError,
     LedgerInfo,
     ManagedCursorInfo,
     ManagedLedgerInfo,
+    MetadataFormatError,
     OffloadInfo,
-    listed_ledger_id,
-    refuse_compressed,
+    decompressed,
+    is_compressed,
 )
-from worker.formats.protobuf_wire import as_bytes, encode_field, fields
+from worker.formats.protobuf_wire import as_bytes, as_int, encode_field, fields
+
+# MLDataFormats' CompressionType, as MetaStoreImpl's header names it.
+CODEC_NAMES = {0: "NONE", 1: "LZ4", 2: "ZLIB", 3: "ZSTD", 4: "SNAPPY"}
+
+
+def refuse_compressed(data: bytes) -> None:
+    """An editor never rewrites MetaStoreImpl's compressed form (it would have to re-compress it exactly as the
+    broker would): refused, naming its codec; a damaged one as the reader names it."""
+    if is_compressed(data):
+        decompressed(data)
+        header = data[6 : 6 + int.from_bytes(data[2:6], "big")]
+        codec = next(as_int(f) for f in fields(header) if f.number == 1)
+        raise CompressedMetadataError(CODEC_NAMES.get(codec, str(codec)))
+
+
+def listed_ledger_id(data: bytes) -> int:
+    """The ledgerId of a LedgerInfo (field 1)."""
+    lid = next((as_int(f) for f in fields(data) if f.number == 1), None)
+    if lid is None:
+        raise MetadataFormatError("LedgerInfo without its required ledgerId")
+    return lid
 
 
 def without_ledgers(data: bytes, ids: Iterable[int]) -> bytes:

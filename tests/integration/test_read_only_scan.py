@@ -34,7 +34,7 @@ from tests.integration.helpers import (
     quiet_logger,
     worker_config,
 )
-from worker.backends.ledger_listing import read_listing
+from worker.backends.ledger_listing import LedgerWalk, MetadataListing
 from worker.backends.pulsar_store import PulsarStore
 from worker.backends.stores import Stores
 from worker.broker.admin import PulsarAdmin
@@ -194,7 +194,9 @@ async def test_a_load_racing_the_scan_makes_no_live_ledger_an_orphan(
         loaded = LoadedTopics(admin, metadata, ttl_s=3600)
         reader = LiveStateReader(admin, metadata=metadata, loaded=loaded)
         snapshots = SnapshotCache(reader, ttl_s=0, max_size=64, metadata_store=zk.pulsar)
-        listing = await read_listing(zk.bookkeeper)
+        listing = MetadataListing(
+            {md.ledger_id: md async for chunk in LedgerWalk(zk.bookkeeper).chunks() for md in chunk}
+        )
         scanner = Scanner(listing, snapshots, zk.pulsar, min_age_s=1, namespaces=[ns])
         report = await scanner.scan()
     assert set(topics) <= set(metadata.loaded)  # (the namespace's __change_events too)

@@ -30,7 +30,7 @@ from worker.daemon.decider import open_decider
 from worker.errors import StartupRefused
 from worker.formats.message import LedgerComponent, LedgerType, OffloadContext, PendingDeleteLedgerInfo
 from worker.formats.topic_name import TopicName
-from worker.operations.purge import collect_only
+from worker.operations.purge import Collector
 from worker.settings import S3Target, Settings
 
 pytestmark = pytest.mark.integration
@@ -172,10 +172,8 @@ async def test_the_driver_metadata_built_for_a_target_is_what_the_offloader_writ
         assert ctx.driver_name == "aws-s3"
         assert dict(ctx.driver_metadata) == built
     # purge-topic without the metadata store knows only the uuids: its messages carry the same map.
-    plan = await collect_only(
-        admin, TopicName.parse(topic), settings(stack, s3_targets=[target(stack, stack.s3_bucket)]), None
-    )
-    assert plan is not None
+    s = settings(stack, s3_targets=[target(stack, stack.s3_bucket)])
+    plan = await Collector(admin, None, s.offload, worker=s.worker).collect(TopicName.parse(topic))
     queued = {i.ledger_id: i.offload_context for i in plan.infos if i.ledger_type is LedgerType.OFFLOAD_LEDGER}
     assert set(queued) == set(ctxs)
     for lid, ctx in ctxs.items():

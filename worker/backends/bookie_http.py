@@ -321,17 +321,6 @@ class BookieClient:
             self._note(ep, "gc", out[ep.url])
         return out
 
-    async def heartbeat(self) -> bool:
-        """True when every configured bookie answers its heartbeat."""
-        for ep in self.endpoints:
-            try:
-                async with self.session.get(f"{ep.url}/heartbeat") as r:
-                    if r.status != 200:
-                        return False
-            except (aiohttp.ClientError, TimeoutError):
-                return False
-        return True
-
 
 class BookieLedgerStore:
     """:class:`LedgerStore` over the bookie HTTP admin API (``bookkeeper.delete_via=bookie-http``)."""

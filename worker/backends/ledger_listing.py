@@ -68,15 +68,6 @@ class MetadataListing:
         yield [self.metadata[lid] for lid in sorted(self.metadata)]
 
 
-async def read_listing(store: BookKeeperMetadataStore) -> MetadataListing:
-    """Every ledger's metadata at once (tools and tests; ``scan`` walks with :class:`LedgerWalk`, which holds
-    one subtree at a time)."""
-    out: dict[int, LedgerMetadata] = {}
-    async for chunk in LedgerWalk(store).chunks():
-        out.update((md.ledger_id, md) for md in chunk)
-    return MetadataListing(out)
-
-
 def ledger_subtrees(metadata_service_uri: str, timeout_s: float = 10) -> list[str]:
     """:meth:`BookKeeperMetadataStore.ledger_subtrees`, from blocking code (Spark's executors, tools)."""
     return _blocking(metadata_service_uri, timeout_s, lambda store: store.ledger_subtrees())

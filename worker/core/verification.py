@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -58,13 +57,6 @@ def bookkeeper_rejection(info: PendingDeleteLedgerInfo, md: LedgerMetadata) -> s
             if owner.component in owned_by_cursor and owner.cursor != info.cursor_name:
                 return "cursor_mismatch"
     return None
-
-
-@dataclass(frozen=True, slots=True)
-class S3Location:
-    target: S3Target
-    data_key: str
-    index_key: str
 
 
 def offload_keys(ctx: OffloadContext, ledger_id: int) -> tuple[str, str]:

@@ -121,13 +121,6 @@ def decompressed(data: bytes) -> bytes:
     return out
 
 
-def refuse_compressed(data: bytes) -> None:
-    """Refuse MetaStoreImpl's compressed form where a value is to be edited, naming its compression type."""
-    if is_compressed(data):
-        compression, _, _ = _header(data)
-        raise CompressedMetadataError(_CODECS.get(compression, (str(compression), None))[0])
-
-
 # ---- model -----------------------------------------------------------------------------------------
 
 
@@ -244,13 +237,6 @@ def _parse_offload(data: bytes) -> OffloadInfo:
     v, sub, _ = _scalars(data, (1, 2, 3, 4, 5), (6,))
     name, props = _parse_driver_metadata(sub[6]) if 6 in sub else (None, {})
     return OffloadInfo(v.get(1), v.get(2), v.get(3, 0) != 0, v.get(4, 0) != 0, v.get(5), name, props)
-
-
-def listed_ledger_id(data: bytes) -> int:
-    lid = _scalars(data, (1,))[0].get(1)
-    if lid is None:
-        raise MetadataFormatError("LedgerInfo without its required ledgerId")
-    return lid
 
 
 def _parse_ledger_info(data: bytes) -> LedgerInfo:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from worker.broker.admin import NotOwner, PulsarAdmin, TopicNotFound
+from worker.broker.admin import NotOwner, PulsarAdmin
 from worker.broker.snapshot_cache import live_state_reader
 from worker.core.bucket_in_use import bucket_ledgers, subscription_of
 from worker.core.gone_proof import confirm_gone
@@ -326,13 +326,3 @@ async def _send_all(
 
     await asyncio.gather(*(one(i) for i in infos))
     return failed
-
-
-async def collect_only(
-    admin: PulsarAdmin, topic: TopicName, settings: Settings, zk: MetadataStores | None
-) -> PurgePlan | None:
-    """What a purge of ``topic`` would queue (for tests and dry runs)."""
-    try:
-        return await Collector(admin, zk, settings.offload, worker=settings.worker).collect(topic)
-    except TopicNotFound:
-        return None
