@@ -225,6 +225,16 @@ def broker_version(stack: Stack) -> str:
         return str(r.read().decode().strip().strip('"'))
 
 
+START_MARK = "=== stack.sh: start at "  # the line stack.sh appends to a process's .out as it starts it
+
+
+def process_log(stack_dir: str | Path, name: str = "pulsar") -> str:
+    """What process ``name`` (``pulsar``: a standalone; ``broker1``...) wrote since ``stack.sh`` last started it:
+    its ``logs/<name>.out`` keeps every start's output, each after a line of its own."""
+    text = (Path(stack_dir) / "logs" / f"{name}.out").read_text(errors="replace")
+    return text[text.rfind(START_MARK) :] if START_MARK in text else text
+
+
 def stack_of(env: dict[str, str]) -> Stack:
     """A stack's handle from what ``stack.sh env`` printed for it."""
     return Stack(

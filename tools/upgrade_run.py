@@ -56,7 +56,7 @@ import pulsar
 
 from testkit.admin import StagingAdmin
 from testkit.harness import WorkerHarness, quiet_logger
-from testkit.stack import REPO, Profile, Stack, pulsar_line, stack_of
+from testkit.stack import PROFILES, REPO, Profile, Stack, key_values, pulsar_line, stack_of
 from tools.leak_demo import DEMO_BROKER_CONF, PATHS, DropPath, Round, acknowledge_until
 from worker.backends.stores import Stores
 from worker.formats.message import InvalidMessage, decode
@@ -88,8 +88,15 @@ class Phase:
     churn_failures: int = 0
 
 
+# The preparation: the profile's own broker.conf lines, each broker's `internal` listener (binary and HTTP), which a
+# 5.0 broker looks topics up by (docs/operations.md). Then the churn's drop paths' lines (bucket delayed delivery,
+# no offload deletion lag).
+LISTENERS = key_values(PROFILES / "upgrade-cluster.env").get("BROKER_CONF", "")
+broker_conf = f"{LISTENERS} {DEMO_BROKER_CONF}"
+
+
 def stack_sh(*args: str, timeout: float = 900) -> str:
-    r = INSTANCE.run(*args, timeout=timeout, BROKER_CONF=DEMO_BROKER_CONF)
+    r = INSTANCE.run(*args, timeout=timeout, BROKER_CONF=broker_conf)
     if r.returncode != 0:
         raise SystemExit(f"stack.sh {' '.join(args)} failed:\n{r.stderr[-4000:]}")
     return r.stderr
@@ -379,8 +386,8 @@ async def run(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="upgrade-run-"))
     stack_dir = Path(INSTANCE.addresses()["STACK_DIR"])
     print(
-        f"upgrade run: {OLD} -> {NEW} and back, phases of {args.phase_s} s, pulsar-perf at {args.rate} msg/s;"
-        f" work files in {workdir}",
+        f"upgrade run: {OLD} -> {NEW} and back, phases of {args.phase_s} s, pulsar-perf at {args.rate} msg/s,"
+        f" brokers {'without' if args.unprepared else 'with'} their internal listener; work files in {workdir}",
         flush=True,
     )
     t_run = time.monotonic()
@@ -525,6 +532,7 @@ async def run(args: argparse.Namespace) -> int:
         queued_ids = {i for (i, w, _) in queued if w not in ("scanner", "unknown")}  # by the brokers
         by_writer = dict(Counter(w for (_, w, _) in queued))
         checks: dict[str, Any] = {
+            "brokers_internal_listener": not args.unprepared,
             "perf_sent": sent,
             "perf_received": received,
             "perf_every_published_message_consumed": bool(sent and received is not None and received >= sent),
@@ -622,7 +630,16 @@ def main() -> int:
     ap.add_argument("--rate", type=int, default=40, help="pulsar-perf produce's rate, msg/s")
     ap.add_argument("--drain-s", type=float, default=600, help="how long the queue may take to drain at the end")
     ap.add_argument("--keep", action="store_true", help="leave the cluster up at the end")
+    ap.add_argument(
+        "--unprepared",
+        action="store_true",
+        help="brokers without their `internal` listener: what skipping the preparation does (5.0 brokers refuse"
+        " lookups of 4.0 brokers' topics; the run fails)",
+    )
     args = ap.parse_args()
+    if args.unprepared:
+        global broker_conf
+        broker_conf = DEMO_BROKER_CONF
     with contextlib.suppress(KeyboardInterrupt):
         return asyncio.run(run(args))
     return 130

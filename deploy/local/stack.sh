@@ -45,7 +45,8 @@
 #   BROKER_EXTENSION_CONF []  more broker.conf lines for it, space-separated key=value, after the profile's own
 #     (PROFILE_EXTENSION_CONF; tests/extension)
 #   BROKER_CONF []  broker.conf lines for every broker, stock or not, space-separated key=value, set last
-#     (bench/extension.py: Pulsar's own rollover defaults instead of this stack's 5-entry ledgers)
+#     (bench/extension.py: Pulsar's own rollover defaults instead of this stack's 5-entry ledgers); ${NAME} in
+#     a value is expanded (a cluster broker's own port: ${node_broker_port}, profiles/upgrade-cluster.env)
 #   BOOKIE_ENTRY_LOG_SIZE [8388608]  the bookies' logSizeLimit: small, so garbage collection can give disk back
 #     (every bookie also exports its own metrics on its HTTP API's /metrics: overrides/bookie-reclaim.conf)
 #
@@ -287,7 +288,7 @@ start_pulsar() {
         --no-functions-worker --no-stream-storage \
         --zookeeper-port "$ZK_PORT" "${bookie_port[@]}" \
         --zookeeper-dir "$STACK_DIR/zookeeper" --bookkeeper-dir "$STACK_DIR/bookkeeper" \
-        >"$logs/pulsar.out" 2>&1 </dev/null &
+        >>"$(start_log "$logs/pulsar.out")" 2>&1 </dev/null &
       echo $! >"$run/pulsar.pid"
     )
     echo $t0 >"$run/pulsar.t0"
@@ -386,9 +387,9 @@ conf_apply() {  # conf_apply FILE OVERRIDES: every KEY=VALUE line of the overrid
   done <"$2"
 }
 
-conf_lines() {  # conf_lines FILE "KEY=VALUE ...": space-separated lines from the environment, set in FILE
+conf_lines() {  # conf_lines FILE "KEY=VALUE ...": space-separated lines from the environment, set in FILE, expanded
   local kv
-  for kv in $2; do conf_set "$1" "${kv%%=*}" "${kv#*=}"; done
+  for kv in $2; do conf_set "$1" "${kv%%=*}" "$(expand "${kv#*=}")"; done
 }
 
 tcp_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -462,6 +463,14 @@ init_cluster_metadata() {
   touch "$STACK_DIR/cluster-initialized"
 }
 
+start_log() {  # start_log FILE: FILE, with a line naming this start appended; earlier starts' output stays
+  # (restarts and rolling upgrades are read from it afterwards), one rotation once it passes 256 MiB.
+  local f=$1
+  if [[ -f $f ]] && (($(stat -c %s "$f") > 268435456)); then mv -f "$f" "$f.1"; fi
+  echo "=== stack.sh: start at $(date -u +%FT%TZ) on pulsar $PULSAR_VERSION" >>"$f"
+  echo "$f"
+}
+
 launch() {  # launch NAME COMMAND CONF_VAR CONF_FILE MEM: `bin/pulsar COMMAND` in its own session
   local name=$1 cmd=$2 confvar=$3 conf=$4 mem=$5
   log "starting $name (pulsar $PULSAR_VERSION)"
@@ -478,7 +487,7 @@ launch() {  # launch NAME COMMAND CONF_VAR CONF_FILE MEM: `bin/pulsar COMMAND` i
     export AWS_JAVA_V1_DISABLE_DEPRECATION_ANNOUNCEMENT=true
     # See start_pulsar for why jclouds gets a single region.
     export PULSAR_EXTRA_OPTS="${PULSAR_EXTRA_OPTS:- -Dpulsar.allocator.exit_on_oom=true -Dio.netty.recycler.maxCapacityPerThread=4096} -Djclouds.regions=$S3_REGION"
-    setsid nohup "$pulsar_home/bin/pulsar" "$cmd" >"$logs/$name.out" 2>&1 </dev/null &
+    setsid nohup "$pulsar_home/bin/pulsar" "$cmd" >>"$(start_log "$logs/$name.out")" 2>&1 </dev/null &
     echo $! >"$run/$name.pid"
   )
 }

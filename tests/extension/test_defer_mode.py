@@ -29,6 +29,7 @@ from pathlib import Path
 import pulsar
 
 from testkit.harness import WorkerHarness
+from testkit.stack import process_log
 from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.extension.conftest import ExtStack, restart_broker, worker_on_extension_queue
 from tests.extension.helpers import (
@@ -54,7 +55,7 @@ DEFER = "ledgerDeletionDeferBrokerDeletes=true"
 
 
 def pulsar_log(stack: ExtStack) -> str:
-    return (Path(stack.stack_dir) / "logs" / "pulsar.out").read_text(errors="replace")
+    return process_log(stack.stack_dir)
 
 
 async def trim_until(admin: PulsarAdmin, t: TopicName, at_most: int) -> None:
@@ -159,7 +160,7 @@ async def test_defer_mode_switched_on_and_off_while_deletions_are_queued(
 
     # 3. Flipped off while the deferred deletions wait on the queue (done by no one so far).
     restart_broker()
-    assert "defer mode on" not in pulsar_log(ext_stack)  # the log starts afresh with each start
+    assert "defer mode on" not in pulsar_log(ext_stack)  # the log since this start
 
     # 4. The worker drains the queue.
     w = worker_on_extension_queue(ext_stack, tmp_path, "defer")

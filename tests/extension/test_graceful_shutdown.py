@@ -28,6 +28,7 @@ from typing import Any
 import pulsar
 from kazoo.client import KazooClient
 
+from testkit.stack import process_log
 from testkit.topics import produce
 from tests.extension.conftest import ExtStack, start_broker, stop_broker
 from tests.integration.helpers import quiet_logger
@@ -129,7 +130,7 @@ def redelivered(stack: ExtStack, topic: str) -> int:
 def restart(stack: ExtStack, sig: signal.Signals, *, extension: bool, extra_conf: str = "") -> tuple[float, str]:
     """Stop the broker with ``sig``, start it again; the seconds the stop took and the stopped broker's log."""
     stopped_in = stop_broker(stack.stack_dir, sig)
-    log = (Path(stack.stack_dir) / "logs" / "pulsar.out").read_text(errors="replace")
+    log = process_log(stack.stack_dir)
     start_broker(extension=extension, extra_conf=extra_conf)
     return stopped_in, log
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from testkit.stack import process_log
 from testkit.topics import eventually, ml_ledger_ids, produce
 from tests.extension.conftest import ExtStack, restart_broker
 from tests.extension.helpers import broker_metric, ml_path, queued_for, scan_orphans
@@ -89,7 +90,7 @@ async def test_queue_unavailable_metadata_writes_wait_fail_and_keep_their_ledger
     assert time.monotonic() - t1 < 20
     assert broker_metric(ext_stack, "ledger_deletion_broker_metadata_writes_kept_total") > 0
     assert set(listed) <= set(stored_ledgers(ext_stack, topic))
-    log = (Path(ext_stack.stack_dir) / "logs" / "pulsar.out").read_text(errors="replace")
+    log = process_log(ext_stack.stack_dir)
     assert "metadata write waits" in log and "they stay listed" in log
 
     # The queue back: the next trim queues them and drops them.

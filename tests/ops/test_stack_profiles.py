@@ -89,3 +89,19 @@ def test_render_of_stock_brokers_sets_no_extension_key(tmp_path: Path) -> None:
     rendered = key_values(tmp_path / "standalone" / "run" / "standalone.conf")
     assert not [k for k, v in rendered.items() if k.startswith("ledgerDeletion") or "org.ledgerdeletion" in v]
     assert rendered["managedLedgerOffloadDriver"] == ""
+
+
+def test_each_upgrade_cluster_broker_names_its_internal_listener(tmp_path: Path) -> None:
+    """A 5.0 broker looks topics up by the listener named ``internal``, which a 4.x broker advertises only when told:
+    every broker of the rolling-upgrade cluster names its own, binary and HTTP, from the profile's BROKER_CONF
+    (``${node_broker_port}`` and ``${node_web_port}`` expanded per broker)."""
+    r = placed("upgrade-cluster", tmp_path, DEFAULT).run("render")
+    assert r.returncode == 0, r.stderr[-2000:]
+    ports = key_values(PROFILES / "upgrade-cluster.env")
+    for name, suffix in (("broker1", ""), ("broker2", "_2")):
+        rendered = key_values(tmp_path / "upgrade-cluster" / "run" / f"{name}.conf")
+        assert rendered["advertisedListeners"] == (
+            f"internal:pulsar://127.0.0.1:{ports['BROKER_PORT' + suffix]},"
+            f"internal:http://127.0.0.1:{ports['WEB_PORT' + suffix]}"
+        )
+        assert rendered["internalListenerName"] == "internal"
