@@ -236,8 +236,8 @@ test-own-stacks: venv stack-builds $(PULSAR5_BUILDS)
 # the extension; ports and data of its own) started afresh on the default line with a worker draining the queue,
 # pulsar-perf produce/consume and a churn of every drop path running throughout; broker1, then broker2 (broker1
 # killed with SIGKILL mid-way), then each bookie moved to the 5.0 line, then broker1 rolled back; the queue drained;
-# the checks and one row per phase printed and kept under bench/results/. UPGRADE_ARGS, e.g. "--phase-s 60";
-# about 25 minutes. make test runs the short form (tests/upgrade: a standalone moved to 5.0 and back).
+# the checks and one row per phase printed and kept under bench/results/. Every broker names its `internal` listener
+# (the profile's BROKER_CONF; "--unprepared" runs without). UPGRADE_ARGS, e.g. "--phase-s 60"; about 17 minutes. make test runs the short form (tests/upgrade: a standalone moved to 5.0 and back).
 upgrade-test: venv stack-builds stack-builds-pulsar5
 	$(PY) -m tools.upgrade_run $(UPGRADE_ARGS)
 

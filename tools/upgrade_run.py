@@ -501,7 +501,15 @@ async def run(args: argparse.Namespace) -> int:
         listed = await listed_ledgers(stack)
         missing = await missing_in_bookkeeper(stack, listed)
         worker_alive = h.proc is not None and h.proc.poll() is None
-        errors = [e for e in h.log_events() if e.get("level") in ("error", "critical")]
+        events = h.log_events()
+        errors = [e for e in events if e.get("level") in ("error", "critical")]
+        # A dead letter the worker held in use until its attempts ran out, its ledger still listed at the end: a
+        # drop the broker queued that did not happen (a compaction that failed after marking its compacted ledger;
+        # Pulsar compacts again later). Kept, never deleted: the nightly replay decides it again.
+        dead = [e for e in events if "dead-letter" in str(e.get("event"))]
+        held = sorted(
+            int(e["ledger_id"]) for e in dead if e.get("reason") == "in_use" and int(e.get("ledger_id", -1)) in listed
+        )
 
         # Per phase: queued by publish time and writer; the worker's deletes as deltas; p99 of the worst window.
         windows = perf_windows(perf.log("produce"))
@@ -550,6 +558,7 @@ async def run(args: argparse.Namespace) -> int:
             "queued_by_writer": by_writer,
             "decoded_by_writer": decoded,
             "worker_dead_letters": dlq,
+            "dead_letters_held_in_use_and_still_listed": held,
             "worker_exits": worker_exits,
             "worker_alive_at_end": worker_alive,
             "worker_errors_logged": len(errors),
@@ -564,7 +573,7 @@ async def run(args: argparse.Namespace) -> int:
             and not checks["churn_dropped_not_queued"]
             and all(decoded.get(v, 0) >= 1 for v in (OLD, NEW))
             and all(decoded.get(w, 0) >= n for w, n in by_writer.items() if w not in ("scanner", "unknown"))
-            and dlq == 0
+            and dlq == len(held)
             and not worker_exits
             and worker_alive
         )

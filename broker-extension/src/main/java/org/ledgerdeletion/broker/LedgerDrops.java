@@ -52,14 +52,17 @@ public final class LedgerDrops {
     }
 
     /**
-     * The bytes of {@code after}, except that every ledger it would drop (or whose copy it would release) stays
-     * as {@code before} lists it: what a write that must go ahead (a rollover) writes when the drops could not be
-     * queued. Nothing is forgotten, and the write drops nothing.
+     * The bytes of {@code after}, except that every ledger with data it would drop (or whose copy it would
+     * release) stays as {@code before} lists it: what a write that must go ahead (a rollover) writes when the drops
+     * could not be queued. Nothing with data is forgotten. An empty ledger it drops is let go: Pulsar deletes the
+     * empty ledgers it drops itself once the write lands (a topic's load, a rollover of an empty ledger), whatever
+     * the list says, so listing it again would name a ledger BookKeeper no longer has.
      */
     static byte[] keepListed(LedgerList before, LedgerList after) {
         SortedMap<Long, LedgerList.Ledger> merged = new TreeMap<>(after.ledgers());
         for (LedgerList.Ledger old : before.ledgers().values()) {
-            if (!dropped("", old, merged.get(old.id())).isEmpty()) {
+            boolean lettingGo = old.empty() && !merged.containsKey(old.id());
+            if (!lettingGo && !dropped("", old, merged.get(old.id())).isEmpty()) {
                 merged.put(old.id(), old);
             }
         }

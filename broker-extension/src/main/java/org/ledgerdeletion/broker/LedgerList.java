@@ -11,8 +11,9 @@ import java.util.TreeMap;
  * read from the info's serialized bytes (its own copy: Pulsar 4.2+ reuses its info objects).
  *
  * <p>Field numbers are those of Pulsar's {@code MLDataFormats.proto} (unchanged from 2.x to 5.0):
- * ManagedLedgerInfo {ledgerInfo = 1}, LedgerInfo {ledgerId = 1, offloadContext = 5}, OffloadContext {uidMsb = 1,
- * uidLsb = 2, bookkeeperDeleted = 4, driverMetadata = 6}, OffloadDriverMetadata {name = 1, properties = 2},
+ * ManagedLedgerInfo {ledgerInfo = 1}, LedgerInfo {ledgerId = 1, entries = 2, offloadContext = 5}, OffloadContext
+ * {uidMsb = 1, uidLsb = 2, bookkeeperDeleted = 4, driverMetadata = 6}, OffloadDriverMetadata {name = 1,
+ * properties = 2},
  * KeyValue {key = 1, value = 2}.
  */
 record LedgerList(SortedMap<Long, Ledger> ledgers, byte[] bytes) {
@@ -21,11 +22,16 @@ record LedgerList(SortedMap<Long, Ledger> ledgers, byte[] bytes) {
     /**
      * One listed ledger.
      *
+     * @param entries its entry count as recorded when it was closed; -1 while it is open (not recorded yet)
      * @param bookkeeperDeleted its BookKeeper copy is released (offloaded, and the offload deletion lag passed)
      * @param offload its offload attempt, if it has one (both uuid halves set), else null
      * @param field the ledger's whole {@code ledgerInfo} field as encoded, to write it back unchanged
      */
-    record Ledger(long id, boolean bookkeeperDeleted, PendingDeletion.Offload offload, byte[] field) {
+    record Ledger(long id, long entries, boolean bookkeeperDeleted, PendingDeletion.Offload offload, byte[] field) {
+        /** Holds no data: closed empty, or open as listed (a write that drops an open ledger found it empty). */
+        boolean empty() {
+            return entries <= 0 && offload == null;
+        }
     }
 
     LedgerList {
@@ -38,8 +44,8 @@ record LedgerList(SortedMap<Long, Ledger> ledgers, byte[] bytes) {
         while (r.next()) {
             if (r.field() == LEDGER_INFO) {
                 Ledger ledger = ledger(r.message());
-                ledgers.put(ledger.id(), new Ledger(ledger.id(), ledger.bookkeeperDeleted(), ledger.offload(),
-                        r.rawField()));
+                ledgers.put(ledger.id(), new Ledger(ledger.id(), ledger.entries(), ledger.bookkeeperDeleted(),
+                        ledger.offload(), r.rawField()));
             } else {
                 r.skip();
             }
@@ -49,11 +55,13 @@ record LedgerList(SortedMap<Long, Ledger> ledgers, byte[] bytes) {
 
     private static Ledger ledger(ProtoWire.Reader r) {
         Long id = null;
+        long entries = -1;
         boolean bkDeleted = false;
         PendingDeletion.Offload offload = null;
         while (r.next()) {
             switch (r.field()) {
                 case 1 -> id = r.int64();
+                case 2 -> entries = r.int64();
                 case 5 -> {
                     ProtoWire.Reader oc = r.message();
                     Long msb = null;
@@ -77,7 +85,7 @@ record LedgerList(SortedMap<Long, Ledger> ledgers, byte[] bytes) {
         if (id == null) {
             throw new IllegalArgumentException("a LedgerInfo without its ledgerId");
         }
-        return new Ledger(id, bkDeleted, offload, null);
+        return new Ledger(id, entries, bkDeleted, offload, null);
     }
 
     private static String driverMetadata(ProtoWire.Reader r, Map<String, String> properties) {

@@ -40,8 +40,9 @@ import org.slf4j.LoggerFactory;
  * <ul>
  *   <li>a write that only drops (a trim, an offload's bookkeeping) fails as on any metadata error: the ledgers
  *       stay listed, the broker deletes nothing, and drops them again later;</li>
- *   <li>a write that also adds a ledger (a rollover: producers wait on it) goes ahead, writing the ledgers it
- *       would drop back into the list as they were, to be queued by a later write;</li>
+ *   <li>a write that also adds a ledger (a rollover: producers wait on it) goes ahead, writing the ledgers with data
+ *       it would drop back into the list as they were, to be queued by a later write (empty ones Pulsar deletes
+ *       itself once the write lands: let go, counted unmarked);</li>
  *   <li>a cursor write (a cursor's ledger switched, a cursor closed with its position in the znode, a bucket
  *       property removed), a cursor's removal and a topic's removal go ahead as on a stock broker: failing them
  *       would lose acknowledgements or refuse unsubscribes and deletions. What they drop is left unmarked (logged,
@@ -199,8 +200,13 @@ final class MarkingMetaStore implements InvocationHandler {
                         // drop (what an earlier failed trim removed from the broker's memory only).
                         LedgerList kept = LedgerList.parse(LedgerDrops.keepListed(before, after));
                         Metrics.WRITES_KEPT.inc();
+                        List<PendingDeletion> letGo = LedgerDrops.droppedBy(topic, before, kept);
+                        for (PendingDeletion d : letGo) {
+                            Metrics.UNMARKED.labels(d.ledgerType().name()).inc();
+                        }
                         log.warn("[ledger-deletion] [{}] ledger list written keeping {} ledger copies listed: they"
-                                + " could not be queued ({})", managedLedgerName, drops.size(), e.toString());
+                                + " could not be queued ({}); empty ones the broker deletes itself, unqueued: {}",
+                                managedLedgerName, drops.size() - letGo.size(), e.toString(), letGo);
                         writeLedgerIds(adapter.ledgerInfo(kept.bytes()), kept, stat, List.of(), callback);
                     }
                 }));

@@ -156,4 +156,25 @@ class LedgerDropsTest {
         assertArrayEquals(Metadata.ledgerList(plain(1), plain(2), offloaded(3, 1, 2, false), plain(4), plain(5)),
                 kept.bytes());
     }
+
+    @Test
+    void aRolloverThatCannotQueueItsDropsLetsEmptyLedgersGo() {
+        // A topic's load: the last owner's ledger 3, listed open, recovered empty, and ledger 4, closed empty, are
+        // dropped by the write that adds 5 (Pulsar deletes them itself once it lands); 1 was lost from memory only.
+        var open = new ProtoWire.Writer().int64(1, 3);
+        var emptyClosed = new ProtoWire.Writer().int64(1, 4).int64(2, 0).int64(3, 0);
+        var before = list(plain(1), plain(2), open, emptyClosed);
+        var after = list(plain(2), plain(5));
+        assertEquals(-1, before.ledgers().get(3L).entries());
+        assertTrue(before.ledgers().get(3L).empty() && before.ledgers().get(4L).empty());
+        assertFalse(before.ledgers().get(1L).empty());
+        var kept = LedgerList.parse(LedgerDrops.keepListed(before, after));
+        assertEquals(List.of(1L, 2L, 5L), List.copyOf(kept.ledgers().keySet()));
+        assertEquals(List.of(PendingDeletion.ledger(TOPIC, 3), PendingDeletion.ledger(TOPIC, 4)),
+                LedgerDrops.droppedBy(TOPIC, before, kept));
+        // An empty ledger with an offloaded copy is not let go: its copy is data.
+        var emptyOffloaded = list(new ProtoWire.Writer().int64(1, 6).int64(2, 0)
+                .message(5, new ProtoWire.Writer().int64(1, 1).int64(2, 2)));
+        assertFalse(emptyOffloaded.ledgers().get(6L).empty());
+    }
 }
