@@ -53,7 +53,12 @@ SYSTEM_COMMANDS := promtool prometheus prometheus-pushgateway openssl tmux
 # is still missing, so `.ci/run` stops here rather than at `make test`. A failed `apt-get update` (a mirror down, no
 # lists yet) does not stop the install: the install is what decides, and says so when it fails.
 SYSTEM_PACKAGES := prometheus prometheus-pushgateway openssl tmux
-SYSTEM_PACKAGES_MISSING = for c in $(SYSTEM_COMMANDS); do command -v $$c >/dev/null || printf '%s ' $$c; done
+# Where Debian's package database is there (dpkg-query), a package it does not hold installed counts as missing too,
+# whatever PATH finds: a command can be reached without its package (merged /usr, a copy elsewhere).
+SYSTEM_PACKAGES_MISSING = for c in $(SYSTEM_COMMANDS); do command -v $$c >/dev/null || printf '%s ' $$c; done; \
+	if command -v dpkg-query >/dev/null; then for p in $(SYSTEM_PACKAGES); do \
+	  case "$$(dpkg-query -W -f='$${db:Status-Abbrev}' $$p 2>/dev/null)" in ii*) ;; *) printf 'package:%s ' $$p;; esac; \
+	done; fi
 system-packages:
 	@missing=$$($(SYSTEM_PACKAGES_MISSING)); \
 	if [ -n "$$missing" ]; then \

@@ -137,3 +137,19 @@ def test_ci_stops_when_the_system_packages_cannot_be_installed(tmp_path: Path) -
     assert "make system-packages failed" in r.stdout
     calls = (tmp_path / "make.log").read_text().splitlines()
     assert calls == ["system-packages"], calls
+
+
+def test_packages_the_package_database_lacks_are_installed_even_when_path_finds_their_commands(
+    tmp_path: Path,
+) -> None:
+    """Every command on PATH (reached without its package: merged /usr, a copy), but Debian's database holds none of
+    the packages: the install runs; the check after it asks the database again."""
+    bindir = machine(tmp_path, COMMANDS, apt_installs=True)
+    script(bindir / "dpkg-query", f'[ -f {tmp_path}/installed ] && printf "ii "; exit 0')
+    installs = f": > {tmp_path}/installed"
+    script(bindir / "apt-get", f'echo "$*" >> {tmp_path}/apt.log; case "$1" in install) {installs};; esac')
+    r = make("system-packages", bindir)
+    assert r.returncode == 0, r.stderr
+    calls = apt_calls(tmp_path)
+    assert [c.split()[0] for c in calls] == ["update", "install"], calls
+    assert calls[1].split()[-4:] == ["prometheus", "prometheus-pushgateway", "openssl", "tmux"], calls
