@@ -15,10 +15,16 @@ on the default line (4.0.8) with the extension on both brokers and a worker drai
 
 At the end the load stops, the queue drains, and these must hold: every message ``pulsar-perf`` reports as
 published was consumed (its own counts); every ledger a topic still lists (data, cursor, schema, compacted) is in
-BookKeeper's metadata; ``scan --dry-run`` over the cluster finds no orphan the run does not explain; the worker
+BookKeeper's metadata; every ledger the churn dropped that the metadata store had named was queued by a broker, or
+is named in an extension's log as an empty ledger it let go while the queue was unreachable (Pulsar deletes those
+itself), or belonged to a topic a broker's log says it deleted while no broker had it loaded (Pulsar's factory
+deletes those ledgers itself, outside the extension; the topic's compacted ledger it forgets, for scan to find);
+``scan --dry-run`` over the cluster finds no orphan the run does not explain, and none once it queued them and the
+queue drained again; the worker
 decoded the pending deletions of both lines' brokers (``ledger_deletion_decoded_total`` by writer, against a
 never-acknowledged audit subscription on the queue counted by the payload's ``pulsar_version``); the worker never
-exited, dead-lettered nothing and logged no error it did not recover from.
+exited, dead-lettered nothing but ledgers it held in use that a topic still lists, and logged no error it did not
+recover from.
 
 Printed: one row per phase (the versions running, ledgers the churn dropped, pending deletions queued and by
 which line, ledgers the worker deleted, orphans ``scan`` saw at the phase's end, publish p99 of its worst 10 s
@@ -81,6 +87,9 @@ class Phase:
     ended: float = 0.0
     versions: str = ""
     dropped: set[int] = field(default_factory=set)
+    # What the metadata store itself named for the churn's topics once staged (the churn's listing is the broker's
+    # memory, which may hold a ledger a stopping broker never wrote down).
+    recorded: dict[int, str] = field(default_factory=dict)
     deleted: float = 0.0  # the worker's deletes so far
     settled: float = 0.0  # and the ledgers it found gone already (the broker deleted them itself)
     orphans: int = 0
@@ -230,17 +239,19 @@ class Churn:
     async def run(self) -> None:
         while not self.stopping.is_set():
             self.cycle += 1
-            phase = self.phases[-1]
-            phase.churn_cycles += 1
             try:
-                dropped = await asyncio.wait_for(self.one_cycle(), timeout=180)
+                dropped, recorded = await asyncio.wait_for(self.one_cycle(), timeout=180)
+                # The phase a cycle ends in: its drops fire last, and a slow cycle may span a whole phase.
+                phase = self.phases[-1]
+                phase.churn_cycles += 1
                 phase.dropped |= dropped
+                phase.recorded.update(recorded)
             except Exception as e:  # a broker restarted under it: counted, and the next cycle starts afresh
-                phase.churn_failures += 1
+                self.phases[-1].churn_failures += 1
                 print(f"  churn cycle {self.cycle}: {type(e).__name__}: {str(e)[:200]}", flush=True)
                 await asyncio.sleep(3)
 
-    async def one_cycle(self) -> set[int]:
+    async def one_cycle(self) -> tuple[set[int], dict[int, str]]:
         tag = f"{self.cycle}-{uuid.uuid4().hex[:4]}"
         paths = [DropPath(name, f"public/upg-{name[:8]}-{tag}", []) for name in CHURN]
         for p in paths:
@@ -249,6 +260,7 @@ class Churn:
         async with owner_admin(self.stack) as (live, admin):
             rnd = Round(live, admin, admin.session, paths)
             await asyncio.gather(*(rnd.stage(p) for p in paths))
+            recorded = await metadata_named(self.stack, [t for p in paths for t in p.topics])
             cursor = [p for p in paths if p.name == "cursor-switch"]
             ops: list[Any] = [
                 asyncio.to_thread(acknowledge_until, live, [str(t) for t in p.topics], p.stop) for p in cursor
@@ -260,47 +272,115 @@ class Churn:
                 p.stop.set()
             await asyncio.gather(*running, return_exceptions=True)
             await asyncio.gather(*(rnd.again(p) for p in paths), return_exceptions=True)
-        return {i for p in paths for i in p.known}
+        return {i for p in paths for i in p.known}, recorded
 
 
 # --- what the metadata and the queue say --------------------------------------------------------------------------
 
 
+def named_by(st: Any) -> set[int]:
+    """Every ledger a stored topic's metadata names that BookKeeper must hold: data ledgers (but offloaded copies the
+    broker released), cursor ledgers, the compacted ledger and delayed-delivery buckets a cursor names, schema
+    ledgers."""
+    out: set[int] = set()
+    for ld in st.managed_ledger.ledgers:
+        if not (ld.offload is not None and ld.offload.bookkeeper_deleted):
+            out.add(ld.ledger_id)
+    for c in st.cursors.values():
+        if c.cursors_ledger_id >= 0:
+            out.add(c.cursors_ledger_id)
+        named = {**c.cursor_properties, **{k: str(v) for k, v in c.position_properties.items()}}
+        for k, v in named.items():
+            if k == "CompactedTopicLedger" or k.startswith("#pulsar.internal.delayed.bucket"):
+                with contextlib.suppress(ValueError):
+                    out.add(int(v))
+    out.update(st.schema_ledgers)
+    return out
+
+
 async def listed_ledgers(stack: Stack) -> dict[int, str]:
-    """Every ledger Pulsar's metadata names now that BookKeeper must hold, read from the metadata store itself (an
-    admin call would load every topic): data ledgers (but offloaded copies the broker released), cursor ledgers,
-    the compacted ledger and delayed-delivery buckets a cursor names, schema ledgers."""
+    """Every ledger Pulsar's metadata names now, and its topic, read from the metadata store itself (an admin call
+    would load every topic)."""
     out: dict[int, str] = {}
     async with Stores(f"zk:{stack.zookeeper_hosts}") as stores:
         async for ns in stores.pulsar.namespaces():
             for topic in await stores.pulsar.persistent_topics(ns):
                 st = await stores.pulsar.stored_topic(topic)
-                if st is None:
-                    continue
-                name = str(topic)
-                for ld in st.managed_ledger.ledgers:
-                    if not (ld.offload is not None and ld.offload.bookkeeper_deleted):
-                        out[ld.ledger_id] = name
-                for c in st.cursors.values():
-                    if c.cursors_ledger_id >= 0:
-                        out[c.cursors_ledger_id] = name
-                    named = {**c.cursor_properties, **{k: str(v) for k, v in c.position_properties.items()}}
-                    for k, v in named.items():
-                        if k == "CompactedTopicLedger" or k.startswith("#pulsar.internal.delayed.bucket"):
-                            with contextlib.suppress(ValueError):
-                                out[int(v)] = name
-                for lid in st.schema_ledgers:
-                    out[lid] = name
+                if st is not None:
+                    out.update(dict.fromkeys(named_by(st), str(topic)))
+    return out
+
+
+async def metadata_named(stack: Stack, topics: list[TopicName]) -> dict[int, str]:
+    """What the metadata store names for ``topics`` now, and whose."""
+    out: dict[int, str] = {}
+    async with Stores(f"zk:{stack.zookeeper_hosts}") as stores:
+        for topic in topics:
+            st = await stores.pulsar.stored_topic(topic)
+            if st is not None:
+                out.update(dict.fromkeys(named_by(st), str(topic)))
+    return out
+
+
+async def in_bookkeeper(stack: Stack, ledger_ids: list[int]) -> set[int]:
+    async with Stores(f"zk:{stack.zookeeper_hosts}") as stores:
+        return {i for i in ledger_ids if await stores.bookkeeper.ledger_metadata_exists(i)}
+
+
+_UNQUEUED = re.compile(r"empty ones the broker deletes itself, unqueued: \[([^\]]*)\]")
+_LEDGER_OF = re.compile(r"LEDGER:(\d+) of ")
+
+
+def broker_logs(stack_dir: Path) -> dict[str, str]:
+    """Every broker's whole output, all its starts (stack.sh keeps them)."""
+    return {
+        name: (stack_dir / "logs" / f"{name}.out").read_text(errors="replace")
+        for name in ("broker1", "broker2")
+        if (stack_dir / "logs" / f"{name}.out").exists()
+    }
+
+
+def let_go_unqueued(logs: dict[str, str]) -> set[int]:
+    """The empty ledgers an extension let go unqueued (a rollover that could not queue its drops), from its logs."""
+    return {int(i) for text in logs.values() for m in _UNQUEUED.finditer(text) for i in _LEDGER_OF.findall(m[1])}
+
+
+# Pulsar's delete of a topic no broker has loaded (BrokerService.deleteTopic): the managed-ledger factory deletes the
+# ledgers, then the metadata, through the store the extension does not wrap. 4.0's line, then 5.0's.
+_DELETED_UNLOADED = re.compile(
+    r"Topic (\S+) is not loaded, try to delete from metadata|Topic is not loaded, try to delete from metadata"
+    r" \{[^}]*?topic=([^,}\s]+)"
+)
+
+
+def deleted_unloaded(logs: dict[str, str]) -> set[str]:
+    """The topics a broker deleted while no broker had them loaded, from its logs."""
+    return {m[1] or m[2] for text in logs.values() for m in _DELETED_UNLOADED.finditer(text)}
+
+
+def log_lines_naming(logs: dict[str, str], ledger_id: int, most: int = 6) -> list[str]:
+    word = re.compile(rf"(?<![\d.]){ledger_id}(?![\d.])")
+    out = []
+    for name, text in logs.items():
+        for line in text.splitlines():
+            if word.search(line):
+                out.append(f"{name}: {line[:400]}")
+                if len(out) >= most:
+                    return out
     return out
 
 
 async def missing_in_bookkeeper(stack: Stack, listed: dict[int, str]) -> list[tuple[int, str]]:
+    """The ledgers of ``listed`` BookKeeper no longer has that their topic still names once that is known. Reading
+    some 16,000 ledgers takes a while, and a broker goes on switching cursor ledgers and trimming meanwhile: a ledger
+    its topic stopped naming after ``listed`` was read was dropped, not lost. BookKeeper first, the metadata after."""
     async with Stores(f"zk:{stack.zookeeper_hosts}") as stores:
         gone = []
         for ledger_id, topic in sorted(listed.items()):
             if not await stores.bookkeeper.ledger_metadata_exists(ledger_id):
                 gone.append((ledger_id, topic))
-    return gone
+    still = await metadata_named(stack, [TopicName.parse(t) for t in {t for _, t in gone}])
+    return [(i, t) for i, t in gone if still.get(i) == t]
 
 
 def scan(config: Path, *, queue: bool = False) -> list[dict[str, Any]]:
@@ -539,6 +619,25 @@ async def run(args: argparse.Namespace) -> int:
         dropped_all = set().union(*(p.dropped for p in phases)) - set(listed)
         queued_ids = {i for (i, w, _) in queued if w not in ("scanner", "unknown")}  # by the brokers
         by_writer = dict(Counter(w for (_, w, _) in queued))
+        # A dropped ledger no broker queued is explained only by evidence: the metadata store never named it (the
+        # broker's memory did: stock Pulsar's leak, scan's to find), or an extension's log names it among the empty
+        # ledgers it let go (Pulsar deletes those itself). Anything else is a drop the extension missed.
+        recorded_all = {i: t for p in phases for i, t in p.recorded.items()}
+        logs = broker_logs(stack_dir)
+        let_go = let_go_unqueued(logs)
+        not_queued = sorted(dropped_all - queued_ids)
+        still_there = await in_bookkeeper(stack, not_queued)
+        # Or its topic was deleted while no broker had it loaded: Pulsar's managed-ledger factory deleted the ledgers
+        # before the metadata, through the store the extension does not wrap (stock's order: a failed delete leaves
+        # them listed). That delete forgets the topic's compacted ledger, a stock leak only scan finds.
+        unloaded = deleted_unloaded(logs)
+        of_unloaded = {i for i, t in recorded_all.items() if t in unloaded} - let_go
+        with_unloaded_topic = [i for i in not_queued if i in of_unloaded]
+        unexplained = [i for i in not_queued if i in recorded_all and i not in let_go and i not in of_unloaded]
+        # An orphan after the drain is the run's failure if a broker had listed it, unless the extension let it go
+        # (an empty ledger Pulsar did not delete after all) or its topic was deleted unloaded (above): stock's leaks,
+        # scan's to find. Or if a broker queued it: the worker should have settled it.
+        leftover = {int(str(o["ledger_id"])) for o in after_drain}
         checks: dict[str, Any] = {
             "brokers_internal_listener": not args.unprepared,
             "perf_sent": sent,
@@ -548,13 +647,21 @@ async def run(args: argparse.Namespace) -> int:
             "listed_ledgers_missing_in_bookkeeper": [(i, t, i in queued_ids) for i, t in missing[:40]],
             "orphans_after_the_drain": after_drain[:60],
             "orphans_after_the_drain_that_a_broker_had_listed_or_queued": sorted(
-                {int(str(o["ledger_id"])) for o in after_drain} & (dropped_all | queued_ids)
+                leftover & (((dropped_all & recorded_all.keys()) - let_go - of_unloaded) | queued_ids)
             ),
+            "orphans_after_the_drain_empty_and_let_go_by_the_extension": sorted(leftover & let_go - queued_ids),
+            "orphans_after_the_drain_of_topics_deleted_unloaded": sorted(leftover & of_unloaded - queued_ids),
             "orphans_after_scan_queued_them_and_the_worker_drained": [
                 {k: o.get(k) for k in ("ledger_id", "topic", "why")} for o in orphans[:50]
             ],
             "churn_dropped": len(dropped_all),
-            "churn_dropped_not_queued": sorted(dropped_all - queued_ids)[:50],
+            "churn_dropped_not_queued": not_queued[:50],
+            "churn_dropped_not_queued_never_in_the_metadata_store": [i for i in not_queued if i not in recorded_all],
+            "churn_dropped_not_queued_empty_and_let_go_by_the_extension": [i for i in not_queued if i in let_go],
+            "churn_dropped_not_queued_deleted_by_the_broker_with_their_unloaded_topic": with_unloaded_topic,
+            "churn_dropped_not_queued_unexplained": unexplained,
+            "churn_dropped_not_queued_still_in_bookkeeper_at_the_end": sorted(still_there),
+            "churn_dropped_not_queued_broker_log_lines": {i: log_lines_naming(logs, i) for i in not_queued[:20]},
             "queued_by_writer": by_writer,
             "decoded_by_writer": decoded,
             "worker_dead_letters": dlq,
@@ -570,7 +677,7 @@ async def run(args: argparse.Namespace) -> int:
             and not missing
             and not orphans
             and not checks["orphans_after_the_drain_that_a_broker_had_listed_or_queued"]
-            and not checks["churn_dropped_not_queued"]
+            and not unexplained
             and all(decoded.get(v, 0) >= 1 for v in (OLD, NEW))
             and all(decoded.get(w, 0) >= n for w, n in by_writer.items() if w not in ("scanner", "unknown"))
             and dlq == len(held)
