@@ -374,11 +374,8 @@ async def missing_in_bookkeeper(stack: Stack, listed: dict[int, str]) -> list[tu
     """The ledgers of ``listed`` BookKeeper no longer has that their topic still names once that is known. Reading
     some 16,000 ledgers takes a while, and a broker goes on switching cursor ledgers and trimming meanwhile: a ledger
     its topic stopped naming after ``listed`` was read was dropped, not lost. BookKeeper first, the metadata after."""
-    async with Stores(f"zk:{stack.zookeeper_hosts}") as stores:
-        gone = []
-        for ledger_id, topic in sorted(listed.items()):
-            if not await stores.bookkeeper.ledger_metadata_exists(ledger_id):
-                gone.append((ledger_id, topic))
+    present = await in_bookkeeper(stack, sorted(listed))
+    gone = [(i, t) for i, t in sorted(listed.items()) if i not in present]
     still = await metadata_named(stack, [TopicName.parse(t) for t in {t for _, t in gone}])
     return [(i, t) for i, t in gone if still.get(i) == t]
 
