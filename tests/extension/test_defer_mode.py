@@ -71,9 +71,10 @@ async def trim_until(admin: PulsarAdmin, t: TopicName, at_most: int) -> None:
 
 def produce_and_acknowledge(stack: ExtStack, topic: str, n: int, pause_s: float = 0.0) -> None:
     """``n`` messages, each acknowledged on its own: the subscription's cursor persists its position in a ledger
-    of its own, switched every 5 entries here (config/standalone.conf), so it drops cursor ledgers. The broker
-    persists a position at most once a second (``managedLedgerDefaultMarkDeleteRateLimit``): ``pause_s`` after
-    each acknowledgement makes each one an entry."""
+    of its own, which the broker switches after each persisted position here (config/standalone.conf: a cursor
+    rollover time of 0), so it drops cursor ledgers. How often a position is persisted is rate-limited
+    (``managedLedgerDefaultMarkDeleteRateLimit``, 0.1 a second here, or a namespace's persistence policy);
+    ``pause_s`` after each acknowledgement spaces them out."""
     client = pulsar.Client(stack.service_url, logger=quiet_logger())
     try:
         consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
@@ -199,13 +200,22 @@ async def test_defer_mode_leaves_no_cursor_ledger_to_a_worker_that_cannot_recove
 ) -> None:
     ns = f"public/ext-defer-cursors-{unique}"
     await ext_admin.ensure_namespace(ns)
+    # A position persisted at most once a second rather than the stack's once in ten: 8 acknowledgements 1.1 s
+    # apart then persist up to 8 positions, each in a cursor ledger of its own, not two or three by the clock.
+    persistence = {"bookkeeperEnsemble": 1, "bookkeeperWriteQuorum": 1, "bookkeeperAckQuorum": 1}
+    rest(
+        ext_stack,
+        "POST",
+        f"/admin/v2/namespaces/{ns}/persistence",
+        {**persistence, "managedLedgerMaxMarkDeleteRate": 1.0},
+    )
     topic = f"persistent://{ns}/acked"
     t = TopicName.parse(topic)
     restart_broker(DEFER)
     try:
         with MetadataWatch(ext_stack.zookeeper_hosts, topic) as watch:
-            # 16 positions persisted, a cursor ledger switched every 5 entries; then the subscription deleted.
-            produce_and_acknowledge(ext_stack, topic, 16, pause_s=1.1)
+            # Up to 8 positions persisted, each switching the cursor's ledger; then the subscription deleted.
+            produce_and_acknowledge(ext_stack, topic, 8, pause_s=1.1)
             rest(ext_stack, "DELETE", f"/admin/v2/{t.rest_path}/subscription/s")
 
             async def unsubscribed() -> bool:
