@@ -31,8 +31,8 @@ topic is read back: every ledger a trim dropped must be on it.
 Prints, for each figure, stock and extension (median of the rounds for rates; pooled samples for
 percentiles), the ratio extension/stock and the round-to-round spread it is to be read against; saves
 the run as JSON under ``bench/results/`` (``BENCH_RESULTS_DIR``). Instances this run started are stopped
-at the end (``BENCH_EXT_KEEP=1`` leaves them up); ports and data directories can be moved with
-``LDW_BENCH_STOCK_<VAR>`` / ``LDW_BENCH_EXT_<VAR>`` (e.g. ``LDW_BENCH_EXT_WEB_PORT``).
+at the end and their data dropped, their logs kept (``BENCH_EXT_KEEP=1`` leaves them up); ports and data
+directories can be moved with ``LDW_BENCH_STOCK_<VAR>`` / ``LDW_BENCH_EXT_<VAR>`` (e.g. ``LDW_BENCH_EXT_WEB_PORT``).
 
 Knobs: ``BENCH_EXT_ROUNDS`` (3), ``BENCH_EXT_MSGS`` (2000), ``BENCH_EXT_BATCHED_MSGS`` (50000),
 ``BENCH_EXT_SIZE`` (1024), ``BENCH_EXT_WINDOW`` (1000), ``BENCH_EXT_RATE`` (200), ``BENCH_EXT_PACED_MSGS``
@@ -66,7 +66,7 @@ from bench.env import OUT, RESULTS, int_knob
 from bench.run import _git_head, _loadavg, _machine
 from bench.stats import sample_quantiles
 from testkit.harness import quiet_logger
-from testkit.stack import REPO, STACK, Profile, Stack, admin_for, healthy, stack_of
+from testkit.stack import REPO, STACK, Profile, Stack, admin_for, drop_data, healthy, stack_of
 from worker.broker.admin import NotOwner, PulsarAdmin
 from worker.formats.topic_name import TopicName
 
@@ -247,10 +247,14 @@ def bring_up(pair: Pair = PAIR) -> tuple[dict[str, Stack], list[str]]:
 
 
 def bring_down(modes: list[str], pair: Pair = PAIR) -> None:
+    """Stops the instances this run started and drops their data, keeping their logs (``drop_data``)."""
     for m in modes:
         r = _stack_sh(m, "down", pair=pair)
         if r.returncode != 0:
-            print(f"[bench] stack.sh down ({m}) failed: {r.stderr[-500:]}", flush=True)
+            print(f"[bench] stack.sh down ({m}) failed, its data kept: {r.stderr[-500:]}", flush=True)
+            continue
+        stack_dir = instance_env(m, pair)["STACK_DIR"]
+        print(f"[bench] {m}: {drop_data(stack_dir) / 2**30:.1f} GiB of data dropped, logs kept in {stack_dir}/logs")
 
 
 def marked_total(s: Stack) -> float:

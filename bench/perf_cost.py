@@ -42,7 +42,7 @@ percentiles, not samples, so latencies are the median of each round's percentile
 per-round paired ratios; checks the goals at the fixed rate (publish p99 at most ``GOAL_P99`` x stock, throughput
 at least ``GOAL_THROUGHPUT`` x stock: met or missed); saves the run as JSON under ``bench/results/``
 (``BENCH_RESULTS_DIR``), pulsar-perf's output and histogram files under ``bench/out/perf-<run>/``. Instances this
-run started are stopped at the end.
+run started are stopped at the end and their data dropped (their logs kept: ``testkit.stack.drop_data``).
 
 Knobs: ``BENCH_PERF_PROFILES`` (standalone,cluster), ``BENCH_PERF_ROUNDS`` (2), ``BENCH_PERF_RATE`` (1000),
 ``BENCH_PERF_MAX_RATE`` (1000000), ``BENCH_PERF_SIZE`` (1024), ``BENCH_PERF_SECONDS`` (30),
@@ -75,7 +75,7 @@ from bench import extension as ext
 from bench.env import OUT, RESULTS, int_knob
 from bench.run import _git_head, _loadavg, _machine
 from bench.stats import sample_quantiles
-from testkit.stack import REPO, Profile, Stack, healthy, stack_of
+from testkit.stack import REPO, Profile, Stack, drop_data, healthy, stack_of
 
 PERF = REPO / "deploy" / "local" / ".cache" / "apache-pulsar-4.0.8" / "bin" / "pulsar-perf"
 MODES = ext.MODES
@@ -616,7 +616,10 @@ async def run_cluster(run_id: str, k: Knobs, out_dir: Path) -> tuple[dict[str, l
     finally:
         r = prof.run("down", timeout=300)
         if r.returncode != 0:
-            print(f"[bench] cluster stack.sh down failed: {r.stderr[-500:]}", flush=True)
+            print(f"[bench] cluster stack.sh down failed, its data kept: {r.stderr[-500:]}", flush=True)
+        else:
+            freed = drop_data(env["STACK_DIR"])
+            print(f"[bench] cluster: {freed / 2**30:.1f} GiB of data dropped, logs kept in {env['STACK_DIR']}/logs")
     return samples, switches
 
 

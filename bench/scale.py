@@ -43,7 +43,7 @@ from typing import Any
 
 from bench.env import RESULTS
 from testkit.managed_ledger_encoding import encode_managed_cursor_info, encode_managed_ledger_info
-from testkit.stack import REPO, Profile
+from testkit.stack import REPO, Profile, drop_data
 from worker.formats.managed_ledger_metadata import (
     LedgerInfo,
     ManagedCursorInfo,
@@ -92,7 +92,10 @@ def bring_up() -> None:
 def bring_down() -> None:
     r = _stack_sh("down")
     if r.returncode != 0:
-        print(f"[bench] stack.sh down failed: {r.stderr[-500:]}", flush=True)
+        print(f"[bench] stack.sh down failed, its data kept: {r.stderr[-500:]}", flush=True)
+        return
+    freed = drop_data(INSTANCE["STACK_DIR"])
+    print(f"[bench] {freed / 2**30:.1f} GiB of data dropped, logs kept in {INSTANCE['STACK_DIR']}/logs", flush=True)
 
 
 def admin_url() -> str:

@@ -83,5 +83,10 @@ def test_make_bench_extension(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     result = json.loads(kept[0].read_text())
     assert result["figures"]["trim.trims_per_s"]["stock"]["value"] > 0
     assert result["figures"]["trim.trims_per_s"]["extension"]["value"] > 0
-    # What it started, it stopped.
+    # What it started, it stopped, and dropped its data but its logs.
     assert [p for p in ports if _bound(p)] == was_up
+    if not was_up:
+        for m in MODES:
+            stack_dir = Path(instance_env(m)["STACK_DIR"])
+            assert sorted(c.name for c in stack_dir.iterdir()) == ["logs"], (stack_dir, out[-1000:])
+            assert (stack_dir / "logs" / "pulsar.out").stat().st_size > 0

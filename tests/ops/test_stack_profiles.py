@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.stack import PROFILES, Profile, key_values, pulsar_line, pulsar_lines
+from testkit.stack import PROFILES, Profile, drop_data, key_values, pulsar_line, pulsar_lines
 
 OVERRIDES = PROFILES.parent / "overrides"
 NAMES = sorted(p.stem for p in PROFILES.glob("*.env") if p.stem != "defaults")
@@ -105,3 +105,21 @@ def test_each_upgrade_cluster_broker_names_its_internal_listener(tmp_path: Path)
             f"internal:http://127.0.0.1:{ports['WEB_PORT' + suffix]}"
         )
         assert rendered["internalListenerName"] == "internal"
+
+
+def test_drop_data_keeps_a_stopped_instances_logs_only(tmp_path: Path) -> None:
+    stack_dir = tmp_path / ".data-bench-x"
+    (stack_dir / "logs").mkdir(parents=True)
+    (stack_dir / "logs" / "broker1.out").write_text("kept")
+    (stack_dir / "bookie1" / "current").mkdir(parents=True)
+    (stack_dir / "bookie1" / "current" / "0.log").write_bytes(b"x" * 4096)
+    (stack_dir / "zookeeper").mkdir()
+    (stack_dir / "zookeeper" / "snapshot.0").write_bytes(b"z" * 100)
+    (stack_dir / "broker-mark.key").write_bytes(b"k" * 32)
+    (stack_dir / "run").symlink_to(tmp_path)  # a link is removed, never followed
+
+    assert drop_data(stack_dir) == 4096 + 100 + 32 + len(str(tmp_path))
+    assert sorted(c.name for c in stack_dir.iterdir()) == ["logs"]
+    assert (stack_dir / "logs" / "broker1.out").read_text() == "kept"
+    assert tmp_path.is_dir()
+    assert drop_data(tmp_path / "absent") == 0
