@@ -19,8 +19,9 @@ roll after 50,000 entries or 10 to 240 minutes, so no data-path row rolls or tri
 Per side, in rounds alternated A/B then B/A (``BENCH_PERF_ROUNDS``), each on a fresh topic:
 
 - ``fixed``: ``pulsar-perf consume`` on the topic, then ``pulsar-perf produce`` at ``BENCH_PERF_RATE`` msg/s of
-  ``BENCH_PERF_SIZE`` bytes for ``BENCH_PERF_SECONDS`` (pulsar-perf's defaults otherwise: batching of 1 ms, one
-  producer, a 1 s warm-up left out of its latency); once the subscription's backlog is drained the consumer is
+  ``BENCH_PERF_SIZE`` bytes for ``BENCH_PERF_SECONDS``, its client's pending messages bounded to
+  ``BENCH_PERF_CLIENT_MEMORY`` (pulsar-perf's defaults otherwise: batching of 1 ms, one producer, a 1 s warm-up
+  left out of its latency); once the subscription's backlog is drained the consumer is
   stopped (SIGTERM: it prints its aggregated stats). Figures: pulsar-perf's own aggregated publish latency
   p50/p99/p99.9 (send to acknowledgement), throughput (its aggregated count of acknowledged messages over
   ``BENCH_PERF_SECONDS``, or over its own elapsed time when it overran that, blocked on a full queue: its own
@@ -48,7 +49,9 @@ Knobs: ``BENCH_PERF_PROFILES`` (standalone,cluster), ``BENCH_PERF_ROUNDS`` (2), 
 ``BENCH_PERF_MAX_RATE`` (1000000), ``BENCH_PERF_SIZE`` (1024), ``BENCH_PERF_SECONDS`` (30),
 ``BENCH_PERF_TRIM_TOPICS`` (20), ``BENCH_PERF_TRIM_LEDGERS`` (6), ``BENCH_PERF_POLICY_WAIT_S`` (2),
 ``BENCH_PERF_JVM`` (pulsar-perf's heap: ``-Xms256m -Xmx1g -XX:MaxDirectMemorySize=512m``; its static histograms need
-more than 256 MB).
+more than 256 MB), ``BENCH_PERF_CLIENT_MEMORY`` (``64M``: the producer's ``--memory-limit``, the Pulsar client's own
+default; pulsar-perf's 0 lets the client buffer until its heap runs out, and an ``OutOfMemoryError`` in its write
+path sends the broker a cut frame: "Failed to verify checksum", then the connection closed).
 """
 
 from __future__ import annotations
@@ -143,6 +146,7 @@ class Knobs:
     trim_ledgers: int
     policy_wait_s: float
     jvm: str
+    client_memory: str
 
     @classmethod
     def from_env(cls) -> Knobs:
@@ -160,6 +164,7 @@ class Knobs:
             trim_ledgers=int_knob("BENCH_PERF_TRIM_LEDGERS", 6, 1, 100),
             policy_wait_s=float(os.environ.get("BENCH_PERF_POLICY_WAIT_S", "2")),
             jvm=os.environ.get("BENCH_PERF_JVM", "-Xms256m -Xmx1g -XX:MaxDirectMemorySize=512m"),
+            client_memory=_client_memory(os.environ.get("BENCH_PERF_CLIENT_MEMORY", "64M")),
         )
 
     def trim_knobs(self) -> ext.Knobs:
@@ -177,6 +182,12 @@ class Knobs:
             policy_wait_s=self.policy_wait_s,
             ledgers="pulsar",
         )
+
+
+def _client_memory(v: str) -> str:
+    if not re.fullmatch(r"[1-9][0-9]*[KMG]?", v):
+        raise SystemExit(f"BENCH_PERF_CLIENT_MEMORY: a size such as 64M (pulsar-perf's --memory-limit), not {v!r}")
+    return v
 
 
 # ---------------------------------------------------------------------------------------------- pulsar-perf output
@@ -416,6 +427,11 @@ def produce_consume(side: Side, topic: str, rate: int, k: Knobs, out_dir: Path, 
                 str(k.size),
                 "-time",
                 str(k.seconds),
+                # Pulsar's client bounds its pending messages to 64 MB unless told otherwise; pulsar-perf tells it
+                # 0 (no bound), and at the maximum rate its heap then filled whichever side's publish latency grew
+                # first, until an OutOfMemoryError mid-write cut a frame and the broker closed the connection.
+                "--memory-limit",
+                k.client_memory,
                 "--histogram-file",
                 str(out_dir / f"{tag}-produce.hgrm"),
                 topic,
@@ -446,7 +462,10 @@ def produce_consume(side: Side, topic: str, rate: int, k: Knobs, out_dir: Path, 
         except subprocess.TimeoutExpired:
             os.killpg(consumer.pid, signal.SIGKILL)
             consumer.wait()
-    p = parse_aggregated(p_out.read_text(errors="replace"))
+    p_text = p_out.read_text(errors="replace")
+    if "OutOfMemoryError" in p_text:
+        errors.append(f"pulsar-perf produce ran out of heap (BENCH_PERF_JVM, BENCH_PERF_CLIENT_MEMORY): {p_out}")
+    p = parse_aggregated(p_text)
     c = parse_aggregated(c_out.read_text(errors="replace"))
     if "p99" not in p or "rate" not in p:
         errors.append(f"no aggregated stats in {p_out}")
@@ -754,6 +773,7 @@ async def amain() -> int:
     print(
         f"compared against: stock brokers, alternated with the extension's in {k.rounds} rounds (A/B, B/A); load: "
         f"pulsar-perf 4.0.8 only (produce at {k.rate} msg/s and at -r {k.max_rate}, {k.size} B, {k.seconds} s, "
+        f"--memory-limit {k.client_memory}, "
         f"pulsar-perf's defaults otherwise, batching 1 ms; a consume on the same topic), brokers with Pulsar's "
         f"rollover defaults; values = median of the rounds (latencies: of each round's pulsar-perf percentile); "
         f"trims: bench.extension's trim workload, {k.trim_topics} topics x {k.trim_ledgers} closed ledgers"

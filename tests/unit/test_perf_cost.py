@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.perf_cost import mark_waits_ms, parse_aggregated, throughput, trim_split_ms
+from bench.perf_cost import Knobs, mark_waits_ms, parse_aggregated, throughput, trim_split_ms
 
 PRODUCE = (
     "2026-11-27T23:49:31,082+0000 [perf-client-shutdown] INFO  org.apache.pulsar.testclient.PerformanceProducer - "
@@ -141,3 +141,14 @@ def test_throughput_over_the_duration_unless_the_producer_overran_it() -> None:
     # Blocked for minutes on a full queue: its own elapsed time counts (3,058,596 / 14,745.66 = 207 s).
     assert throughput({"count": 3058596, "rate": 14745.66}, 30) == pytest.approx(14745.66)
     assert throughput({}, 30) is None
+
+
+def test_client_memory_knob(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BENCH_PERF_CLIENT_MEMORY", raising=False)
+    assert Knobs.from_env().client_memory == "64M"
+    monkeypatch.setenv("BENCH_PERF_CLIENT_MEMORY", "256M")
+    assert Knobs.from_env().client_memory == "256M"
+    for bad in ("0", "64 MB", "-1M", ""):
+        monkeypatch.setenv("BENCH_PERF_CLIENT_MEMORY", bad)
+        with pytest.raises(SystemExit, match="BENCH_PERF_CLIENT_MEMORY"):
+            Knobs.from_env()
