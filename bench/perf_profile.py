@@ -1,7 +1,10 @@
 """Where a broker's CPU goes at pulsar-perf's maximum rate, stock against the extension: the standalone pair of
-``bench.perf_cost`` (same instances, ports and knobs), each side warmed at the maximum rate, then four maximum-rate
-runs in the order stock, extension, extension, stock (a warm-up trend then weighs on both sides alike), nothing
-else between them (no fixed-rate or trim step). Per run: pulsar-perf's throughput, the broker JVM's CPU seconds
+``bench.perf_cost`` (same instances, ports and knobs), each side warmed, then four maximum-rate runs in the order
+stock, extension, extension, stock (a warm-up trend then weighs on both sides alike). By default each side is
+warmed at the maximum rate and nothing else runs between the maximum-rate runs; ``BENCH_PROFILE_WARMUP=fixed``
+warms as ``bench.perf_cost`` does (10 s at the fixed rate) and ``BENCH_PROFILE_SEQUENCE=fixed,max,trim`` runs each
+side's steps as ``bench.perf_cost`` does (its fixed-rate row before the maximum, its trim step after), so the
+two benches can be told apart step by step. Per run: pulsar-perf's throughput, the broker JVM's CPU seconds
 (``/proc``) per million messages sent, and a Java Flight Recorder CPU profile of 20 s of the run (``jcmd
 JFR.start settings=profile``): its execution samples, and how many of them have a frame of the extension
 (``org.ledgerdeletion``) on their stack.
@@ -12,6 +15,9 @@ It keeps no JSON: what it prints is read beside a ``bench.perf_cost`` run (bench
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import os
 import re
 import subprocess
 import time
@@ -46,8 +52,17 @@ def jfr_samples(recording: Path) -> tuple[int, int]:
     return len(events), sum(1 for e in events if re.search(r"\borg\.ledgerdeletion\.", e))
 
 
+def _choice(name: str, default: str, allowed: set[str]) -> list[str]:
+    v = [x for x in os.environ.get(name, default).split(",") if x]
+    if not v or set(v) - allowed or (name == "BENCH_PROFILE_SEQUENCE" and "max" not in v):
+        raise SystemExit(f"{name}: a comma-separated list of {', '.join(sorted(allowed))}, not {v}")
+    return v
+
+
 def main() -> int:
     k = pc.Knobs.from_env()
+    [warmup] = _choice("BENCH_PROFILE_WARMUP", "max", {"max", "fixed"})[:1]
+    sequence = _choice("BENCH_PROFILE_SEQUENCE", "max", {"fixed", "max", "trim"})
     out = OUT / f"perf-profile-{uuid.uuid4().hex[:8]}"
     out.mkdir(parents=True, exist_ok=True)
     stacks, started = ext.bring_up(pc.PAIR)
@@ -58,9 +73,13 @@ def main() -> int:
             for m in pc.MODES
         }
         for m, side in sides.items():
-            pc.produce_consume(side, f"persistent://public/default/prof-warm-{m}", k.max_rate, k, out, f"warm-{m}")
+            w = k if warmup == "max" else dataclasses.replace(k, seconds=10)
+            rate = k.max_rate if warmup == "max" else k.rate
+            pc.produce_consume(side, f"persistent://public/default/prof-warm-{m}", rate, w, out, f"warm-{m}")
         for i, m in enumerate(ORDER):
             topic = f"persistent://public/default/prof-{out.name}-{i}-{m}"
+            if "fixed" in sequence[: sequence.index("max")]:
+                pc.produce_consume(sides[m], f"{topic}-fixed", k.rate, k, out, f"{i}-{m}-fixed")
             c0, w0 = cpu_seconds(pids[m]), time.monotonic()
             with ThreadPoolExecutor(1) as pool:
                 running = pool.submit(pc.produce_consume, sides[m], topic, k.max_rate, k, out, f"{i}-{m}")
@@ -91,9 +110,15 @@ def main() -> int:
                 f"samples, {ours} with an org.ledgerdeletion frame; errors {res['errors']}",
                 flush=True,
             )
+            if "trim" in sequence[sequence.index("max") :]:
+                sample, _ = asyncio.run(ext.trims(sides[m].stack, f"public/prof-{out.name}-{i}-{m}", k.trim_knobs()))
+                print(f"[profile]   then trims: {sample.figures.get('trims_per_s') or 0:.1f} trims/s", flush=True)
     finally:
         ext.bring_down(started, pc.PAIR)
-    print(f"compared against: stock brokers on the standalone pair of bench.perf_cost, in the order {', '.join(ORDER)}")
+    print(
+        f"compared against: stock brokers on the standalone pair of bench.perf_cost, in the order {', '.join(ORDER)}; "
+        f"warm-up at the {warmup} rate, each run's steps {', '.join(sequence)}"
+    )
     print(f"recordings and pulsar-perf output: {out}")
     return 0
 
