@@ -46,7 +46,10 @@ protos: venv
 
 # The system packages the tests use, from Debian (apt-get, as root; once per machine, .ci/run does it before
 # `make test`): Prometheus, promtool and the Pushgateway (alert-rule and scrape tests), openssl (the auth profile's
-# certificates), tmux (the terminal tests: the tables at 80 and 200 columns). Installed only when one is missing.
+# certificates), tmux (the terminal tests: the tables at 80 and 200 columns). As root with apt-get there, apt-get is
+# always asked to install them, whatever this check finds: apt-get, not PATH, knows what a machine holds, and an
+# install of what is there is a no-op (`--no-upgrade`: nothing installed is upgraded; under a second here). The
+# package lists are updated only when something is found missing. Not root, or no apt-get: only the check decides.
 SYSTEM_COMMANDS := promtool prometheus prometheus-pushgateway openssl tmux
 # SYSTEM_PACKAGES_MISSING is the one condition: it prints the commands not on PATH (tests/ops/test_system_packages.py
 # runs it with commands taken away). After the install the same check runs again and fails the target, naming what
@@ -66,6 +69,9 @@ system-packages:
 	  apt-get update -qq || echo "system-packages: apt-get update failed; installing from the package lists there are" >&2; \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 	    $(SYSTEM_PACKAGES) || { echo "system-packages: apt-get failed (install)" >&2; exit 1; }; \
+	elif [ "$${EUID:-1}" = 0 ] && command -v apt-get >/dev/null; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends --no-upgrade \
+	    $(SYSTEM_PACKAGES) || echo "system-packages: apt-get failed (install of what was found there)" >&2; \
 	fi; \
 	missing=$$($(SYSTEM_PACKAGES_MISSING)); \
 	if [ -n "$$missing" ]; then echo "system-packages: still missing after the install: $$missing" >&2; exit 1; fi
