@@ -66,7 +66,7 @@ from bench.env import OUT, RESULTS, int_knob
 from bench.run import _git_head, _loadavg, _machine
 from bench.stats import sample_quantiles
 from testkit.harness import quiet_logger
-from testkit.stack import REPO, STACK, Profile, Stack, admin_for, drop_data, healthy, stack_of
+from testkit.stack import REPO, STACK, Profile, Stack, admin_for, healthy, stack_of
 from worker.broker.admin import NotOwner, PulsarAdmin
 from worker.formats.topic_name import TopicName
 
@@ -249,12 +249,7 @@ def bring_up(pair: Pair = PAIR) -> tuple[dict[str, Stack], list[str]]:
 def bring_down(modes: list[str], pair: Pair = PAIR) -> None:
     """Stops the instances this run started and drops their data, keeping their logs (``drop_data``)."""
     for m in modes:
-        r = _stack_sh(m, "down", pair=pair)
-        if r.returncode != 0:
-            print(f"[bench] stack.sh down ({m}) failed, its data kept: {r.stderr[-500:]}", flush=True)
-            continue
-        stack_dir = instance_env(m, pair)["STACK_DIR"]
-        print(f"[bench] {m}: {drop_data(stack_dir) / 2**30:.1f} GiB of data dropped, logs kept in {stack_dir}/logs")
+        instance(m, pair).down_dropping_data(BROKER_EXTENSION=pair.placements[m]["BROKER_EXTENSION"])
 
 
 def marked_total(s: Stack) -> float:

@@ -43,7 +43,7 @@ percentiles, not samples, so latencies are the median of each round's percentile
 per-round paired ratios; checks the goals at the fixed rate (publish p99 at most ``GOAL_P99`` x stock, throughput
 at least ``GOAL_THROUGHPUT`` x stock: met or missed); saves the run as JSON under ``bench/results/``
 (``BENCH_RESULTS_DIR``), pulsar-perf's output and histogram files under ``bench/out/perf-<run>/``. Instances this
-run started are stopped at the end and their data dropped (their logs kept: ``testkit.stack.drop_data``).
+run started are stopped at the end and their data dropped, their logs kept (``Profile.down_dropping_data``).
 
 Knobs: ``BENCH_PERF_PROFILES`` (standalone,cluster), ``BENCH_PERF_ROUNDS`` (2), ``BENCH_PERF_RATE`` (1000),
 ``BENCH_PERF_MAX_RATE`` (1000000), ``BENCH_PERF_SIZE`` (1024), ``BENCH_PERF_SECONDS`` (30),
@@ -78,7 +78,7 @@ from bench import extension as ext
 from bench.env import OUT, RESULTS, int_knob
 from bench.run import _git_head, _loadavg, _machine
 from bench.stats import sample_quantiles
-from testkit.stack import REPO, Profile, Stack, drop_data, healthy, stack_of
+from testkit.stack import REPO, Profile, Stack, healthy, stack_of
 
 PERF = REPO / "deploy" / "local" / ".cache" / "apache-pulsar-4.0.8" / "bin" / "pulsar-perf"
 MODES = ext.MODES
@@ -554,7 +554,7 @@ async def run_standalone(run_id: str, k: Knobs, out_dir: Path) -> dict[str, list
     samples: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
     try:
         sides = {m: Side(stacks[m], _standalone_logs(ext.instance_env(m, PAIR)), [stacks[m].admin_url]) for m in MODES}
-        await _warm_up(sides, k, out_dir, "standalone")
+        await warm_up(sides, k, out_dir, "standalone")
         for r in range(k.rounds):
             for m in MODES if r % 2 == 0 else tuple(reversed(MODES)):
                 samples[m].append(await run_side(sides[m], m, "standalone", r, run_id, k, out_dir))
@@ -563,7 +563,7 @@ async def run_standalone(run_id: str, k: Knobs, out_dir: Path) -> dict[str, list
     return samples
 
 
-async def _warm_up(sides: Mapping[str, Side], k: Knobs, out_dir: Path, prof: str) -> None:
+async def warm_up(sides: Mapping[str, Side], k: Knobs, out_dir: Path, prof: str) -> None:
     """A short pulsar-perf run per side, not measured: the brokers' JITs and the clients' first lookups."""
     short = dataclasses.replace(k, seconds=10)
     for m, side in sides.items():
@@ -624,21 +624,16 @@ async def run_cluster(run_id: str, k: Knobs, out_dir: Path) -> tuple[dict[str, l
             [addrs["PULSAR_ADMIN_URL"], addrs["PULSAR_ADMIN_URL_2"]],
         )
         current = order[0]
-        await _warm_up({current: side}, k, out_dir, "cluster")
+        await warm_up({current: side}, k, out_dir, "cluster")
         for i, m in enumerate(order):
             if m != current:
                 print(f"[bench] cluster: brokers restarted as {m} ...", flush=True)
                 switches.append(round(await asyncio.to_thread(switch_brokers, m), 1))
                 current = m
-                await _warm_up({m: side}, k, out_dir, f"cluster-{i}")
+                await warm_up({m: side}, k, out_dir, f"cluster-{i}")
             samples[m].append(await run_side(side, m, "cluster", i // 2, run_id, k, out_dir))
     finally:
-        r = prof.run("down", timeout=300)
-        if r.returncode != 0:
-            print(f"[bench] cluster stack.sh down failed, its data kept: {r.stderr[-500:]}", flush=True)
-        else:
-            freed = drop_data(env["STACK_DIR"])
-            print(f"[bench] cluster: {freed / 2**30:.1f} GiB of data dropped, logs kept in {env['STACK_DIR']}/logs")
+        prof.down_dropping_data(timeout=300)
     return samples, switches
 
 

@@ -16,7 +16,6 @@ It keeps no JSON: what it prints is read beside a ``bench.perf_cost`` run (bench
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import re
 import subprocess
@@ -52,17 +51,15 @@ def jfr_samples(recording: Path) -> tuple[int, int]:
     return len(events), sum(1 for e in events if re.search(r"\borg\.ledgerdeletion\.", e))
 
 
-def _choice(name: str, default: str, allowed: set[str]) -> list[str]:
-    v = [x for x in os.environ.get(name, default).split(",") if x]
-    if not v or set(v) - allowed or (name == "BENCH_PROFILE_SEQUENCE" and "max" not in v):
-        raise SystemExit(f"{name}: a comma-separated list of {', '.join(sorted(allowed))}, not {v}")
-    return v
-
-
 def main() -> int:
     k = pc.Knobs.from_env()
-    [warmup] = _choice("BENCH_PROFILE_WARMUP", "max", {"max", "fixed"})[:1]
-    sequence = _choice("BENCH_PROFILE_SEQUENCE", "max", {"fixed", "max", "trim"})
+    warmup = os.environ.get("BENCH_PROFILE_WARMUP", "max")
+    if warmup not in ("max", "fixed"):
+        raise SystemExit(f"BENCH_PROFILE_WARMUP: max or fixed, not {warmup!r}")
+    # The steps of each run: the maximum always; the fixed-rate row before it, the trim step after it.
+    sequence = os.environ.get("BENCH_PROFILE_SEQUENCE", "max").split(",")
+    if "max" not in sequence or set(sequence) - {"fixed", "max", "trim"}:
+        raise SystemExit(f"BENCH_PROFILE_SEQUENCE: max, with fixed and trim if wanted (fixed,max,trim), not {sequence}")
     out = OUT / f"perf-profile-{uuid.uuid4().hex[:8]}"
     out.mkdir(parents=True, exist_ok=True)
     stacks, started = ext.bring_up(pc.PAIR)
@@ -72,13 +69,14 @@ def main() -> int:
             m: int((Path(ext.instance_env(m, pc.PAIR)["STACK_DIR"]) / "run" / "pulsar.pid").read_text())
             for m in pc.MODES
         }
-        for m, side in sides.items():
-            w = k if warmup == "max" else dataclasses.replace(k, seconds=10)
-            rate = k.max_rate if warmup == "max" else k.rate
-            pc.produce_consume(side, f"persistent://public/default/prof-warm-{m}", rate, w, out, f"warm-{m}")
+        if warmup == "fixed":
+            asyncio.run(pc.warm_up(sides, k, out, "profile"))
+        else:
+            for m, side in sides.items():
+                pc.produce_consume(side, f"persistent://public/default/prof-warm-{m}", k.max_rate, k, out, f"warm-{m}")
         for i, m in enumerate(ORDER):
             topic = f"persistent://public/default/prof-{out.name}-{i}-{m}"
-            if "fixed" in sequence[: sequence.index("max")]:
+            if "fixed" in sequence:
                 pc.produce_consume(sides[m], f"{topic}-fixed", k.rate, k, out, f"{i}-{m}-fixed")
             c0, w0 = cpu_seconds(pids[m]), time.monotonic()
             with ThreadPoolExecutor(1) as pool:
@@ -110,7 +108,7 @@ def main() -> int:
                 f"samples, {ours} with an org.ledgerdeletion frame; errors {res['errors']}",
                 flush=True,
             )
-            if "trim" in sequence[sequence.index("max") :]:
+            if "trim" in sequence:
                 sample, _ = asyncio.run(ext.trims(sides[m].stack, f"public/prof-{out.name}-{i}-{m}", k.trim_knobs()))
                 print(f"[profile]   then trims: {sample.figures.get('trims_per_s') or 0:.1f} trims/s", flush=True)
     finally:

@@ -43,7 +43,7 @@ from typing import Any
 
 from bench.env import RESULTS
 from testkit.managed_ledger_encoding import encode_managed_cursor_info, encode_managed_ledger_info
-from testkit.stack import REPO, Profile, drop_data
+from testkit.stack import REPO, Profile
 from worker.formats.managed_ledger_metadata import (
     LedgerInfo,
     ManagedCursorInfo,
@@ -77,8 +77,12 @@ DAY_MS = 86_400_000
 # ---- the instance ----------------------------------------------------------------------------------------
 
 
+def _instance() -> Profile:
+    return Profile("standalone", INSTANCE, prefix="LDW_BENCH_SCALE_")
+
+
 def _stack_sh(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return Profile("standalone", INSTANCE, prefix="LDW_BENCH_SCALE_").run(*args, timeout=timeout)
+    return _instance().run(*args, timeout=timeout)
 
 
 def bring_up() -> None:
@@ -90,12 +94,7 @@ def bring_up() -> None:
 
 
 def bring_down() -> None:
-    r = _stack_sh("down")
-    if r.returncode != 0:
-        print(f"[bench] stack.sh down failed, its data kept: {r.stderr[-500:]}", flush=True)
-        return
-    freed = drop_data(INSTANCE["STACK_DIR"])
-    print(f"[bench] {freed / 2**30:.1f} GiB of data dropped, logs kept in {INSTANCE['STACK_DIR']}/logs", flush=True)
+    _instance().down_dropping_data(timeout=900)
 
 
 def admin_url() -> str:

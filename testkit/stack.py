@@ -154,6 +154,18 @@ class Profile:
     def down(self) -> None:
         self.run("down", timeout=300)
 
+    def down_dropping_data(self, *, timeout: float = 600, **overrides: str) -> None:
+        """``stack.sh down``, then everything the instance stored but its logs (``drop_data``); a failed down keeps
+        the data. For a bench's instances of their own, never the shared stack."""
+        r = self.run("down", timeout=timeout, **overrides)
+        stack_dir = self.environ(**overrides)["STACK_DIR"]
+        if r.returncode != 0:
+            print(f"[bench] stack.sh down failed ({stack_dir}), its data kept: {r.stderr[-500:]}", flush=True)
+            return
+        print(
+            f"[bench] {drop_data(stack_dir) / 2**30:.1f} GiB of data dropped, logs kept in {stack_dir}/logs", flush=True
+        )
+
 
 def healthy(addresses: Mapping[str, str]) -> bool:
     """Every broker, bookie and S3 server an instance's ``addresses`` name answers its health check: the
@@ -246,11 +258,11 @@ def drop_data(stack_dir: str | Path) -> int:
     for child in root.iterdir() if root.is_dir() else []:
         if child.name == "logs":
             continue
-        files = [child] if not child.is_dir() or child.is_symlink() else [f for f in child.rglob("*") if f.is_file()]
-        freed += sum(f.lstat().st_size for f in files)
         if child.is_dir() and not child.is_symlink():
+            freed += sum(f.lstat().st_size for f in child.rglob("*") if f.is_file())
             shutil.rmtree(child, ignore_errors=True)
         else:
+            freed += child.lstat().st_size
             child.unlink(missing_ok=True)
     return freed
 
